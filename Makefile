@@ -1,0 +1,60 @@
+# lanced Makefile. `make test` is the README's test command; .ci/run calls it.
+GO        ?= go
+PROTOC    ?= protoc
+PKGS      ?= ./...
+FUZZTIME  ?= 10s
+BENCHTIME ?= 1x
+
+.PHONY: all build test test-short lint generate check-generate fuzz fuzz-long bench oracle e2e clean
+
+all: build
+
+build:
+	$(GO) build -o bin/lanced ./cmd/lanced
+
+# The full suite: unit, integration against the npm oracle, short fuzz runs.
+test: oracle
+	$(GO) vet $(PKGS)
+	$(GO) test -count=1 -timeout 45m $(PKGS)
+	$(MAKE) fuzz FUZZTIME=5s
+
+# Pure-Go tests only (no oracle, no long scenarios).
+test-short:
+	$(GO) test -short -count=1 $(PKGS)
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+# Regenerate protobuf code (protoc from Debian's protobuf-compiler,
+# protoc-gen-go pinned as a tool in go.mod).
+generate:
+	$(GO) build -o bin/protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go
+	$(PROTOC) -I proto --plugin=protoc-gen-go=bin/protoc-gen-go \
+		--go_out=. --go_opt=module=github.com/lanced-dev/lanced proto/*.proto
+
+check-generate: generate
+	@git diff --exit-code -- internal/format/pb || (echo "generated protobuf code is out of date: run make generate"; exit 1)
+
+# Every fuzz target, FUZZTIME each (go test runs one -fuzz target at a time).
+fuzz:
+	@for spec in $$($(GO) run ./testenv/fuzzlist); do \
+		pkg=$${spec%%:*}; name=$${spec##*:}; \
+		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	done
+
+fuzz-long:
+	$(MAKE) fuzz FUZZTIME=5m
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
+
+# Real Lance (the judge), installed from the lockfile.
+oracle: testenv/oracle/node_modules/.package-lock.json
+
+testenv/oracle/node_modules/.package-lock.json: testenv/oracle/package-lock.json
+	cd testenv/oracle && npm ci --no-audit --no-fund
+
+clean:
+	rm -rf bin
