@@ -1,0 +1,167 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
+	"google.golang.org/protobuf/proto"
+)
+
+// Verification after every commit (seed 003's "check before you clean"):
+// the manifest that was committed must hold exactly what the tasks promised.
+// A mismatch is an ErrInvariant: the table is held and nothing more is done
+// to it (no further commits, no cleanup) until an operator looks.
+
+// liveRows is a fragment's physical rows minus its recorded deletions.
+func liveRows(f *tablepb.DataFragment) uint64 {
+	return f.GetPhysicalRows() - f.GetDeletionFile().GetNumDeletedRows()
+}
+
+// liveFields returns the field ids that the fragment's files hold and the
+// schema still has.
+func liveFields(f *tablepb.DataFragment, schema map[int32]bool) map[int32]bool {
+	out := map[int32]bool{}
+	for _, df := range f.GetFiles() {
+		for _, id := range df.GetFields() {
+			if schema[id] {
+				out[id] = true
+			}
+		}
+	}
+	return out
+}
+
+func schemaIDs(m *tablepb.Manifest) map[int32]bool {
+	out := make(map[int32]bool, len(m.GetFields()))
+	for _, f := range m.GetFields() {
+		out[f.GetId()] = true
+	}
+	return out
+}
+
+// VerifyRewrite checks a committed Rewrite: before is the manifest it was
+// built on, after the committed one, groups the transaction's groups.
+func VerifyRewrite(before, after *tablepb.Manifest, groups []*tablepb.Transaction_Rewrite_RewriteGroup) error {
+	if !sameSchema(before, after) {
+		return fmt.Errorf("%w: rewrite changed the schema", ErrInvariant)
+	}
+	removed, added := map[uint64]bool{}, map[uint64]*tablepb.DataFragment{}
+	for gi, g := range groups {
+		var oldLive, newRows uint64
+		for _, f := range g.GetOldFragments() {
+			removed[f.GetId()] = true
+			oldLive += liveRows(f)
+		}
+		for _, f := range g.GetNewFragments() {
+			added[f.GetId()] = f
+			newRows += f.GetPhysicalRows()
+			if f.GetDeletionFile() != nil {
+				return fmt.Errorf("%w: group %d: new fragment %d has a deletion file", ErrInvariant, gi, f.GetId())
+			}
+		}
+		if oldLive != newRows {
+			return fmt.Errorf("%w: group %d: %d live rows read, %d rows written", ErrInvariant, gi, oldLive, newRows)
+		}
+	}
+	afterByID := fragsByID(after)
+	for id := range removed {
+		if afterByID[id] != nil {
+			return fmt.Errorf("%w: rewritten fragment %d is still in the table", ErrInvariant, id)
+		}
+	}
+	for id, f := range added {
+		if got := afterByID[id]; got == nil || !proto.Equal(got, f) {
+			return fmt.Errorf("%w: new fragment %d is not in the table as written", ErrInvariant, id)
+		}
+	}
+	for _, f := range before.GetFragments() {
+		if removed[f.GetId()] {
+			continue
+		}
+		if got := afterByID[f.GetId()]; got == nil || !proto.Equal(got, f) {
+			return fmt.Errorf("%w: untouched fragment %d changed", ErrInvariant, f.GetId())
+		}
+	}
+	if len(after.GetFragments()) != len(before.GetFragments())-len(removed)+len(added) {
+		return fmt.Errorf("%w: %d fragments after the rewrite, want %d", ErrInvariant,
+			len(after.GetFragments()), len(before.GetFragments())-len(removed)+len(added))
+	}
+	return nil
+}
+
+// VerifyRepack checks a committed repack carrier: every repacked fragment
+// keeps its rows, deletions and lineage and still holds every live field;
+// every other fragment is untouched.
+func VerifyRepack(before, after *tablepb.Manifest, updated []*tablepb.DataFragment) error {
+	if !sameSchema(before, after) {
+		return fmt.Errorf("%w: repack changed the schema", ErrInvariant)
+	}
+	schema := schemaIDs(after)
+	beforeByID, afterByID := fragsByID(before), fragsByID(after)
+	touched := map[uint64]bool{}
+	for _, u := range updated {
+		id := u.GetId()
+		touched[id] = true
+		b, a := beforeByID[id], afterByID[id]
+		if b == nil || a == nil {
+			return fmt.Errorf("%w: repacked fragment %d missing", ErrInvariant, id)
+		}
+		if a.GetPhysicalRows() != b.GetPhysicalRows() ||
+			!proto.Equal(a.GetDeletionFile(), b.GetDeletionFile()) ||
+			string(a.GetInlineRowIds()) != string(b.GetInlineRowIds()) ||
+			string(a.GetInlineCreatedAtVersions()) != string(b.GetInlineCreatedAtVersions()) ||
+			string(a.GetInlineLastUpdatedAtVersions()) != string(b.GetInlineLastUpdatedAtVersions()) {
+			return fmt.Errorf("%w: repacked fragment %d changed rows, deletions or lineage", ErrInvariant, id)
+		}
+		want, got := liveFields(b, schema), liveFields(a, schema)
+		for fid := range want {
+			if !got[fid] {
+				return fmt.Errorf("%w: repacked fragment %d lost field %d", ErrInvariant, id, fid)
+			}
+		}
+		seen := map[int32]string{}
+		for _, df := range a.GetFiles() {
+			for _, fid := range df.GetFields() {
+				if fid < 0 || !schema[fid] {
+					continue
+				}
+				if p, dup := seen[fid]; dup {
+					return fmt.Errorf("%w: fragment %d holds field %d in %s and %s", ErrInvariant, id, fid, p, df.GetPath())
+				}
+				seen[fid] = df.GetPath()
+			}
+		}
+	}
+	if len(after.GetFragments()) != len(before.GetFragments()) {
+		return fmt.Errorf("%w: repack changed the fragment count", ErrInvariant)
+	}
+	for _, f := range before.GetFragments() {
+		if touched[f.GetId()] {
+			continue
+		}
+		if !proto.Equal(afterByID[f.GetId()], f) {
+			return fmt.Errorf("%w: untouched fragment %d changed", ErrInvariant, f.GetId())
+		}
+	}
+	return nil
+}
+
+func sameSchema(a, b *tablepb.Manifest) bool {
+	if len(a.GetFields()) != len(b.GetFields()) {
+		return false
+	}
+	for i := range a.GetFields() {
+		if !proto.Equal(a.GetFields()[i], b.GetFields()[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func fragsByID(m *tablepb.Manifest) map[uint64]*tablepb.DataFragment {
+	out := make(map[uint64]*tablepb.DataFragment, len(m.GetFragments()))
+	for _, f := range m.GetFragments() {
+		out[f.GetId()] = f
+	}
+	return out
+}
