@@ -1,0 +1,278 @@
+package watch
+
+import (
+	"container/heap"
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/lanced-dev/lanced/internal/format"
+)
+
+// CoalescerConfig configures a Coalescer.
+type CoalescerConfig struct {
+	// Debounce is the quiet period: a table is evaluated once no event for
+	// it arrived for this long (default 5s).
+	Debounce time.Duration
+	// MaxDelay bounds the wait: a table is evaluated at most this long
+	// after the first event of a burst, even if events keep coming
+	// (default 60s; raised to Debounce if smaller).
+	MaxDelay time.Duration
+	// AutoDone marks a table done as soon as the out sink returns, for
+	// consumers that finish their work inside the sink call. Otherwise the
+	// consumer calls Done when the table's run ends.
+	AutoDone bool
+	// Now is the clock (default time.Now). Timers are real timers; tests
+	// run under testing/synctest.
+	Now func() time.Time
+	// Logger and Metrics as in Options.
+	Logger  *slog.Logger
+	Metrics *Metrics
+}
+
+// Coalescer turns a stream of table versions into evaluations: per table, a
+// burst of events becomes one call of the out sink after Debounce (never
+// later than MaxDelay after the first event), carrying the highest version
+// seen. A table handed to out is busy until Done(table): events arriving
+// meanwhile are held and become one more evaluation when the run ends, so
+// one table is never evaluated twice at once.
+//
+// Add is a Sink; put it behind every source. Run delivers to out.
+type Coalescer struct {
+	cfg CoalescerConfig
+	out Sink
+
+	mu     sync.Mutex
+	tables map[string]*tableState
+	due    dueHeap
+	wake   chan struct{}
+}
+
+type tableState struct {
+	version  uint64    // highest version of the pending burst
+	emitted  uint64    // version of the last evaluation handed out
+	first    time.Time // first event of the pending burst
+	last     time.Time // latest event of the pending burst
+	pending  bool
+	busy     bool
+	inHeap   bool
+	heapTime time.Time
+}
+
+// NewCoalescer returns a coalescer delivering to out.
+func NewCoalescer(cfg CoalescerConfig, out Sink) *Coalescer {
+	if cfg.Debounce <= 0 {
+		cfg.Debounce = 5 * time.Second
+	}
+	if cfg.MaxDelay <= 0 {
+		cfg.MaxDelay = 60 * time.Second
+	}
+	if cfg.MaxDelay < cfg.Debounce {
+		cfg.MaxDelay = cfg.Debounce
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	cfg.Metrics = orNewMetrics(cfg.Metrics)
+	return &Coalescer{
+		cfg:    cfg,
+		out:    out,
+		tables: map[string]*tableState{},
+		wake:   make(chan struct{}, 1),
+	}
+}
+
+// dueAt is when a pending table becomes due.
+func (c *Coalescer) dueAt(st *tableState) time.Time {
+	d := st.last.Add(c.cfg.Debounce)
+	if m := st.first.Add(c.cfg.MaxDelay); m.Before(d) {
+		return m
+	}
+	return d
+}
+
+// Add records one event. It never blocks on the consumer and returns nil
+// unless ctx is done, so a source acknowledges its message once the event
+// is recorded here.
+func (c *Coalescer) Add(ctx context.Context, ref format.VersionRef) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.cfg.Metrics.coalesced.Inc()
+	now := c.cfg.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.tables[ref.Table]
+	if st == nil {
+		st = &tableState{}
+		c.tables[ref.Table] = st
+	}
+	if !st.pending {
+		// A redelivery (or a poll sweep) of the version already evaluated
+		// is not news.
+		if ref.Version == st.emitted {
+			return nil
+		}
+		st.pending = true
+		st.first = now
+		st.version = ref.Version
+		c.cfg.Metrics.pendingTables.Inc()
+	} else if ref.Version > st.version {
+		st.version = ref.Version
+	}
+	st.last = now
+	if !st.busy {
+		c.schedule(ref.Table, st, c.dueAt(st))
+	}
+	return nil
+}
+
+// schedule puts the table on the heap at t unless it is there already with
+// an earlier time (the pop re-checks the real due time).
+func (c *Coalescer) schedule(table string, st *tableState, t time.Time) {
+	if st.inHeap && !t.Before(st.heapTime) {
+		return
+	}
+	st.inHeap = true
+	st.heapTime = t
+	heap.Push(&c.due, dueEntry{at: t, table: table})
+	if c.due[0].table == table {
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Done ends the run of table: later events evaluate it again, and events
+// that arrived during the run are delivered once their window closes
+// (at once if it already has).
+func (c *Coalescer) Done(table string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.tables[table]
+	if st == nil || !st.busy {
+		return
+	}
+	st.busy = false
+	c.cfg.Metrics.busyTables.Dec()
+	if st.pending {
+		c.schedule(table, st, c.dueAt(st))
+	}
+}
+
+// Run delivers due tables to out until ctx is done. If out fails, the table
+// is retried after Debounce.
+func (c *Coalescer) Run(ctx context.Context) error {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		refs, next := c.popDue()
+		for _, ref := range refs {
+			c.cfg.Metrics.evaluations.Inc()
+			err := c.out(ctx, ref)
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err != nil {
+				c.cfg.Logger.Warn("table evaluation not handed on; retrying", "table", ref.Table, "version", ref.Version, "err", err)
+				c.retry(ref)
+				continue
+			}
+			if c.cfg.AutoDone {
+				c.Done(ref.Table)
+			}
+		}
+		if len(refs) > 0 {
+			continue // out may have taken a while: re-check the clock
+		}
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = max(next.Sub(c.cfg.Now()), 0)
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.wake:
+			// Since Go 1.23 Stop leaves no stale tick behind.
+			timer.Stop()
+		case <-timer.C:
+		}
+	}
+}
+
+// popDue takes every due, idle table off the heap, marks it busy and
+// returns its evaluation, plus the time of the next heap entry.
+func (c *Coalescer) popDue() ([]format.VersionRef, time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.cfg.Now()
+	var refs []format.VersionRef
+	for len(c.due) > 0 && !c.due[0].at.After(now) {
+		e := heap.Pop(&c.due).(dueEntry)
+		st := c.tables[e.table]
+		st.inHeap = false
+		if !st.pending || st.busy {
+			continue // Done re-schedules a busy table
+		}
+		if d := c.dueAt(st); d.After(now) {
+			c.schedule(e.table, st, d)
+			continue
+		}
+		st.pending = false
+		st.busy = true
+		st.emitted = st.version
+		c.cfg.Metrics.pendingTables.Dec()
+		c.cfg.Metrics.busyTables.Inc()
+		refs = append(refs, format.VersionRef{Table: e.table, Version: st.version})
+	}
+	if len(c.due) > 0 {
+		return refs, c.due[0].at
+	}
+	return refs, time.Time{}
+}
+
+// retry re-queues an evaluation the out sink refused.
+func (c *Coalescer) retry(ref format.VersionRef) {
+	now := c.cfg.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.tables[ref.Table]
+	st.busy = false
+	c.cfg.Metrics.busyTables.Dec()
+	st.emitted = 0
+	if !st.pending {
+		st.pending = true
+		st.first = now
+		st.version = ref.Version
+		c.cfg.Metrics.pendingTables.Inc()
+	} else if ref.Version > st.version {
+		st.version = ref.Version
+	}
+	st.last = now
+	c.schedule(ref.Table, st, c.dueAt(st))
+}
+
+type dueEntry struct {
+	at    time.Time
+	table string
+}
+
+type dueHeap []dueEntry
+
+func (h dueHeap) Len() int           { return len(h) }
+func (h dueHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h dueHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *dueHeap) Push(x any)        { *h = append(*h, x.(dueEntry)) }
+func (h *dueHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}

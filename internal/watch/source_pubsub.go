@@ -1,0 +1,107 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gocloud.dev/gcerrors"
+	"gocloud.dev/pubsub"
+
+	// The drivers a subscription URL may name. They link the AWS and GCP
+	// SDKs, but only through Go CDK; this package calls no SDK directly.
+	_ "gocloud.dev/pubsub/awssnssqs"
+	_ "gocloud.dev/pubsub/gcppubsub"
+	_ "gocloud.dev/pubsub/mempubsub"
+)
+
+// PubSubSource reads a Go CDK subscription: awssqs://… (S3 events sent to
+// SQS directly, through SNS, or through EventBridge), gcppubsub://… (GCS
+// notifications) or mem://… (tests). The subscription is opened by URL in
+// Run, so credentials come from the environment as Go CDK resolves them.
+type PubSubSource struct {
+	url  string
+	open func(ctx context.Context) (*pubsub.Subscription, error)
+	h    handler
+	// useAttrs is false for SQS: its message attributes are not part of
+	// an S3 notification, so they may not turn a body into a GCS event.
+	useAttrs bool
+}
+
+// NewPubSubSource returns a source for the subscription at url.
+func NewPubSubSource(url string, opts Options) *PubSubSource {
+	s := &PubSubSource{
+		url:      url,
+		h:        handler{opts: opts.withDefaults(), source: "pubsub"},
+		useAttrs: !strings.HasPrefix(url, "awssqs:"),
+	}
+	s.open = func(ctx context.Context) (*pubsub.Subscription, error) { return pubsub.OpenSubscription(ctx, url) }
+	return s
+}
+
+// NewPubSubSourceFrom wraps an already opened subscription (for callers
+// that configure the driver themselves). Run shuts it down on return.
+func NewPubSubSourceFrom(sub *pubsub.Subscription, opts Options) *PubSubSource {
+	return &PubSubSource{
+		url:      "subscription",
+		h:        handler{opts: opts.withDefaults(), source: "pubsub"},
+		open:     func(context.Context) (*pubsub.Subscription, error) { return sub, nil },
+		useAttrs: true,
+	}
+}
+
+// Run receives messages until ctx is done. Each message is acknowledged
+// after its versions were handed to sink (or it was found undecodable);
+// when the sink fails the message is nacked (redelivered) if the driver
+// supports it, otherwise left to its ack deadline.
+func (s *PubSubSource) Run(ctx context.Context, sink Sink) (err error) {
+	sub, err := s.open(ctx)
+	if err != nil {
+		return fmt.Errorf("open subscription %s: %w", redactURL(s.url), err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if serr := sub.Shutdown(sctx); serr != nil && err == nil && ctx.Err() == nil {
+			err = fmt.Errorf("shut down subscription %s: %w", redactURL(s.url), serr)
+		}
+	}()
+	log := s.h.opts.Logger
+	for {
+		msg, err := sub.Receive(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			// Receive retries transient errors itself; what reaches us
+			// is permanent (permission denied, queue gone).
+			return fmt.Errorf("receive from %s (%s): %w", redactURL(s.url), gcerrors.Code(err), err)
+		}
+		attrs := msg.Metadata
+		if !s.useAttrs {
+			attrs = nil
+		}
+		if herr := s.h.handle(ctx, msg.Body, attrs, sink); herr != nil {
+			if msg.Nackable() {
+				msg.Nack()
+			}
+			if ctx.Err() != nil || errors.Is(herr, context.Canceled) {
+				return nil
+			}
+			log.Warn("event not handed on; will be redelivered", "source", "pubsub", "err", herr)
+			continue
+		}
+		msg.Ack()
+	}
+}
+
+// redactURL drops the query (which may carry credentials or tokens) from a
+// subscription URL before it is logged.
+func redactURL(u string) string {
+	if i := strings.IndexByte(u, '?'); i >= 0 {
+		return u[:i] + "?…"
+	}
+	return u
+}
