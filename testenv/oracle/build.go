@@ -1,0 +1,237 @@
+package oracle
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// scenarioNames must match the keys of `scenarios` in build.mjs
+// (TestScenarioListMatchesScript checks this).
+var scenarioNames = []string{
+	"appends",
+	"deletes_arrow",
+	"deletes_bitmap",
+	"backfill",
+	"dropped_column",
+	"stable_row_ids",
+	"v2_0",
+	"v1_paths",
+	"indexed",
+	"tags",
+	"types",
+	"text",
+	"wide",
+}
+
+// Scenarios lists the table shapes Build knows (see README.md).
+func Scenarios() []string {
+	return append([]string(nil), scenarioNames...)
+}
+
+var (
+	cacheMu    sync.Mutex
+	cacheState = map[string]*cacheEntry{}
+	hashOnce   sync.Once
+	hashVal    string
+	hashErr    error
+)
+
+type cacheEntry struct {
+	once sync.Once
+	path string // <cache>/<scenario>.lance
+	err  error
+}
+
+// scriptHash identifies the scripts and the pinned npm packages, so a cache
+// built by other scripts is never reused.
+func scriptHash() (string, error) {
+	hashOnce.Do(func() {
+		h := sha256.New()
+		names, err := filepath.Glob(filepath.Join(Dir(), "*.mjs"))
+		if err != nil {
+			hashErr = err
+			return
+		}
+		names = append(names, filepath.Join(Dir(), "package-lock.json"))
+		sort.Strings(names)
+		for _, n := range names {
+			b, err := os.ReadFile(n)
+			if err != nil {
+				hashErr = fmt.Errorf("oracle: hash scripts: %w", err)
+				return
+			}
+			fmt.Fprintf(h, "%s\x00%d\x00", filepath.Base(n), len(b))
+			h.Write(b)
+		}
+		hashVal = hex.EncodeToString(h.Sum(nil))[:16]
+	})
+	return hashVal, hashErr
+}
+
+// CacheDir is where built scenario tables are kept for reuse by every test
+// binary with the same scripts.
+func CacheDir() (string, error) {
+	h, err := scriptHash()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(os.TempDir(), "lanced-oracle-cache", h), nil
+}
+
+func knownScenario(s string) bool {
+	for _, n := range scenarioNames {
+		if n == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Build makes a table of the given scenario with real Lance and returns its
+// location: dest/<scenario>.lance. dest is a local directory (plain path or
+// file://; the result is then a plain absolute path) or an object-store
+// prefix such as s3://lance/some/prefix (the result is then a URI). Local
+// tables are copied from a cache built once per scenario and script hash;
+// object-store tables are built in place with the given storage options.
+func Build(t testing.TB, scenario, dest string, opts ...Options) string {
+	t.Helper()
+	Require(t)
+	if !knownScenario(scenario) {
+		t.Fatalf("oracle: unknown scenario %q; known: %s", scenario, strings.Join(scenarioNames, ", "))
+	}
+	if isRemote(dest) {
+		uri := strings.TrimRight(dest, "/") + "/" + scenario + ".lance"
+		run(t, "build.mjs", scenario, uri, optionsJSON(opts))
+		return uri
+	}
+	src, err := cachedScenario(t, scenario)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	dir, err := filepath.Abs(localPath(dest))
+	if err != nil {
+		t.Fatalf("oracle: %v", err)
+	}
+	out := filepath.Join(dir, scenario+".lance")
+	if _, err := os.Stat(out); err == nil {
+		t.Fatalf("oracle: build %s: %s already exists", scenario, out)
+	}
+	if err := copyTree(src, out); err != nil {
+		t.Fatalf("oracle: copy %s to %s: %v", src, out, err)
+	}
+	return out
+}
+
+// cachedScenario returns the cached table for scenario, building it once.
+func cachedScenario(t testing.TB, scenario string) (string, error) {
+	cacheMu.Lock()
+	e, ok := cacheState[scenario]
+	if !ok {
+		e = &cacheEntry{}
+		cacheState[scenario] = e
+	}
+	cacheMu.Unlock()
+	e.once.Do(func() {
+		ctx, cancel := testContext(t)
+		defer cancel()
+		e.path, e.err = buildIntoCache(ctx, scenario)
+	})
+	return e.path, e.err
+}
+
+const doneMarker = ".lanced-oracle-complete"
+
+func buildIntoCache(ctx context.Context, scenario string) (string, error) {
+	root, err := CacheDir()
+	if err != nil {
+		return "", err
+	}
+	final := filepath.Join(root, scenario+".lance")
+	if _, err := os.Stat(filepath.Join(root, scenario+doneMarker)); err == nil {
+		return final, nil
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return "", fmt.Errorf("oracle: cache dir: %w", err)
+	}
+	tmp, err := os.MkdirTemp(root, "build-"+scenario+"-")
+	if err != nil {
+		return "", fmt.Errorf("oracle: cache dir: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	built := filepath.Join(tmp, scenario+".lance")
+	if _, err := runNode(ctx, "build.mjs", scenario, built, "{}"); err != nil {
+		return "", fmt.Errorf("oracle: build scenario %s: %w", scenario, err)
+	}
+	// Another process may have finished the same scenario meanwhile: a
+	// directory rename onto a non-empty directory fails, and then the
+	// existing copy (same script hash) is used.
+	if err := os.Rename(built, final); err != nil {
+		if _, statErr := os.Stat(filepath.Join(root, scenario+doneMarker)); statErr != nil {
+			// The other builder has renamed but not yet marked, or a stale
+			// partial directory is in the way: replace it.
+			if rmErr := os.RemoveAll(final); rmErr != nil {
+				return "", fmt.Errorf("oracle: cache %s: %w", final, rmErr)
+			}
+			if err := os.Rename(built, final); err != nil {
+				return "", fmt.Errorf("oracle: cache %s: %w", final, err)
+			}
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, scenario+doneMarker), nil, 0o644); err != nil {
+		return "", fmt.Errorf("oracle: cache marker: %w", err)
+	}
+	return final, nil
+}
+
+// copyTree copies a directory of regular files.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("%s: not a regular file", p)
+		}
+		return copyFile(p, target)
+	})
+}
+
+func copyFile(src, dst string) (err error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := out.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	if _, err := io.Copy(out, in); err != nil {
+		return errors.Join(fmt.Errorf("copy %s: %w", src, err))
+	}
+	return nil
+}

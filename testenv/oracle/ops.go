@@ -1,0 +1,56 @@
+package oracle
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// Op is one operation for ops.mjs, e.g.
+//
+//	oracle.Op{"op": "add", "rows": 100, "seed": 7}
+//	oracle.Op{"op": "delete", "where": "id % 3 = 0"}
+//	oracle.Op{"op": "optimize"}
+//	oracle.Op{"op": "cleanup", "older_than_ms": 0, "delete_unverified": true}
+//
+// The full list with arguments is at the top of ops.mjs and in README.md.
+type Op map[string]any
+
+// RunOps applies ops in order with real Lance on one open table and returns
+// one JSON result per op; each has "op" and "version" (the table version
+// after it). A failing op fails the test with Lance's error.
+func RunOps(t testing.TB, uri string, ops []Op, opts ...Options) []json.RawMessage {
+	t.Helper()
+	Require(t)
+	res, err := tryOps(t, uri, ops, opts...)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return res
+}
+
+// TryOps is RunOps that returns Lance's error instead of failing, with the
+// results of the ops that succeeded before it (for tests that expect real
+// Lance to refuse something).
+func TryOps(t testing.TB, uri string, ops []Op, opts ...Options) ([]json.RawMessage, error) {
+	t.Helper()
+	Require(t)
+	return tryOps(t, uri, ops, opts...)
+}
+
+func tryOps(t testing.TB, uri string, ops []Op, opts ...Options) ([]json.RawMessage, error) {
+	t.Helper()
+	b, err := json.Marshal(ops)
+	if err != nil {
+		t.Fatalf("oracle: ops for %s: %v", uri, err)
+	}
+	ctx, cancel := testContext(t)
+	defer cancel()
+	out, runErr := runNode(ctx, "ops.mjs", nodeURI(uri), string(b), optionsJSON(opts))
+	var res []json.RawMessage
+	if len(out) > 0 {
+		if err := json.Unmarshal(out, &res); err != nil {
+			t.Fatalf("oracle: ops on %s: decode %q: %v (run error: %v)", uri, out, err, runErr)
+		}
+	}
+	return res, runErr
+}
