@@ -1,0 +1,490 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/fileblob"
+	_ "gocloud.dev/blob/gcsblob" // gs:// URLs
+	"gocloud.dev/blob/memblob"
+	_ "gocloud.dev/blob/s3blob" // s3:// URLs
+)
+
+// Object is one listed object. Key is relative to the bucket root; for
+// ListDir sub-prefixes IsDir is true and Key ends with '/'.
+type Object struct {
+	Key     string
+	Size    int64
+	ModTime time.Time
+	IsDir   bool
+}
+
+// Attrs are an object's attributes.
+type Attrs struct {
+	Size    int64
+	ModTime time.Time
+}
+
+// ReaderAt reads an object at random offsets (ranged GETs underneath).
+type ReaderAt interface {
+	io.ReaderAt
+	Size() int64
+	Close() error
+}
+
+// Bucket is an object store rooted at a URI prefix: a table root or a
+// directory of tables. It is safe for concurrent use.
+type Bucket struct {
+	uri      *url.URL     // canonical URI of this root (query kept for s3/gs)
+	bkt      *blob.Bucket // shared, rooted at the store root
+	prefix   string       // "" or "a/b/": this root inside bkt
+	localDir string       // file:// only: absolute directory of bkt's root
+	owner    bool         // Close closes bkt
+	metrics  *metrics
+	fault    func(op, key string) error
+}
+
+var (
+	memMu      sync.Mutex
+	memBuckets = map[string]*blob.Bucket{}
+)
+
+// Open opens a bucket rooted at uri:
+//   - file:///abs/path or a bare absolute path (the directory must exist);
+//   - mem://name (process-wide: every Open of the same name sees the same
+//     objects);
+//   - s3://bucket/prefix?endpoint=...&region=...&use_path_style=true&... (the
+//     query is gocloud.dev's s3blob URL parameters);
+//   - gs://bucket/prefix (gocloud.dev's gcsblob URL parameters).
+func Open(ctx context.Context, uri string) (*Bucket, error) {
+	if strings.HasPrefix(uri, "/") {
+		uri = "file://" + uri
+	}
+	u, err := url.Parse(uri)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %q: %w", uri, err)
+	}
+	switch u.Scheme {
+	case "file":
+		return openFile(u)
+	case "mem":
+		name := strings.Trim(u.Host+u.Path, "/")
+		if name == "" {
+			return nil, fmt.Errorf("store: open %q: mem:// needs a name", uri)
+		}
+		memMu.Lock()
+		bkt, ok := memBuckets[name]
+		if !ok {
+			bkt = memblob.OpenBucket(nil)
+			memBuckets[name] = bkt
+		}
+		memMu.Unlock()
+		return &Bucket{uri: &url.URL{Scheme: "mem", Host: name}, bkt: bkt}, nil
+	case "s3", "gs":
+		if u.Host == "" {
+			return nil, fmt.Errorf("store: open %q: no bucket name", uri)
+		}
+		prefix := strings.Trim(u.Path, "/")
+		if err := checkPrefix(prefix); err != nil {
+			return nil, fmt.Errorf("store: open %q: %w", uri, err)
+		}
+		root := &url.URL{Scheme: u.Scheme, Host: u.Host, RawQuery: u.RawQuery}
+		bkt, err := blob.OpenBucket(ctx, root.String())
+		if err != nil {
+			return nil, fmt.Errorf("store: open %q: %w", uri, err)
+		}
+		b := &Bucket{uri: root, bkt: bkt, owner: true}
+		if prefix != "" {
+			b.prefix = prefix + "/"
+			b.uri = withPath(root, prefix)
+		}
+		return b, nil
+	default:
+		return nil, fmt.Errorf("store: open %q: unsupported scheme %q (want file, mem, s3 or gs)", uri, u.Scheme)
+	}
+}
+
+func openFile(u *url.URL) (*Bucket, error) {
+	if u.Host != "" && u.Host != "localhost" {
+		return nil, fmt.Errorf("store: open %s: file URI with a host; use file:///abs/path", u)
+	}
+	dir := u.Path
+	if !filepath.IsAbs(dir) {
+		return nil, fmt.Errorf("store: open %s: path is not absolute", u)
+	}
+	dir = filepath.Clean(dir)
+	bkt, err := fileblob.OpenBucket(dir, &fileblob.Options{
+		Metadata:  fileblob.MetadataDontWrite, // no .attrs sidecars in table directories
+		NoTempDir: true,
+	})
+	if err != nil {
+		return nil, &Error{Op: "open", URI: "file://" + dir, Code: classify(err), Err: err}
+	}
+	return &Bucket{uri: &url.URL{Scheme: "file", Path: dir}, bkt: bkt, localDir: dir, owner: true}, nil
+}
+
+func withPath(u *url.URL, p string) *url.URL {
+	c := *u
+	c.Path = "/" + p
+	if c.Scheme == "file" {
+		c.Path = p
+	}
+	return &c
+}
+
+// URI returns the bucket's root URI (scheme, location and, for s3/gs, the
+// connection query parameters).
+func (b *Bucket) URI() string { return b.uri.String() }
+
+// Sub returns a child root at prefix that shares b's connection. Close only
+// the parent.
+func (b *Bucket) Sub(prefix string) *Bucket {
+	prefix = strings.Trim(prefix, "/")
+	c := *b
+	c.owner = false
+	if prefix == "" {
+		return &c
+	}
+	if err := checkPrefix(prefix); err != nil {
+		// Keep the signature simple: a bad prefix yields a bucket whose every
+		// operation fails with the validation error.
+		c.fault = func(string, string) error { return err }
+		return &c
+	}
+	c.prefix = b.prefix + prefix + "/"
+	switch b.uri.Scheme {
+	case "file":
+		c.uri = withPath(b.uri, filepath.Join(b.uri.Path, filepath.FromSlash(prefix)))
+	default:
+		c.uri = withPath(b.uri, strings.TrimSuffix(c.prefix, "/"))
+	}
+	return &c
+}
+
+// Close releases the connection if b owns it (Open's result, not a Sub).
+func (b *Bucket) Close() error {
+	if !b.owner {
+		return nil
+	}
+	if err := b.bkt.Close(); err != nil {
+		return b.wrap("close", "", err)
+	}
+	return nil
+}
+
+// begin validates the key, applies injected faults and starts the metrics
+// clock. The returned func finishes the operation and wraps its error.
+func (b *Bucket) begin(op, key string, isPrefix bool) (func(error) error, error) {
+	start := time.Now()
+	var err error
+	if isPrefix {
+		err = checkPrefix(key)
+	} else {
+		err = checkKey(key)
+	}
+	if err == nil && b.fault != nil {
+		err = b.fault(op, key)
+	}
+	finish := func(err error) error {
+		if err != nil {
+			err = b.wrap(op, key, err)
+		}
+		b.metrics.observe(op, start, err)
+		return err
+	}
+	if err != nil {
+		return nil, finish(err)
+	}
+	return finish, nil
+}
+
+func (b *Bucket) wrap(op, key string, err error) error {
+	var se *Error
+	if errors.As(err, &se) {
+		return err
+	}
+	return &Error{Op: op, URI: b.URI(), Key: key, Code: classify(err), Err: err}
+}
+
+// Get reads a whole object.
+func (b *Bucket) Get(ctx context.Context, key string) (_ []byte, err error) {
+	done, err := b.begin("get", key, false)
+	if err != nil {
+		return nil, err
+	}
+	data, err := b.bkt.ReadAll(ctx, b.prefix+key)
+	return data, done(err)
+}
+
+// GetRange streams length bytes of key from off (length < 0: to the end).
+func (b *Bucket) GetRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
+	done, err := b.begin("get_range", key, false)
+	if err != nil {
+		return nil, err
+	}
+	if off < 0 {
+		return nil, done(fmt.Errorf("negative offset %d", off))
+	}
+	r, err := b.bkt.NewRangeReader(ctx, b.prefix+key, off, length, nil)
+	if err != nil {
+		return nil, done(err)
+	}
+	return &wrapReader{r: r, b: b, key: key}, done(nil)
+}
+
+type wrapReader struct {
+	r   io.ReadCloser
+	b   *Bucket
+	key string
+}
+
+func (w *wrapReader) Read(p []byte) (int, error) {
+	n, err := w.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = w.b.wrap("read", w.key, err)
+	}
+	return n, err
+}
+
+func (w *wrapReader) Close() error {
+	if err := w.r.Close(); err != nil {
+		return w.b.wrap("read", w.key, err)
+	}
+	return nil
+}
+
+// Attributes returns an object's size and modification time.
+func (b *Bucket) Attributes(ctx context.Context, key string) (Attrs, error) {
+	done, err := b.begin("attributes", key, false)
+	if err != nil {
+		return Attrs{}, err
+	}
+	a, err := b.bkt.Attributes(ctx, b.prefix+key)
+	if err != nil {
+		return Attrs{}, done(err)
+	}
+	return Attrs{Size: a.Size, ModTime: a.ModTime}, done(nil)
+}
+
+// List calls fn for every object under prefix, recursively (prefix is a
+// plain string prefix of the key). An error from fn stops the listing and is
+// returned as is.
+func (b *Bucket) List(ctx context.Context, prefix string, fn func(Object) error) error {
+	return b.list(ctx, "list", prefix, "", fn)
+}
+
+// ListDir calls fn for the objects and sub-prefixes directly under the
+// directory prefix ("" for the root; a missing trailing '/' is added).
+// Sub-prefixes have IsDir set and a Key ending in '/'.
+func (b *Bucket) ListDir(ctx context.Context, prefix string, fn func(Object) error) error {
+	if prefix != "" && !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	return b.list(ctx, "list_dir", prefix, "/", fn)
+}
+
+func (b *Bucket) list(ctx context.Context, op, prefix, delim string, fn func(Object) error) error {
+	done, err := b.begin(op, prefix, true)
+	if err != nil {
+		return err
+	}
+	it := b.bkt.List(&blob.ListOptions{Prefix: b.prefix + prefix, Delimiter: delim})
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			return done(nil)
+		}
+		if err != nil {
+			return done(err)
+		}
+		if obj.IsDir && delim == "" {
+			continue
+		}
+		o := Object{Key: strings.TrimPrefix(obj.Key, b.prefix), Size: obj.Size, ModTime: obj.ModTime, IsDir: obj.IsDir}
+		if err := fn(o); err != nil {
+			_ = done(nil) // the listing itself succeeded
+			return err
+		}
+	}
+}
+
+// Put writes a whole object, replacing any previous one.
+func (b *Bucket) Put(ctx context.Context, key string, data []byte) error {
+	done, err := b.begin("put", key, false)
+	if err != nil {
+		return err
+	}
+	return done(b.write(ctx, key, data, false))
+}
+
+// PutIfAbsent creates key with data only if no object exists under it,
+// atomically across processes. It returns an error matching
+// ErrPreconditionFailed if the key exists.
+func (b *Bucket) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+	done, err := b.begin("put_if_absent", key, false)
+	if err != nil {
+		return err
+	}
+	const maxConflictRetries = 8
+	delay := 20 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		err = b.write(ctx, key, data, true)
+		if err == nil || !isConditionalConflict(err) || attempt >= maxConflictRetries {
+			return done(err)
+		}
+		// 409 ConditionalRequestConflict: another conditional write to the key
+		// was in flight. Its outcome decides ours; ask again.
+		select {
+		case <-ctx.Done():
+			return done(ctx.Err())
+		case <-time.After(delay):
+		}
+		delay *= 2
+	}
+}
+
+func (b *Bucket) write(ctx context.Context, key string, data []byte, ifAbsent bool) error {
+	if b.localDir != "" {
+		w, err := b.newLocalWriter(ctx, key, ifAbsent)
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(data); err != nil {
+			_ = w.Abort()
+			return err
+		}
+		return w.Close()
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := b.bkt.NewWriter(wctx, b.prefix+key, &blob.WriterOptions{
+		ContentType: "application/octet-stream",
+		IfNotExist:  ifAbsent,
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(data); err != nil {
+		cancel()
+		_ = w.Close()
+		return err
+	}
+	return w.Close()
+}
+
+// Writer is what NewWriter returns: the object appears on a successful Close;
+// Abort (or cancelling the context before Close) discards it.
+type Writer interface {
+	io.WriteCloser
+	Abort() error
+}
+
+// NewWriter streams an object. It becomes visible only after a successful
+// Close; on any error, Abort, or a cancelled ctx no object is left behind.
+// The returned value implements Writer.
+func (b *Bucket) NewWriter(ctx context.Context, key string) (io.WriteCloser, error) {
+	done, err := b.begin("new_writer", key, false)
+	if err != nil {
+		return nil, err
+	}
+	if b.localDir != "" {
+		w, err := b.newLocalWriter(ctx, key, false)
+		if err != nil {
+			return nil, done(err)
+		}
+		return &errWriter{w: w, b: b, key: key}, done(nil)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	w, err := b.bkt.NewWriter(wctx, b.prefix+key, &blob.WriterOptions{ContentType: "application/octet-stream"})
+	if err != nil {
+		cancel()
+		return nil, done(err)
+	}
+	return &errWriter{w: &blobWriter{w: w, cancel: cancel}, b: b, key: key}, done(nil)
+}
+
+type blobWriter struct {
+	w      *blob.Writer
+	cancel context.CancelFunc
+	failed bool
+}
+
+func (w *blobWriter) Write(p []byte) (int, error) {
+	n, err := w.w.Write(p)
+	if err != nil {
+		w.failed = true
+	}
+	return n, err
+}
+
+func (w *blobWriter) Close() error {
+	defer w.cancel()
+	if w.failed {
+		w.cancel() // a failed write must not publish a partial object
+	}
+	return w.w.Close()
+}
+
+func (w *blobWriter) Abort() error {
+	w.cancel()
+	_ = w.w.Close()
+	return nil
+}
+
+// errWriter wraps a writer's errors as *Error and records metrics.
+type errWriter struct {
+	w interface {
+		io.WriteCloser
+		Abort() error
+	}
+	b      *Bucket
+	key    string
+	closed bool
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	n, err := e.w.Write(p)
+	if err != nil {
+		err = e.b.wrap("write", e.key, err)
+	}
+	return n, err
+}
+
+func (e *errWriter) Close() error {
+	if e.closed {
+		return e.b.wrap("write", e.key, errors.New("writer already closed"))
+	}
+	e.closed = true
+	start := time.Now()
+	err := e.w.Close()
+	if err != nil {
+		err = e.b.wrap("write", e.key, err)
+	}
+	e.b.metrics.observe("write_close", start, err)
+	return err
+}
+
+func (e *errWriter) Abort() error {
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	return e.w.Abort()
+}
+
+// Delete removes an object; a missing key is an error matching ErrNotFound.
+func (b *Bucket) Delete(ctx context.Context, key string) error {
+	done, err := b.begin("delete", key, false)
+	if err != nil {
+		return err
+	}
+	return done(b.bkt.Delete(ctx, b.prefix+key))
+}

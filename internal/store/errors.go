@@ -1,0 +1,147 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"syscall"
+
+	"github.com/aws/smithy-go"
+	"gocloud.dev/gcerrors"
+)
+
+// ErrorCode classifies a store error by what the caller should do about it.
+type ErrorCode int
+
+// Error codes.
+const (
+	Unknown ErrorCode = iota
+	NotFound
+	PreconditionFailed
+	Unavailable
+	Throttled
+	PermissionDenied
+)
+
+func (c ErrorCode) String() string {
+	switch c {
+	case NotFound:
+		return "not_found"
+	case PreconditionFailed:
+		return "precondition_failed"
+	case Unavailable:
+		return "unavailable"
+	case Throttled:
+		return "throttled"
+	case PermissionDenied:
+		return "permission_denied"
+	default:
+		return "unknown"
+	}
+}
+
+// Sentinels. errors.Is works on every error a Bucket returns.
+var (
+	ErrNotFound           = errors.New("store: not found")
+	ErrPreconditionFailed = errors.New("store: precondition failed")
+	ErrInvalidKey         = errors.New("store: invalid key")
+	ErrClosed             = errors.New("store: bucket closed")
+)
+
+// Error is the error type of every Bucket operation.
+type Error struct {
+	Op   string // "get", "put_if_absent", ...
+	URI  string // bucket URI
+	Key  string // key relative to the bucket root
+	Code ErrorCode
+	Err  error
+}
+
+func (e *Error) Error() string {
+	if e.Key == "" {
+		return fmt.Sprintf("store: %s %s: %v", e.Op, e.URI, e.Err)
+	}
+	return fmt.Sprintf("store: %s %s (key %q): %v", e.Op, e.URI, e.Key, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrNotFound) and errors.Is(err,
+// ErrPreconditionFailed) true for errors of those codes.
+func (e *Error) Is(target error) bool {
+	switch target {
+	case ErrNotFound:
+		return e.Code == NotFound
+	case ErrPreconditionFailed:
+		return e.Code == PreconditionFailed
+	}
+	return false
+}
+
+// CodeOf classifies err. Errors from a Bucket carry their code; other errors
+// are classified by their underlying type.
+func CodeOf(err error) ErrorCode {
+	if err == nil {
+		return Unknown
+	}
+	var se *Error
+	if errors.As(err, &se) {
+		return se.Code
+	}
+	return classify(err)
+}
+
+func classify(err error) ErrorCode {
+	switch {
+	case errors.Is(err, ErrNotFound), errors.Is(err, os.ErrNotExist):
+		return NotFound
+	case errors.Is(err, ErrPreconditionFailed), errors.Is(err, os.ErrExist):
+		return PreconditionFailed
+	case errors.Is(err, os.ErrPermission):
+		return PermissionDenied
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, syscall.ECONNRESET):
+		return Unavailable
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		switch ae.ErrorCode() {
+		case "SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests":
+			return Throttled
+		case "ServiceUnavailable", "InternalError", "RequestTimeout", "ConditionalRequestConflict":
+			return Unavailable
+		case "PreconditionFailed":
+			return PreconditionFailed
+		case "NoSuchKey", "NotFound", "NoSuchBucket":
+			return NotFound
+		case "AccessDenied", "Forbidden":
+			return PermissionDenied
+		}
+	}
+	switch gcerrors.Code(err) {
+	case gcerrors.NotFound:
+		return NotFound
+	case gcerrors.FailedPrecondition, gcerrors.AlreadyExists:
+		return PreconditionFailed
+	case gcerrors.PermissionDenied:
+		return PermissionDenied
+	case gcerrors.ResourceExhausted:
+		return Throttled
+	case gcerrors.DeadlineExceeded, gcerrors.Internal:
+		return Unavailable
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return Unavailable
+	}
+	return Unknown
+}
+
+// isConditionalConflict reports S3's 409 ConditionalRequestConflict, which
+// means a concurrent conditional write was in progress: retry.
+func isConditionalConflict(err error) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && ae.ErrorCode() == "ConditionalRequestConflict"
+}

@@ -1,0 +1,277 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lanced-dev/lanced/internal/store"
+	"github.com/lanced-dev/lanced/internal/store/storetest"
+)
+
+func open(t *testing.T, uri string) *store.Bucket {
+	t.Helper()
+	b, err := store.Open(context.Background(), uri)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", uri, err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+func TestConformanceFile(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) *store.Bucket {
+		return open(t, "file://"+t.TempDir())
+	})
+}
+
+func TestConformanceBarePath(t *testing.T) {
+	b := open(t, t.TempDir())
+	if !strings.HasPrefix(b.URI(), "file:///") {
+		t.Errorf("URI() = %q, want file:///...", b.URI())
+	}
+}
+
+var memSeq atomic.Int64
+
+func TestConformanceMem(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) *store.Bucket {
+		return open(t, fmt.Sprintf("mem://conformance-%d", memSeq.Add(1)))
+	})
+}
+
+func TestConformanceS3(t *testing.T) {
+	s3 := storetest.StartS3(t)
+	n := 0
+	storetest.Run(t, func(t *testing.T) *store.Bucket {
+		n++
+		return open(t, s3.URI(fmt.Sprintf("conf/%d/db", n)))
+	})
+}
+
+func TestURIs(t *testing.T) {
+	dir := t.TempDir()
+	b := open(t, "file://"+dir)
+	if b.URI() != "file://"+dir {
+		t.Errorf("URI() = %q", b.URI())
+	}
+	if got := b.Sub("t.lance").URI(); got != "file://"+filepath.Join(dir, "t.lance") {
+		t.Errorf("Sub URI = %q", got)
+	}
+	s3 := storetest.StartS3(t)
+	sb := open(t, s3.URI("a/b"))
+	sub := sb.Sub("t.lance")
+	if !strings.HasPrefix(sub.URI(), "s3://lance/a/b/t.lance?") {
+		t.Errorf("S3 Sub URI = %q", sub.URI())
+	}
+	// A Sub's URI opens the same root.
+	if err := sub.Put(context.Background(), "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	again := open(t, sub.URI())
+	if got, err := again.Get(context.Background(), "k"); err != nil || string(got) != "v" {
+		t.Errorf("reopened Sub URI: Get = %q, %v", got, err)
+	}
+	for _, bad := range []string{"ftp://x/y", "relative/path", "file://host/x", "mem://", "s3:///x"} {
+		if _, err := store.Open(context.Background(), bad); err == nil {
+			t.Errorf("Open(%q) succeeded", bad)
+		}
+	}
+	_, err := store.Open(context.Background(), "file://"+filepath.Join(dir, "missing"))
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Open of a missing directory = %v, want ErrNotFound", err)
+	}
+}
+
+func TestMemSharedByName(t *testing.T) {
+	a := open(t, "mem://shared-by-name")
+	b := open(t, "mem://shared-by-name")
+	if err := a.Put(context.Background(), "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Get(context.Background(), "k"); err != nil || string(got) != "v" {
+		t.Errorf("second Open of the same mem name: Get = %q, %v", got, err)
+	}
+}
+
+func TestFileTempFilesAreHiddenAndRemoved(t *testing.T) {
+	dir := t.TempDir()
+	b := open(t, dir)
+	ctx := context.Background()
+	w, err := b.NewWriter(ctx, "_versions/5.manifest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = w.Write([]byte("x"))
+	ents, _ := os.ReadDir(filepath.Join(dir, "_versions"))
+	if len(ents) != 1 || !strings.HasPrefix(ents[0].Name(), ".5.manifest.") || !strings.HasSuffix(ents[0].Name(), store.TempSuffix) {
+		t.Fatalf("staging files while writing = %v, want one hidden .lanced.tmp", ents)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ = os.ReadDir(filepath.Join(dir, "_versions"))
+	if len(ents) != 1 || ents[0].Name() != "5.manifest" {
+		t.Errorf("after Close _versions holds %v, want only 5.manifest", ents)
+	}
+}
+
+func TestInstrumentAndFaults(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	b, err := store.Instrument(open(t, "mem://instrumented"), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	_ = b.Put(ctx, "k", []byte("v"))
+	_, _ = b.Get(ctx, "k")
+	_, _ = b.Get(ctx, "missing")
+	boom := errors.New("injected")
+	f := store.WithFaults(b, func(op, key string) error {
+		if op == "delete" {
+			return boom
+		}
+		return nil
+	})
+	if err := f.Delete(ctx, "k"); !errors.Is(err, boom) {
+		t.Errorf("faulty Delete = %v, want the injected error", err)
+	}
+	if _, err := f.Get(ctx, "k"); err != nil {
+		t.Errorf("faulty Get = %v, want success", err)
+	}
+	if got := counter(t, reg, "lanced_store_operations_total", "op=get"); got != 3 {
+		t.Errorf("get operations = %v, want 3", got)
+	}
+	if got := counter(t, reg, "lanced_store_operation_failures_total", "op=get,code=not_found"); got != 1 {
+		t.Errorf("get not_found failures = %v, want 1", got)
+	}
+	if got := counter(t, reg, "lanced_store_operation_failures_total", "op=delete,code=unknown"); got != 1 {
+		t.Errorf("delete failures = %v, want 1", got)
+	}
+	if _, err := store.Instrument(open(t, "mem://instrumented2"), reg); err != nil {
+		t.Errorf("second Instrument on the same registry: %v", err)
+	}
+}
+
+// counter returns the value of the series of name whose labels, joined as
+// "k=v,k=v" in exposition order, equal labels.
+func counter(t *testing.T, reg *prometheus.Registry, name, labels string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var parts []string
+			for _, l := range m.GetLabel() {
+				parts = append(parts, l.GetName()+"="+l.GetValue())
+			}
+			slices.Sort(parts)
+			want := strings.Split(labels, ",")
+			slices.Sort(want)
+			if slices.Equal(parts, want) {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// TestPutIfAbsentAcrossProcesses races OS processes (re-executions of this
+// test binary) for the same keys on file://: exactly one wins each key.
+func TestPutIfAbsentAcrossProcesses(t *testing.T) {
+	if os.Getenv("LANCED_STORE_RACE_DIR") != "" {
+		t.Skip("child process")
+	}
+	dir := t.TempDir()
+	const procs, keys = 6, 25
+	goFile := filepath.Join(dir, "go")
+	cmds := make([]*exec.Cmd, procs)
+	outs := make([]*strings.Builder, procs)
+	for i := range procs {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestRaceChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "LANCED_STORE_RACE_DIR="+dir, fmt.Sprintf("LANCED_STORE_RACE_ID=%d", i), fmt.Sprintf("LANCED_STORE_RACE_KEYS=%d", keys))
+		outs[i] = &strings.Builder{}
+		cmd.Stdout, cmd.Stderr = outs[i], outs[i]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[i] = cmd
+	}
+	time.Sleep(300 * time.Millisecond) // let the children reach the barrier
+	if err := os.WriteFile(goFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wins := map[int][]int{}
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("child %d: %v\n%s", i, err, outs[i])
+		}
+		for _, line := range strings.Split(outs[i].String(), "\n") {
+			var k int
+			if _, err := fmt.Sscanf(line, "WON %d", &k); err == nil {
+				wins[k] = append(wins[k], i)
+			}
+		}
+	}
+	b := open(t, dir)
+	for k := range keys {
+		if len(wins[k]) != 1 {
+			t.Errorf("key %d: winners %v, want exactly one", k, wins[k])
+			continue
+		}
+		got, err := b.Get(context.Background(), fmt.Sprintf("_versions/%d.manifest", k))
+		if err != nil || string(got) != fmt.Sprintf("proc-%d", wins[k][0]) {
+			t.Errorf("key %d: content %q, %v; winner proc-%d", k, got, err, wins[k][0])
+		}
+	}
+}
+
+// TestRaceChild is the child half of TestPutIfAbsentAcrossProcesses.
+func TestRaceChild(t *testing.T) {
+	dir := os.Getenv("LANCED_STORE_RACE_DIR")
+	if dir == "" {
+		t.Skip("only runs as a child of TestPutIfAbsentAcrossProcesses")
+	}
+	var id, keys int
+	fmt.Sscan(os.Getenv("LANCED_STORE_RACE_ID"), &id)
+	fmt.Sscan(os.Getenv("LANCED_STORE_RACE_KEYS"), &keys)
+	b, err := store.Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no start signal")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for k := range keys {
+		err := b.PutIfAbsent(context.Background(), fmt.Sprintf("_versions/%d.manifest", k), fmt.Appendf(nil, "proc-%d", id))
+		switch {
+		case err == nil:
+			fmt.Printf("WON %d\n", k)
+		case errors.Is(err, store.ErrPreconditionFailed):
+		default:
+			t.Fatalf("key %d: %v", k, err)
+		}
+	}
+}
