@@ -1,0 +1,174 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestSubmittedTablesArePlannedExecutedAndCommittedInBatches(t *testing.T) {
+	s := runServer(t)
+	out, logs := t.TempDir(), t.TempDir()
+	planner := newListPlanner(10)
+	planner.batch = 4
+	planner.hold = 50 * time.Millisecond
+	committer := newLogCommitter(logs)
+
+	var nodes []*Node
+	execs := map[string]*fileExecutor{}
+	for _, id := range []string{"a", "b"} {
+		ex := newFileExecutor(out, id)
+		ex.delay = 30 * time.Millisecond
+		execs[id] = ex
+		cfg := fastConfig(t, id)
+		cfg.TableInFlight = 3
+		n, _, _ := startNode(t, connect(t, s), cfg, planner, ex, committer)
+		nodes = append(nodes, n)
+	}
+	tables := []string{"file:///tables/a.lance", "file:///tables/b.lance", "file:///tables/c.lance"}
+	ctx := context.Background()
+	for _, tb := range tables {
+		// Both nodes hear every announcement; the lease decides.
+		if err := nodes[0].Submit(ctx, tb, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := nodes[1].Submit(ctx, tb, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 30*time.Second, "every task committed", func() bool {
+		for _, tb := range tables {
+			if len(committer.committed(tb)) != 10 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, tb := range tables {
+		got := committer.committed(tb)
+		var want []string
+		for i := range 10 {
+			want = append(want, fmt.Sprintf("%s@1/rewrite/%d", tb, i))
+		}
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s committed %v", tb, got)
+		}
+		committer.mu.Lock()
+		for _, b := range committer.batches[tb] {
+			if len(b) > 4 {
+				t.Errorf("%s: batch of %d results, commit_batch_tasks is 4", tb, len(b))
+			}
+		}
+		committer.mu.Unlock()
+	}
+	planner.mu.Lock()
+	if planner.both {
+		t.Error("two nodes planned one table at the same time")
+	}
+	planner.mu.Unlock()
+	committer.mu.Lock()
+	if committer.overlap {
+		t.Error("two commits of one table overlapped")
+	}
+	committer.mu.Unlock()
+	// Work spread over both nodes' workers.
+	for id, ex := range execs {
+		ex.mu.Lock()
+		if len(ex.runs) == 0 {
+			t.Errorf("node %s executed nothing", id)
+		}
+		ex.mu.Unlock()
+	}
+	// Idle tables give their leases back.
+	waitFor(t, 10*time.Second, "leases released", func() bool {
+		lister, err := nodes[0].q.leases.ListKeys(ctx)
+		if err != nil {
+			return false
+		}
+		n := 0
+		for range lister.Keys() {
+			n++
+		}
+		return n == 0
+	})
+}
+
+func TestFairnessInterleavesTables(t *testing.T) {
+	s := runServer(t)
+	planner := newListPlanner(6)
+	cfg := fastConfig(t, "a")
+	cfg.Workers = 0 // coordinator only: watch what it enqueues
+	cfg.TableInFlight = 2
+	n, _, _ := startNode(t, connect(t, s), cfg, planner, nil, nil)
+	tables := []string{"file:///f/1.lance", "file:///f/2.lance", "file:///f/3.lance"}
+	for _, tb := range tables {
+		if err := n.Submit(context.Background(), tb, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	waitFor(t, 10*time.Second, "6 tasks queued", func() bool {
+		d, err := n.q.depth(ctx)
+		return err == nil && d == 6
+	})
+	time.Sleep(500 * time.Millisecond) // the cap must hold: nothing more arrives
+	if d, _ := n.q.depth(ctx); d != 6 {
+		t.Fatalf("queue depth %d: the per-table in-flight cap (2 × 3 tables) was not respected", d)
+	}
+	per := map[string]int{}
+	for seq := uint64(1); seq <= 6; seq++ {
+		m, err := n.q.tasks.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		per[m.Header.Get(hdrTable)]++
+	}
+	for _, tb := range tables {
+		if per[tb] != 2 {
+			t.Fatalf("queued per table %v: want 2 of each", per)
+		}
+	}
+}
+
+func TestCoordinatorTakesOverResultsOfADeadCoordinator(t *testing.T) {
+	s := runServer(t)
+	out, logs := t.TempDir(), t.TempDir()
+	planner := newListPlanner(4)
+	committer := newLogCommitter(logs)
+	const table = "file:///tables/orphan.lance"
+
+	// Node a coordinates and plans, but its workers are blocked; it dies
+	// (connection gone) with all four tasks queued.
+	ncA := connect(t, s)
+	cfgA := fastConfig(t, "a")
+	cfgA.Workers = 0
+	a, cancelA, _ := startNode(t, ncA, cfgA, planner, nil, committer)
+	if err := a.Submit(context.Background(), table, 1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "tasks queued by a", func() bool {
+		d, _ := a.q.depth(context.Background())
+		return d == 4
+	})
+	ncA.Close()
+	cancelA()
+
+	// Node b has workers; it executes the tasks, and once a's lease expires
+	// the next announcement makes b the coordinator, which commits them.
+	ex := newFileExecutor(out, "b")
+	b, _, _ := startNode(t, connect(t, s), fastConfig(t, "b"), planner, ex, committer)
+	waitFor(t, 10*time.Second, "results published", func() bool {
+		info, err := b.q.results.Info(context.Background())
+		return err == nil && info.State.Msgs == 4
+	})
+	waitFor(t, 20*time.Second, "b commits a's tasks", func() bool {
+		_ = b.Submit(context.Background(), table, 2)
+		return len(committer.committed(table)) == 4
+	})
+	if got := committer.committed(table); len(slices.Compact(got)) != 4 {
+		t.Fatalf("committed %v", got)
+	}
+}

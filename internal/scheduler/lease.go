@@ -1,0 +1,122 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrLeaseLost is returned when a renewal finds the lease taken or gone.
+var ErrLeaseLost = errors.New("lease lost")
+
+// leaseRecord is the value stored under the table's key in LANCED_LEASES.
+type leaseRecord struct {
+	Holder  string `json:"holder"`
+	Table   string `json:"table"`
+	Expires int64  `json:"expires_unix_nano"`
+	// InFlight lists the keys of tasks the holder enqueued and has not yet
+	// committed, so a node taking over can tell the planner what is running.
+	InFlight []string `json:"in_flight,omitempty"`
+}
+
+// lease is a held coordinator lease.
+type lease struct {
+	table   string
+	key     string
+	rev     uint64
+	expires time.Time
+}
+
+// valid reports whether the holder may still act on the lease: it stops a
+// safety margin before the deadline other nodes use.
+func (l *lease) valid(now time.Time, margin time.Duration) bool {
+	return now.Before(l.expires.Add(-margin))
+}
+
+// leaser takes, renews and releases table leases for one node.
+type leaser struct {
+	kv   jetstream.KeyValue
+	node string
+	ttl  time.Duration
+	now  func() time.Time
+}
+
+func (l *leaser) record(table string, inflight []string) ([]byte, time.Time) {
+	exp := l.now().Add(l.ttl)
+	b, _ := json.Marshal(leaseRecord{Holder: l.node, Table: table, Expires: exp.UnixNano(), InFlight: inflight})
+	return b, exp
+}
+
+// acquire takes the table's lease if it is free or expired. It returns
+// (nil, rec, nil) when another node holds it; rec is that node's record.
+// On takeover, the previous holder's record is returned alongside the lease.
+func (l *leaser) acquire(ctx context.Context, table string) (*lease, *leaseRecord, error) {
+	key := TableID(table)
+	val, exp := l.record(table, nil)
+	entry, err := l.kv.Get(ctx, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		rev, err := l.kv.Create(ctx, key, val)
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, nil, nil // someone else won the race
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("create lease %s: %w", table, err)
+		}
+		return &lease{table: table, key: key, rev: rev, expires: exp}, nil, nil
+	case err != nil:
+		return nil, nil, fmt.Errorf("read lease %s: %w", table, err)
+	}
+	var cur leaseRecord
+	if err := json.Unmarshal(entry.Value(), &cur); err != nil {
+		// An unreadable record cannot be honoured; treat it as expired.
+		cur = leaseRecord{}
+	}
+	if cur.Holder != "" && l.now().UnixNano() < cur.Expires {
+		return nil, &cur, nil
+	}
+	rev, err := l.kv.Update(ctx, key, val, entry.Revision())
+	if err != nil {
+		if isWrongRevision(err) {
+			return nil, nil, nil
+		}
+		return nil, nil, fmt.Errorf("take over lease %s: %w", table, err)
+	}
+	return &lease{table: table, key: key, rev: rev, expires: exp}, &cur, nil
+}
+
+// renew extends a held lease with a compare-and-set on its revision and
+// records the in-flight task keys.
+func (l *leaser) renew(ctx context.Context, ls *lease, inflight []string) error {
+	val, exp := l.record(ls.table, inflight)
+	rev, err := l.kv.Update(ctx, ls.key, val, ls.rev)
+	if err != nil {
+		if isWrongRevision(err) || errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("renew lease %s: %w", ls.table, ErrLeaseLost)
+		}
+		return fmt.Errorf("renew lease %s: %w", ls.table, err)
+	}
+	ls.rev, ls.expires = rev, exp
+	return nil
+}
+
+// release deletes the lease if it is still ours.
+func (l *leaser) release(ctx context.Context, ls *lease) error {
+	err := l.kv.Delete(ctx, ls.key, jetstream.LastRevision(ls.rev))
+	if err != nil && !isWrongRevision(err) {
+		return fmt.Errorf("release lease %s: %w", ls.table, err)
+	}
+	return nil
+}
+
+func isWrongRevision(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+		return true
+	}
+	return errors.Is(err, jetstream.ErrKeyExists)
+}

@@ -1,0 +1,135 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func TestLeaseIsTakenOverOnlyAfterExpiry(t *testing.T) {
+	s := runServer(t)
+	node, err := New(context.Background(), connect(t, s), fastConfig(t, "setup"), nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	ttl := 30 * time.Second
+	a := &leaser{kv: node.q.leases, node: "a", ttl: ttl, now: clock.Now}
+	b := &leaser{kv: node.q.leases, node: "b", ttl: ttl, now: clock.Now}
+	ctx := context.Background()
+	const table = "s3://lake/events.lance"
+
+	la, _, err := a.acquire(ctx, table)
+	if err != nil || la == nil {
+		t.Fatalf("a acquire: %v %v", la, err)
+	}
+	lb, rec, err := b.acquire(ctx, table)
+	if err != nil || lb != nil || rec == nil || rec.Holder != "a" {
+		t.Fatalf("b acquired a held lease: lease=%v rec=%v err=%v", lb, rec, err)
+	}
+	clock.Add(20 * time.Second)
+	if err := a.renew(ctx, la, []string{"k1"}); err != nil {
+		t.Fatalf("renew: %v", err)
+	}
+	clock.Add(20 * time.Second) // 40s after acquire, 20s after renewal: still held
+	if lb, _, _ := b.acquire(ctx, table); lb != nil {
+		t.Fatal("b took a lease that was renewed and not yet expired")
+	}
+	clock.Add(11 * time.Second) // past the renewed deadline
+	lb, rec, err = b.acquire(ctx, table)
+	if err != nil || lb == nil {
+		t.Fatalf("b could not take over an expired lease: %v", err)
+	}
+	if rec == nil || rec.Holder != "a" || len(rec.InFlight) != 1 || rec.InFlight[0] != "k1" {
+		t.Fatalf("takeover did not hand over the previous record: %+v", rec)
+	}
+	if err := a.renew(ctx, la, nil); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("a renewed a lease b took over: %v", err)
+	}
+	// a's release must not delete b's lease.
+	if err := a.release(ctx, la); err != nil {
+		t.Fatal(err)
+	}
+	if lc, _, _ := a.acquire(ctx, table); lc != nil {
+		t.Fatal("a's stale release freed b's lease")
+	}
+	if err := b.release(ctx, lb); err != nil {
+		t.Fatal(err)
+	}
+	if lc, _, err := a.acquire(ctx, table); lc == nil || err != nil {
+		t.Fatalf("a could not take a released lease: %v", err)
+	}
+}
+
+func TestLeaseNeverHeldByTwoNodes(t *testing.T) {
+	s := runServer(t)
+	node, err := New(context.Background(), connect(t, s), fastConfig(t, "setup"), nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const table = "file:///tables/contended.lance"
+	var holders, maxHolders, acquisitions atomic.Int32
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range 4 {
+		// Each contender has its own connection, as separate nodes do.
+		l := &leaser{kv: node.q.leases, node: fmt.Sprintf("n%d", i), ttl: 2 * time.Second, now: time.Now}
+		if i%2 == 1 {
+			n2, err := New(context.Background(), connect(t, s), fastConfig(t, "x"), nil, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.kv = n2.q.leases
+		}
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				ls, _, err := l.acquire(ctx, table)
+				if err != nil || ls == nil {
+					time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
+					continue
+				}
+				acquisitions.Add(1)
+				h := holders.Add(1)
+				for {
+					m := maxHolders.Load()
+					if h <= m || maxHolders.CompareAndSwap(m, h) {
+						break
+					}
+				}
+				time.Sleep(time.Duration(rand.IntN(5)) * time.Millisecond)
+				if err := l.renew(ctx, ls, nil); err != nil && ctx.Err() == nil {
+					t.Errorf("renew of a held lease failed: %v", err)
+				}
+				holders.Add(-1)
+				if err := l.release(context.Background(), ls); err != nil {
+					t.Errorf("release: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if maxHolders.Load() != 1 {
+		t.Fatalf("at most %d nodes held the lease at once, want 1", maxHolders.Load())
+	}
+	if acquisitions.Load() < 20 {
+		t.Fatalf("only %d acquisitions: the lease did not change hands", acquisitions.Load())
+	}
+}

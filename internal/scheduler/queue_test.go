@@ -1,0 +1,221 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+func TestPublishDeduplicatesByTaskKey(t *testing.T) {
+	s := runServer(t)
+	nc := connect(t, s)
+	n, err := New(context.Background(), nc, fastConfig(t, "a"), nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	task := Task{Kind: "rewrite", Key: "file:///t.lance@7/rewrite/1,2,3", Table: "file:///t.lance", ReadVersion: 7, Payload: []byte("x")}
+	for i, wantDup := range []bool{false, true, true} {
+		dup, err := n.q.publish(ctx, task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dup != wantDup {
+			t.Fatalf("publish %d: duplicate=%v, want %v", i, dup, wantDup)
+		}
+	}
+	other := task
+	other.Key = "file:///t.lance@8/rewrite/1,2,3"
+	if dup, err := n.q.publish(ctx, other); err != nil || dup {
+		t.Fatalf("different key: dup=%v err=%v", dup, err)
+	}
+	if d, err := n.q.depth(ctx); err != nil || d != 2 {
+		t.Fatalf("depth = %d, %v; want 2 messages for 2 distinct keys", d, err)
+	}
+	if _, err := n.q.publish(ctx, Task{Kind: "Bad.Kind", Key: "k", Table: "t"}); err == nil {
+		t.Fatal("a kind that is not one subject token was accepted")
+	}
+}
+
+// publishTasks enqueues n tasks of one table directly on the queue.
+func publishTasks(t *testing.T, node *Node, table string, count int) []string {
+	t.Helper()
+	var keys []string
+	for i := range count {
+		key := fmt.Sprintf("%s@1/rewrite/%d", table, i)
+		if _, err := node.q.publish(context.Background(), Task{Kind: "rewrite", Key: key, Table: table, ReadVersion: 1, Payload: []byte(key)}); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, key)
+	}
+	return keys
+}
+
+func TestTaskOfDeadWorkerIsRedeliveredAndFinishedByAnother(t *testing.T) {
+	s := runServer(t)
+	out := t.TempDir()
+
+	// Worker A takes the task and dies mid-task: its connection closes
+	// without an ack (what kill -9 does to a process).
+	ncA := connect(t, s)
+	exA := newFileExecutor(out, "a")
+	exA.block = make(chan struct{})
+	cfgA := fastConfig(t, "a")
+	cfgA.Workers = 1
+	a, cancelA, _ := startNode(t, ncA, cfgA, nil, exA, nil)
+	keys := publishTasks(t, a, "file:///tables/t1.lance", 1)
+	select {
+	case k := <-exA.started:
+		if k != keys[0] {
+			t.Fatalf("started %s", k)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("worker a never started the task")
+	}
+	ncA.Close()
+	cancelA()
+
+	ncB := connect(t, s)
+	exB := newFileExecutor(out, "b")
+	startNode(t, ncB, fastConfig(t, "b"), nil, exB, nil)
+	waitFor(t, 10*time.Second, "worker b to finish the task", func() bool {
+		return outputs(t, out)[keys[0]] == "b"
+	})
+	close(exA.block)
+	n := connect(t, s)
+	node, err := New(context.Background(), n, fastConfig(t, "probe"), nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the queue to empty", func() bool {
+		d, err := node.q.depth(context.Background())
+		return err == nil && d == 0
+	})
+	info, err := node.q.results.Info(context.Background())
+	if err != nil || info.State.Msgs != 1 {
+		t.Fatalf("results stream holds %d messages (%v), want exactly 1", info.State.Msgs, err)
+	}
+}
+
+func TestDrainFinishesOrHandsBackEveryTask(t *testing.T) {
+	s := runServer(t)
+	out := t.TempDir()
+	nc := connect(t, s)
+	ex := newFileExecutor(out, "a")
+	ex.delay = 1500 * time.Millisecond
+	cfg := fastConfig(t, "a")
+	cfg.DrainTimeout = 500 * time.Millisecond // shorter than a task: some get handed back
+	a, cancelA, doneA := startNode(t, nc, cfg, nil, ex, nil)
+	keys := publishTasks(t, a, "file:///tables/t2.lance", 6)
+	<-ex.started
+	<-ex.started
+	cancelA()
+	select {
+	case <-doneA:
+	case <-time.After(10 * time.Second):
+		t.Fatal("drain did not finish")
+	}
+	// The handed-back tasks (Nak) and the untouched ones are still queued;
+	// a fresh node finishes all of them.
+	ncB := connect(t, s)
+	exB := newFileExecutor(out, "b")
+	startNode(t, ncB, fastConfig(t, "b"), nil, exB, nil)
+	waitFor(t, 20*time.Second, "every task finished", func() bool { return len(outputs(t, out)) == len(keys) })
+	got := outputs(t, out)
+	for _, k := range keys {
+		if got[k] == "" {
+			t.Errorf("task %s lost", k)
+		}
+	}
+	exB.mu.Lock()
+	defer exB.mu.Unlock()
+	if len(exB.runs) < 4 {
+		t.Errorf("node b ran %d tasks; the drain should have left at least 4 of 6", len(exB.runs))
+	}
+}
+
+func TestTaskExhaustingDeliveriesGoesToDeadLetter(t *testing.T) {
+	s := runServer(t)
+	nc := connect(t, s)
+	ex := newFileExecutor(t.TempDir(), "a")
+	ex.fail = func(Task) error { return Transient(errBoom) }
+	cfg := fastConfig(t, "a")
+	cfg.MaxDeliver = 3
+	cfg.BackOff = []time.Duration{time.Second}
+	a, _, _ := startNode(t, nc, cfg, nil, ex, nil)
+	keys := publishTasks(t, a, "file:///tables/t3.lance", 1)
+
+	ctx := context.Background()
+	waitFor(t, 15*time.Second, "a dead letter", func() bool {
+		info, err := a.q.dead.Info(ctx)
+		return err == nil && info.State.Msgs == 1
+	})
+	msg, err := a.q.dead.GetLastMsgForSubject(ctx, deadSubjectPrefix+"rewrite")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Header.Get(hdrKey) != keys[0] || msg.Header.Get("Lanced-Deliveries") != "3" {
+		t.Fatalf("dead letter key=%q deliveries=%q", msg.Header.Get(hdrKey), msg.Header.Get("Lanced-Deliveries"))
+	}
+	waitFor(t, 5*time.Second, "the task to leave the work queue", func() bool {
+		d, err := a.q.depth(ctx)
+		return err == nil && d == 0
+	})
+	ex.mu.Lock()
+	runs := ex.runs[keys[0]]
+	ex.mu.Unlock()
+	if runs != 3 {
+		t.Fatalf("task ran %d times, want MaxDeliver=3", runs)
+	}
+	// The coordinator hears that the task is over.
+	res, err := a.q.results.GetLastMsgForSubject(ctx, resultSubjectPrefix+TableID("file:///tables/t3.lance"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Header.Get(hdrOutcome) != OutcomeAbandoned.String() {
+		t.Fatalf("result outcome %q", res.Header.Get(hdrOutcome))
+	}
+}
+
+func TestCorruptTaskHoldsTheTable(t *testing.T) {
+	s := runServer(t)
+	nc := connect(t, s)
+	ex := newFileExecutor(t.TempDir(), "a")
+	ex.fail = func(t Task) error {
+		if t.Table == "file:///bad.lance" {
+			return fmt.Errorf("read manifest: %w", ErrCorrupt)
+		}
+		return nil
+	}
+	cfg := fastConfig(t, "a")
+	a, _, _ := startNode(t, nc, cfg, nil, ex, nil)
+	publishTasks(t, a, "file:///bad.lance", 1)
+	publishTasks(t, a, "file:///good.lance", 1)
+	ctx := context.Background()
+	waitFor(t, 10*time.Second, "the bad table held", func() bool {
+		held, _ := a.isHeld(ctx, "file:///bad.lance")
+		return held
+	})
+	if held, _ := a.isHeld(ctx, "file:///good.lance"); held {
+		t.Fatal("the good table was held too")
+	}
+	if err := a.refreshHolds(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v := gaugeValue(t, a.m.halted.WithLabelValues("file:///bad.lance")); v != 1 {
+		t.Fatalf("lanced_table_halted = %v", v)
+	}
+	// A held table's later tasks are not executed.
+	before := len(ex.runs)
+	publishTasks(t, a, "file:///bad.lance", 3)
+	waitFor(t, 10*time.Second, "the queue to empty", func() bool {
+		d, err := a.q.depth(ctx)
+		return err == nil && d == 0
+	})
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	if len(ex.runs) != before {
+		t.Fatalf("tasks of a held table ran: %d → %d", before, len(ex.runs))
+	}
+}

@@ -1,0 +1,232 @@
+package scheduler
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Plan is what a Planner returns for one table.
+type Plan struct {
+	// ReadVersion is the version the plan was made against.
+	ReadVersion uint64
+	// Tasks to run; empty when the table needs nothing.
+	Tasks []Task
+	// CommitBatchTasks overrides Config.CommitBatchTasks for this table
+	// (policy commit_batch_tasks); 0 keeps the default.
+	CommitBatchTasks int
+}
+
+// Planner turns a table into tasks. inFlight lists the keys of tasks of the
+// table still queued or running, which the plan must not duplicate.
+type Planner interface {
+	Plan(ctx context.Context, table string, inFlight []string) (Plan, error)
+}
+
+// CommitReport is what one micro-batch commit did.
+type CommitReport struct {
+	// Version is the table version the commit produced (or the latest
+	// version when nothing had to be committed).
+	Version uint64
+	// Rebased counts lost races that were rebased and retried.
+	Rebased int
+	// FilesRemoved counts files deleted by the commit (outputs of results
+	// that could not be committed, superseded files).
+	FilesRemoved int
+}
+
+// Committer commits a batch of successful results of one table as one
+// table version. On ErrStale it must have removed the batch's outputs.
+type Committer interface {
+	Commit(ctx context.Context, table string, results []Result) (CommitReport, error)
+}
+
+// Node is one scheduler participant: workers, coordinators and the queue.
+type Node struct {
+	cfg     Config
+	nc      *nats.Conn
+	q       *queue
+	log     *slog.Logger
+	m       *metrics
+	planner Planner
+	exec    Executor
+	commit  Committer
+	leases  *leaser
+
+	mu     sync.Mutex
+	tables map[string]*tableState
+	ring   []string // round-robin order of tables with pending tasks
+	next   int
+	wake   chan struct{}
+	ready  atomic.Bool
+	depth  atomic.Int64
+}
+
+// New sets up the streams, buckets and consumer on nc's JetStream and
+// returns a node ready to Run. Planner and Committer may be nil on a
+// worker-only node; Executor may be nil on a coordinator-only node
+// (Workers is then forced to 0).
+func New(ctx context.Context, nc *nats.Conn, cfg Config, p Planner, e Executor, c Committer) (*Node, error) {
+	cfg.setDefaults()
+	if cfg.NodeID == "" {
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		cfg.NodeID = "node-" + hex.EncodeToString(b[:])
+	}
+	if e == nil {
+		cfg.Workers = 0
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("open jetstream: %w", err)
+	}
+	q, err := setupQueue(ctx, js, &cfg)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg: cfg, nc: nc, q: q, planner: p, exec: e, commit: c,
+		log:    cfg.Logger.With("node", cfg.NodeID),
+		m:      newMetrics(cfg.Registerer),
+		tables: map[string]*tableState{},
+		wake:   make(chan struct{}, 1),
+	}
+	n.leases = &leaser{kv: q.leases, node: cfg.NodeID, ttl: cfg.LeaseTTL, now: cfg.Now}
+	return n, nil
+}
+
+// ID is the node's id as used in leases and results.
+func (n *Node) ID() string { return n.cfg.NodeID }
+
+// Ready reports whether Run has subscribed and is taking work.
+func (n *Node) Ready() bool { return n.ready.Load() }
+
+type poke struct {
+	Table   string `json:"table"`
+	Version uint64 `json:"version"`
+}
+
+// Submit asks the cluster to evaluate a table at (at least) version. It is
+// the watch sink: every node hears it, the lease decides who plans. A lost
+// poke is caught by the next poll sweep.
+func (n *Node) Submit(_ context.Context, table string, version uint64) error {
+	b, _ := json.Marshal(poke{Table: table, Version: version})
+	if err := n.nc.Publish(pokeSubjectPrefix+TableID(table), b); err != nil {
+		return fmt.Errorf("submit %s: %w", table, err)
+	}
+	return nil
+}
+
+func (n *Node) kick() {
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run serves until ctx is cancelled, then drains: workers stop pulling,
+// tasks in flight get DrainTimeout to finish and are then cancelled and
+// handed back (Nak), coordinators hand their unfinished result batches back
+// and release their leases. Run returns nil after a clean drain.
+func (n *Node) Run(ctx context.Context) error {
+	pokes, err := n.nc.Subscribe(pokeSubjectPrefix+"*", func(msg *nats.Msg) {
+		var p poke
+		if json.Unmarshal(msg.Data, &p) != nil || p.Table == "" {
+			return
+		}
+		n.noteVersion(p.Table, p.Version)
+	})
+	if err != nil {
+		return fmt.Errorf("subscribe pokes: %w", err)
+	}
+	defer func() { _ = pokes.Unsubscribe() }()
+	dead, err := n.subscribeDeadLetters()
+	if err != nil {
+		return fmt.Errorf("subscribe advisories: %w", err)
+	}
+	defer func() { _ = dead.Unsubscribe() }()
+	if err := n.nc.Flush(); err != nil {
+		return fmt.Errorf("flush subscriptions: %w", err)
+	}
+
+	stop := make(chan struct{})
+	taskBase, cancelTasks := context.WithCancelCause(context.Background())
+	defer cancelTasks(nil)
+	var workers sync.WaitGroup
+	for range n.cfg.Workers {
+		workers.Go(func() { n.runWorker(stop, taskBase) })
+	}
+
+	coordCtx, cancelCoord := context.WithCancelCause(context.Background())
+	var coords sync.WaitGroup
+	coords.Go(func() { n.coordinate(coordCtx, &coords) })
+	n.ready.Store(true)
+	n.log.Info("scheduler started", "workers", n.cfg.Workers)
+
+	<-ctx.Done()
+	n.ready.Store(false)
+	n.log.Info("scheduler draining", "drain_timeout", n.cfg.DrainTimeout)
+	close(stop)
+	cancelCoord(errShutdown)
+
+	done := make(chan struct{})
+	go func() { workers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(n.cfg.DrainTimeout):
+		n.log.Warn("drain deadline passed, handing tasks back")
+		cancelTasks(errShutdown)
+		<-done
+	}
+	coords.Wait()
+	n.log.Info("scheduler stopped")
+	return nil
+}
+
+// coordinate is the node's coordinator loop: it takes leases for tables
+// that need evaluation, feeds planned tasks into the queue fairly and keeps
+// the gauges fresh.
+func (n *Node) coordinate(ctx context.Context, wg *sync.WaitGroup) {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	var lastRefresh time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-n.wake:
+		}
+		if time.Since(lastRefresh) > 5*time.Second {
+			lastRefresh = time.Now()
+			n.refreshGauges(ctx)
+		}
+		n.startCoordinators(ctx, wg)
+		n.dispatch(ctx)
+	}
+}
+
+func (n *Node) refreshGauges(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if d, err := n.q.depth(rctx); err == nil {
+		n.depth.Store(int64(d))
+		n.m.queueDepth.Set(float64(d))
+	}
+	if err := n.refreshHolds(rctx); err != nil && !errors.Is(err, context.Canceled) {
+		n.log.Debug("refresh holds", "err", err)
+	}
+}
