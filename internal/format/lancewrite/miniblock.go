@@ -1,0 +1,206 @@
+package lancewrite
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/lanced-dev/lanced/internal/format/codec"
+	"github.com/lanced-dev/lanced/internal/format/pb/enc21pb"
+)
+
+const (
+	maxChunkValues  = 4096  // lance's MAX_MINIBLOCK_VALUES
+	chunkValueBytes = 8192  // target bytes of fixed-width values per chunk
+	chunkVarBytes   = 4096  // lance's AIM_MINICHUNK_SIZE for variable width
+	maxChunkBytes   = 32768 // hard limit of the chunk metadata word
+	maxU16          = 65535
+	chunkFill       = 0xFE // lance's FILL_BYTE inside mini-block chunks
+)
+
+// mbValues produces the value buffers of a mini-block page chunk by chunk.
+type mbValues interface {
+	// chunkLen returns how many value slots the chunk starting at slot s
+	// takes: a power of two, or everything left for the last chunk.
+	chunkLen(s, total int) int
+	// encode returns the value buffers of slots [s, e).
+	encode(s, e int) [][]byte
+	// compression describes the value buffers (MiniBlockLayout.value_compression).
+	compression() *enc21pb.CompressiveEncoding
+	numBuffers() int
+}
+
+// pow2Chunk returns the chunk length for slot s: everything left if it fits,
+// else the largest power of two that fits (at least 1).
+func pow2Chunk(s, total, maxN int, fits func(s, n int) bool) int {
+	rem := total - s
+	if rem <= maxN && fits(s, rem) {
+		return rem
+	}
+	n := 1
+	for n*2 <= maxN && n*2 <= rem && fits(s, n*2) {
+		n *= 2
+	}
+	return n
+}
+
+func flat(bitsPer int) *enc21pb.CompressiveEncoding {
+	return &enc21pb.CompressiveEncoding{Compression: &enc21pb.CompressiveEncoding_Flat{Flat: &enc21pb.Flat{BitsPerValue: uint64(bitsPer)}}}
+}
+
+// variableOf is Variable with u32 offsets, or u64 for large types.
+func variableOf(large bool) *enc21pb.CompressiveEncoding {
+	b := 32
+	if large {
+		b = 64
+	}
+	return &enc21pb.CompressiveEncoding{Compression: &enc21pb.CompressiveEncoding_Variable{Variable: &enc21pb.Variable{Offsets: flat(b)}}}
+}
+
+func oolBitpacked(w int) *enc21pb.CompressiveEncoding {
+	return &enc21pb.CompressiveEncoding{Compression: &enc21pb.CompressiveEncoding_OutOfLineBitpacking{OutOfLineBitpacking: &enc21pb.OutOfLineBitpacking{UncompressedBitsPerValue: 16, Values: flat(w)}}}
+}
+
+func pad(b []byte, to int, fill byte) []byte {
+	for len(b)%to != 0 {
+		b = append(b, fill)
+	}
+	return b
+}
+
+// miniBlockPage encodes one mini-block page from levels and value slots.
+func miniBlockPage(lv levels, nvis int, vals mbValues, dict *dictPage) ([][]byte, *enc21pb.MiniBlockLayout, error) {
+	layout := &enc21pb.MiniBlockLayout{
+		ValueCompression: vals.compression(),
+		Layers:           lv.layers,
+		NumBuffers:       uint64(vals.numBuffers()),
+		NumItems:         uint64(nvis),
+	}
+	repW, defW := bitLen16(lv.maxRep), bitLen16(lv.maxDef)
+	if lv.rep != nil {
+		layout.RepCompression = oolBitpacked(repW)
+		layout.RepetitionIndexDepth = 1
+	}
+	if lv.def != nil {
+		layout.DefCompression = oolBitpacked(defW)
+	}
+	var meta, data, repIndex []byte
+	pos := 0 // next level entry
+	for s := 0; s < nvis || (s == 0 && nvis == 0); {
+		n := vals.chunkLen(s, nvis)
+		last := s+n >= nvis
+		// levels of this chunk: up to and including the entry of its last
+		// visible value; trailing invisible entries go to the next chunk
+		end := lv.entries
+		if lv.visible != nil && !last {
+			seen, j := 0, pos
+			for ; j < lv.entries; j++ {
+				if lv.visible[j] {
+					seen++
+					if seen == n {
+						j++
+						break
+					}
+				}
+			}
+			end = j
+		} else if lv.visible == nil && !last {
+			end = s + n
+		}
+		if lv.visible == nil {
+			pos = s
+		}
+		if end-pos > maxU16 && (lv.rep != nil || lv.def != nil) {
+			return nil, nil, fmt.Errorf("lancewrite: mini-block chunk with %d levels (max %d)", end-pos, maxU16)
+		}
+		vbufs := vals.encode(s, s+n)
+		var rb, db []byte
+		if lv.rep != nil {
+			rb = codec.AppendOutOfLineBitpacked(nil, lv.rep[pos:end], repW)
+		}
+		if lv.def != nil {
+			db = codec.AppendOutOfLineBitpacked(nil, lv.def[pos:end], defW)
+		}
+		chunk := make([]byte, 0, 64)
+		nlev := 0
+		if lv.rep != nil || lv.def != nil {
+			nlev = end - pos
+		}
+		chunk = binary.LittleEndian.AppendUint16(chunk, uint16(nlev))
+		if lv.rep != nil {
+			chunk = binary.LittleEndian.AppendUint16(chunk, uint16(len(rb)))
+		}
+		if lv.def != nil {
+			chunk = binary.LittleEndian.AppendUint16(chunk, uint16(len(db)))
+		}
+		for _, vb := range vbufs {
+			if len(vb) > maxU16 {
+				return nil, nil, fmt.Errorf("lancewrite: mini-block value buffer of %d bytes (max %d)", len(vb), maxU16)
+			}
+			chunk = binary.LittleEndian.AppendUint16(chunk, uint16(len(vb)))
+		}
+		chunk = pad(chunk, 8, chunkFill)
+		for _, b := range append([][]byte{rb, db}, vbufs...) {
+			if b == nil {
+				continue
+			}
+			chunk = append(chunk, b...)
+			chunk = pad(chunk, 8, chunkFill)
+		}
+		if len(chunk) > maxChunkBytes {
+			return nil, nil, fmt.Errorf("lancewrite: mini-block chunk of %d bytes (max %d)", len(chunk), maxChunkBytes)
+		}
+		logN := 0
+		if !last {
+			for 1<<logN < n {
+				logN++
+			}
+			if 1<<logN != n {
+				return nil, nil, fmt.Errorf("lancewrite: internal: chunk of %d values is not a power of two", n)
+			}
+		}
+		meta = binary.LittleEndian.AppendUint16(meta, uint16((len(chunk)/8-1)<<4|logN))
+		data = append(data, chunk...)
+		if lv.rep != nil {
+			r := lv.rep[pos:end]
+			var finished, partial uint64
+			for _, x := range r[1:] {
+				if x == lv.maxRep {
+					finished++
+				}
+			}
+			if last || lv.rep[end] == lv.maxRep {
+				finished++
+			} else {
+				lastStart := -1
+				for k := len(r) - 1; k >= 0; k-- {
+					if r[k] == lv.maxRep {
+						lastStart = k
+						break
+					}
+				}
+				if lastStart < 0 {
+					partial = uint64(len(r))
+				} else {
+					partial = uint64(len(r) - lastStart)
+				}
+			}
+			repIndex = binary.LittleEndian.AppendUint64(repIndex, finished)
+			repIndex = binary.LittleEndian.AppendUint64(repIndex, partial)
+		}
+		pos = end
+		s += n
+		if n == 0 {
+			break
+		}
+	}
+	bufs := [][]byte{meta, data}
+	if dict != nil {
+		bufs = append(bufs, dict.buf)
+		layout.Dictionary = dict.enc
+		layout.NumDictionaryItems = uint64(dict.n)
+	}
+	if lv.rep != nil {
+		bufs = append(bufs, repIndex)
+	}
+	return bufs, layout, nil
+}

@@ -1,0 +1,347 @@
+package lancewrite
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
+)
+
+// A leaf accumulates the rows of one leaf column until a page is flushed.
+//
+// Levels are recorded as "codes" while walking: 0 = a value (or a null that
+// owns a value slot at the leaf), 1+2*d = null at layer d (outer-first), 2+2*d
+// = empty list at layer d. At flush time the codes actually used decide the
+// page's layer kinds (a nullable field without nulls is written ALL_VALID, as
+// lance does) and are mapped to def levels.
+type leaf struct {
+	n      *node
+	path   []*node // root .. leaf
+	childI []int   // index of path[d+1] among path[d]'s children (structs)
+	listRep []uint16 // rep level of the list at layer d (0 for non-lists)
+	maxRep  uint16
+	inner   int // outer-first index of the innermost list layer, -1 without lists
+
+	rows     uint64
+	written  uint64 // rows already flushed as pages (priority of the next page)
+	rep      []uint16 // nil without list layers
+	codes    []uint16 // level codes, one per entry (nil for a column without levels so far)
+	hasCodes bool     // some code != 0 was recorded
+	visible  []bool   // per entry (lists only): entry owns a value slot
+
+	nvis      int // value slots
+	fixed     []byte
+	bits      []byte
+	offs      []int64 // variable: n+1 end offsets into data, offs[0] = 0
+	data      []byte
+	maxLen    int
+	itemValid []byte // fsl item validity (LSB bitmap), all slots
+	itemNulls bool
+	nvalid    int // slots holding a non-null value
+}
+
+func newLeaf(path []*node) *leaf {
+	l := &leaf{n: path[len(path)-1], path: path, inner: -1}
+	l.childI = make([]int, len(path))
+	l.listRep = make([]uint16, len(path))
+	for d := 0; d+1 < len(path); d++ {
+		for i, c := range path[d].children {
+			if c == path[d+1] {
+				l.childI[d] = i
+			}
+		}
+	}
+	var nl uint16
+	for d, p := range path {
+		if p.kind == kindList {
+			nl++
+			l.inner = d
+		}
+	}
+	l.maxRep = nl
+	r := nl
+	for d, p := range path {
+		if p.kind == kindList {
+			l.listRep[d] = r
+			r--
+		}
+	}
+	l.reset()
+	return l
+}
+
+func (l *leaf) reset() {
+	l.rows, l.nvis, l.nvalid, l.maxLen = 0, 0, 0, 0
+	l.rep, l.codes, l.visible = l.rep[:0], l.codes[:0], l.visible[:0]
+	l.hasCodes, l.itemNulls = false, false
+	l.fixed, l.bits, l.data, l.itemValid = l.fixed[:0], l.bits[:0], l.data[:0], l.itemValid[:0]
+	l.offs = append(l.offs[:0], 0)
+}
+
+// size estimates the buffered bytes.
+func (l *leaf) size() int {
+	return len(l.fixed) + len(l.bits) + len(l.data) + 8*len(l.offs) + 2*len(l.rep) + 2*len(l.codes) + len(l.visible)
+}
+
+// add appends all rows of the top-level array arr.
+func (l *leaf) add(arr arrow.Array) error {
+	n := arr.Len()
+	if len(l.path) == 1 && l.maxRep == 0 {
+		// flat column: one entry per row, every entry owns a slot
+		if arr.NullN() > 0 || len(l.codes) > 0 {
+			for len(l.codes) < int(l.rows) {
+				l.codes = append(l.codes, 0)
+			}
+			for i := 0; i < n; i++ {
+				if arr.IsNull(i) {
+					l.codes = append(l.codes, 1)
+					l.hasCodes = true
+				} else {
+					l.codes = append(l.codes, 0)
+				}
+			}
+		}
+		if err := l.appendValues(arr, 0, n); err != nil {
+			return err
+		}
+		l.rows += uint64(n)
+		return nil
+	}
+	for len(l.codes) < int(l.rows) && l.maxRep == 0 {
+		l.codes = append(l.codes, 0)
+	}
+	for i := 0; i < n; i++ {
+		if err := l.walk(0, arr, i, l.maxRep); err != nil {
+			return err
+		}
+	}
+	l.rows += uint64(n)
+	return nil
+}
+
+func (l *leaf) entry(rep, code uint16, visible bool) {
+	if l.maxRep > 0 {
+		l.rep = append(l.rep, rep)
+		l.visible = append(l.visible, visible)
+	}
+	l.codes = append(l.codes, code)
+	if code != 0 {
+		l.hasCodes = true
+	}
+}
+
+func (l *leaf) walk(d int, arr arrow.Array, i int, rep uint16) error {
+	if arr.IsNull(i) {
+		vis := d > l.inner
+		l.entry(rep, uint16(1+2*d), vis)
+		if vis {
+			l.appendNullSlot()
+		}
+		return nil
+	}
+	p := l.path[d]
+	switch p.kind {
+	case kindStruct:
+		st, ok := arr.(*array.Struct)
+		if !ok {
+			return fmt.Errorf("%w: field %q: want struct array, got %s", ErrTypeMismatch, p.f.Name, arr.DataType())
+		}
+		return l.walk(d+1, st.Field(l.childI[d]), i, rep)
+	case kindList:
+		var start, end int64
+		var child arrow.Array
+		switch la := arr.(type) {
+		case *array.List:
+			start, end = la.ValueOffsets(i)
+			child = la.ListValues()
+		case *array.LargeList:
+			start, end = la.ValueOffsets(i)
+			child = la.ListValues()
+		default:
+			return fmt.Errorf("%w: field %q: want list array, got %s", ErrTypeMismatch, p.f.Name, arr.DataType())
+		}
+		if start == end {
+			l.entry(rep, uint16(2+2*d), false)
+			return nil
+		}
+		for k := start; k < end; k++ {
+			r := rep
+			if k > start {
+				r = l.listRep[d] - 1
+			}
+			if err := l.walk(d+1, child, int(k), r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	l.entry(rep, 0, true)
+	return l.appendValues(arr, i, i+1)
+}
+
+// appendNullSlot adds a value slot for a null (zeros / empty).
+func (l *leaf) appendNullSlot() {
+	l.nvis++
+	switch l.n.vk {
+	case valFixed:
+		l.fixed = append(l.fixed, make([]byte, l.n.width)...)
+	case valBool:
+		l.growBits(l.nvis)
+	case valVariable:
+		l.offs = append(l.offs, int64(len(l.data)))
+	case valFSL:
+		l.fixed = append(l.fixed, make([]byte, l.n.width*l.n.dim)...)
+		l.growItemValid(l.nvis*l.n.dim, true, (l.nvis-1)*l.n.dim)
+	}
+}
+
+func (l *leaf) growBits(n int) {
+	need := int(bitutil.BytesForBits(int64(n)))
+	for len(l.bits) < need {
+		l.bits = append(l.bits, 0)
+	}
+}
+
+// growItemValid extends the item validity bitmap to n bits, marking bits
+// from `from` valid if valid is set.
+func (l *leaf) growItemValid(n int, valid bool, from int) {
+	need := int(bitutil.BytesForBits(int64(n)))
+	for len(l.itemValid) < need {
+		l.itemValid = append(l.itemValid, 0)
+	}
+	if valid {
+		for b := from; b < n; b++ {
+			bitutil.SetBit(l.itemValid, b)
+		}
+	}
+}
+
+// appendValues appends value slots for rows [from, to) of the leaf array a.
+// Null rows get zero / empty slots.
+func (l *leaf) appendValues(a arrow.Array, from, to int) error {
+	if to <= from {
+		return nil
+	}
+	data := a.Data()
+	off := data.Offset()
+	nulls := a.NullN() > 0
+	count := to - from
+	switch l.n.vk {
+	case valNull:
+		l.nvis += count
+		return nil
+	case valFixed:
+		bufs := data.Buffers()
+		if len(bufs) < 2 || bufs[1] == nil {
+			return fmt.Errorf("%w: field %q: no value buffer", ErrTypeMismatch, l.n.f.Name)
+		}
+		w := l.n.width
+		src := bufs[1].Bytes()[(off+from)*w : (off+to)*w]
+		start := len(l.fixed)
+		l.fixed = append(l.fixed, src...)
+		if nulls {
+			for i := from; i < to; i++ {
+				if a.IsNull(i) {
+					clear(l.fixed[start+(i-from)*w : start+(i-from+1)*w])
+				} else {
+					l.nvalid++
+				}
+			}
+		} else {
+			l.nvalid += count
+		}
+	case valBool:
+		b, ok := a.(*array.Boolean)
+		if !ok {
+			return fmt.Errorf("%w: field %q: want bool array, got %s", ErrTypeMismatch, l.n.f.Name, a.DataType())
+		}
+		base := l.nvis
+		l.growBits(base + count)
+		for i := from; i < to; i++ {
+			if b.IsValid(i) {
+				l.nvalid++
+				if b.Value(i) {
+					bitutil.SetBit(l.bits, base+i-from)
+				}
+			}
+		}
+	case valVariable:
+		bufs := data.Buffers()
+		if len(bufs) < 3 || bufs[1] == nil {
+			return fmt.Errorf("%w: field %q: no offsets buffer", ErrTypeMismatch, l.n.f.Name)
+		}
+		var vals []byte
+		if bufs[2] != nil {
+			vals = bufs[2].Bytes()
+		}
+		ob := bufs[1].Bytes()
+		large := false
+		switch a.DataType().ID() {
+		case arrow.LARGE_STRING, arrow.LARGE_BINARY:
+			large = true
+		}
+		at := func(k int) int64 {
+			if large {
+				return int64(binary.LittleEndian.Uint64(ob[8*k:]))
+			}
+			return int64(int32(binary.LittleEndian.Uint32(ob[4*k:])))
+		}
+		for i := from; i < to; i++ {
+			if nulls && a.IsNull(i) {
+				l.offs = append(l.offs, int64(len(l.data)))
+				continue
+			}
+			s, e := at(off+i), at(off+i+1)
+			if s < 0 || e < s || e > int64(len(vals)) {
+				return fmt.Errorf("%w: field %q: bad offsets", ErrTypeMismatch, l.n.f.Name)
+			}
+			l.data = append(l.data, vals[s:e]...)
+			l.offs = append(l.offs, int64(len(l.data)))
+			if int(e-s) > l.maxLen {
+				l.maxLen = int(e - s)
+			}
+			l.nvalid++
+		}
+	case valFSL:
+		fa, ok := a.(*array.FixedSizeList)
+		if !ok {
+			return fmt.Errorf("%w: field %q: want fixed_size_list array, got %s", ErrTypeMismatch, l.n.f.Name, a.DataType())
+		}
+		dim, w := l.n.dim, l.n.width
+		items := fa.ListValues()
+		ibufs := items.Data().Buffers()
+		if len(ibufs) < 2 || ibufs[1] == nil {
+			return fmt.Errorf("%w: field %q: no item buffer", ErrTypeMismatch, l.n.f.Name)
+		}
+		ioff := items.Data().Offset()
+		raw := ibufs[1].Bytes()
+		itemNulls := items.NullN() > 0
+		for i := from; i < to; i++ {
+			slot := l.nvis + i - from
+			if nulls && fa.IsNull(i) {
+				l.fixed = append(l.fixed, make([]byte, dim*w)...)
+				l.growItemValid((slot+1)*dim, true, slot*dim)
+				continue
+			}
+			l.nvalid++
+			s, _ := fa.ValueOffsets(i)
+			src := raw[(ioff+int(s))*w : (ioff+int(s)+dim)*w]
+			start := len(l.fixed)
+			l.fixed = append(l.fixed, src...)
+			l.growItemValid((slot+1)*dim, true, slot*dim)
+			if itemNulls {
+				for k := 0; k < dim; k++ {
+					if items.IsNull(int(s) + k) {
+						bitutil.ClearBit(l.itemValid, slot*dim+k)
+						clear(l.fixed[start+k*w : start+(k+1)*w])
+						l.itemNulls = true
+					}
+				}
+			}
+		}
+	}
+	l.nvis += count
+	return nil
+}

@@ -1,0 +1,225 @@
+package lancewrite
+
+import (
+	"encoding/binary"
+
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
+
+	"github.com/lanced-dev/lanced/internal/format/codec"
+	"github.com/lanced-dev/lanced/internal/format/pb/enc21pb"
+)
+
+// flatValues: fixed-width values stored as they are (Flat).
+type flatValues struct {
+	data  []byte
+	width int // bytes
+}
+
+func (v *flatValues) chunkLen(s, total int) int {
+	return pow2Chunk(s, total, maxChunkValues, func(_, n int) bool { return n*v.width <= chunkValueBytes })
+}
+func (v *flatValues) encode(s, e int) [][]byte { return [][]byte{v.data[s*v.width : e*v.width]} }
+func (v *flatValues) compression() *enc21pb.CompressiveEncoding { return flat(8 * v.width) }
+func (v *flatValues) numBuffers() int                           { return 1 }
+
+// boolValues: one bit per value (Flat{1}); chunks are multiples of 8 values.
+type boolValues struct{ bits []byte }
+
+func (v *boolValues) chunkLen(s, total int) int {
+	return pow2Chunk(s, total, maxChunkValues, func(_, n int) bool { return true })
+}
+
+func (v *boolValues) encode(s, e int) [][]byte {
+	n := e - s
+	out := make([]byte, bitutil.BytesForBits(int64(n)))
+	if s%8 == 0 {
+		copy(out, v.bits[s/8:])
+		if r := n % 8; r != 0 {
+			out[len(out)-1] &= byte(1<<r - 1)
+		}
+		return [][]byte{out}
+	}
+	for i := 0; i < n; i++ {
+		if bitutil.BitIsSet(v.bits, s+i) {
+			bitutil.SetBit(out, i)
+		}
+	}
+	return [][]byte{out}
+}
+func (v *boolValues) compression() *enc21pb.CompressiveEncoding { return flat(1) }
+func (v *boolValues) numBuffers() int                           { return 1 }
+
+// bitpackedValues: InlineBitpacking, one FastLanes block of 1024 values per chunk.
+type bitpackedValues struct {
+	data  []byte
+	width int // bytes: 1, 2, 4 or 8
+}
+
+func (v *bitpackedValues) chunkLen(s, total int) int { return min(1024, total-s) }
+
+func (v *bitpackedValues) encode(s, e int) [][]byte {
+	raw := v.data[s*v.width : e*v.width]
+	var out []byte
+	switch v.width {
+	case 1:
+		out = codec.AppendInlineBitpacked(nil, raw)
+	case 2:
+		out = codec.AppendInlineBitpacked(nil, leWords[uint16](raw))
+	case 4:
+		out = codec.AppendInlineBitpacked(nil, leWords[uint32](raw))
+	default:
+		out = codec.AppendInlineBitpacked(nil, leWords[uint64](raw))
+	}
+	return [][]byte{out}
+}
+
+func (v *bitpackedValues) compression() *enc21pb.CompressiveEncoding {
+	return &enc21pb.CompressiveEncoding{Compression: &enc21pb.CompressiveEncoding_InlineBitpacking{
+		InlineBitpacking: &enc21pb.InlineBitpacking{UncompressedBitsPerValue: uint64(8 * v.width)}}}
+}
+func (v *bitpackedValues) numBuffers() int { return 1 }
+
+// leWords decodes little-endian words (copying, so alignment never matters).
+func leWords[T codec.Word](b []byte) []T {
+	var z T
+	switch any(z).(type) {
+	case uint16:
+		out := make([]uint16, len(b)/2)
+		for i := range out {
+			out[i] = binary.LittleEndian.Uint16(b[2*i:])
+		}
+		return any(out).([]T)
+	case uint32:
+		out := make([]uint32, len(b)/4)
+		for i := range out {
+			out[i] = binary.LittleEndian.Uint32(b[4*i:])
+		}
+		return any(out).([]T)
+	case uint64:
+		out := make([]uint64, len(b)/8)
+		for i := range out {
+			out[i] = binary.LittleEndian.Uint64(b[8*i:])
+		}
+		return any(out).([]T)
+	}
+	return any(b).([]T)
+}
+
+// bitWidthsSave reports whether bitpacking 1024-value chunks of fixed-width
+// values saves space over Flat (lance skips it when no chunk shrinks).
+func bitWidthsSave(data []byte, width int) bool {
+	n := len(data) / width
+	if n == 0 {
+		return false
+	}
+	packed, plain := 0, n*width
+	for s := 0; s < n; s += 1024 {
+		e := min(n, s+1024)
+		raw := data[s*width : e*width]
+		var w int
+		switch width {
+		case 1:
+			w = codec.MaxBitWidth(raw)
+			packed += codec.InlineBitpackedSize[uint8](w)
+		case 2:
+			w = codec.MaxBitWidth(leWords[uint16](raw))
+			packed += codec.InlineBitpackedSize[uint16](w)
+		case 4:
+			w = codec.MaxBitWidth(leWords[uint32](raw))
+			packed += codec.InlineBitpackedSize[uint32](w)
+		case 8:
+			w = codec.MaxBitWidth(leWords[uint64](raw))
+			packed += codec.InlineBitpackedSize[uint64](w)
+		}
+	}
+	return packed < plain*15/16
+}
+
+// fslValues: fixed-size lists of fixed-width items, with an optional item
+// validity bitmap as a first buffer per chunk.
+type fslValues struct {
+	data      []byte
+	itemValid []byte // nil: no item nulls
+	dim       int
+	width     int // bytes per item
+}
+
+func (v *fslValues) chunkLen(s, total int) int {
+	row := v.dim * v.width
+	return pow2Chunk(s, total, maxChunkValues, func(_, n int) bool { return n*row <= chunkValueBytes || n == 1 })
+}
+
+func (v *fslValues) encode(s, e int) [][]byte {
+	row := v.dim * v.width
+	data := v.data[s*row : e*row]
+	if v.itemValid == nil {
+		return [][]byte{data}
+	}
+	nb := (e - s) * v.dim
+	vb := make([]byte, bitutil.BytesForBits(int64(nb)))
+	for i := 0; i < nb; i++ {
+		if bitutil.BitIsSet(v.itemValid, s*v.dim+i) {
+			bitutil.SetBit(vb, i)
+		}
+	}
+	return [][]byte{vb, data}
+}
+
+func (v *fslValues) compression() *enc21pb.CompressiveEncoding {
+	return &enc21pb.CompressiveEncoding{Compression: &enc21pb.CompressiveEncoding_FixedSizeList{FixedSizeList: &enc21pb.FixedSizeList{
+		ItemsPerValue: uint64(v.dim), HasValidity: v.itemValid != nil, Values: flat(8 * v.width)}}}
+}
+
+func (v *fslValues) numBuffers() int {
+	if v.itemValid != nil {
+		return 2
+	}
+	return 1
+}
+
+// varValues: variable-width values (Variable with u32 offsets relative to
+// the chunk buffer), optionally FSST-coded with one page-level symbol table.
+type varValues struct {
+	offs  []int64 // n+1
+	data  []byte
+	fsst  []byte // symbol table, nil when not FSST-coded
+	large bool   // u64 offsets (large_string / large_binary)
+}
+
+func (v *varValues) offBytes() int {
+	if v.large {
+		return 8
+	}
+	return 4
+}
+
+func (v *varValues) bytesOf(s, n int) int { return v.offBytes()*(n+1) + int(v.offs[s+n]-v.offs[s]) }
+
+func (v *varValues) chunkLen(s, total int) int {
+	return pow2Chunk(s, total, maxChunkValues, func(s, n int) bool { return v.bytesOf(s, n) <= chunkVarBytes || n == 1 })
+}
+
+func (v *varValues) encode(s, e int) [][]byte {
+	n := e - s
+	out := make([]byte, 0, v.bytesOf(s, n)+4)
+	ob := v.offBytes()
+	base := int64(ob*(n+1)) - v.offs[s]
+	for i := s; i <= e; i++ {
+		if v.large {
+			out = binary.LittleEndian.AppendUint64(out, uint64(v.offs[i]+base))
+		} else {
+			out = binary.LittleEndian.AppendUint32(out, uint32(v.offs[i]+base))
+		}
+	}
+	out = append(out, v.data[v.offs[s]:v.offs[e]]...)
+	return [][]byte{pad(out, ob, padByte)}
+}
+
+func (v *varValues) compression() *enc21pb.CompressiveEncoding {
+	inner := variableOf(v.large)
+	if v.fsst != nil {
+		return &enc21pb.CompressiveEncoding{Compression: &enc21pb.CompressiveEncoding_Fsst{Fsst: &enc21pb.Fsst{SymbolTable: v.fsst, Values: inner}}}
+	}
+	return inner
+}
+func (v *varValues) numBuffers() int { return 1 }
