@@ -17,15 +17,15 @@ import (
 // page's layer kinds (a nullable field without nulls is written ALL_VALID, as
 // lance does) and are mapped to def levels.
 type leaf struct {
-	n      *node
-	path   []*node // root .. leaf
-	childI []int   // index of path[d+1] among path[d]'s children (structs)
+	n       *node
+	path    []*node  // root .. leaf
+	childI  []int    // index of path[d+1] among path[d]'s children (structs)
 	listRep []uint16 // rep level of the list at layer d (0 for non-lists)
 	maxRep  uint16
 	inner   int // outer-first index of the innermost list layer, -1 without lists
 
 	rows     uint64
-	written  uint64 // rows already flushed as pages (priority of the next page)
+	written  uint64   // rows already flushed as pages (priority of the next page)
 	rep      []uint16 // nil without list layers
 	codes    []uint16 // level codes, one per entry (nil for a column without levels so far)
 	hasCodes bool     // some code != 0 was recorded

@@ -18,7 +18,7 @@ type flatValues struct {
 func (v *flatValues) chunkLen(s, total int) int {
 	return pow2Chunk(s, total, maxChunkValues, func(_, n int) bool { return n*v.width <= chunkValueBytes })
 }
-func (v *flatValues) encode(s, e int) [][]byte { return [][]byte{v.data[s*v.width : e*v.width]} }
+func (v *flatValues) encode(s, e int) [][]byte                  { return [][]byte{v.data[s*v.width : e*v.width]} }
 func (v *flatValues) compression() *enc21pb.CompressiveEncoding { return flat(8 * v.width) }
 func (v *flatValues) numBuffers() int                           { return 1 }
 

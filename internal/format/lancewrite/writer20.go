@@ -11,5 +11,5 @@ import (
 type writer20 struct{}
 
 func newWriter20(c *container, roots []*node, pageBytes int) *writer20 { return &writer20{} }
-func (w *writer20) add(rec arrow.Record) error                       { return errors.New("2.0 not yet") }
+func (w *writer20) add(rec arrow.Record) error                         { return errors.New("2.0 not yet") }
 func (w *writer20) finish() ([]*file2pb.ColumnMetadata, error)         { return nil, errors.New("2.0 not yet") }
