@@ -1,0 +1,240 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// SourceKind says which layer a setting's value came from.
+type SourceKind string
+
+// The layers, highest precedence first.
+const (
+	FromPolicy       SourceKind = "policy"        // a matching table block
+	FromTableConfig  SourceKind = "table_config"  // a key in the manifest's config
+	FromDefaults     SourceKind = "defaults"      // the policy defaults block
+	FromLanceDefault SourceKind = "lance_default" // Lance's own default
+)
+
+// Source is where one setting's value came from.
+type Source struct {
+	Kind SourceKind `json:"kind"`
+	// Where is "file:line" for policy and defaults, the config key for
+	// table config, and empty for Lance defaults.
+	Where string `json:"where,omitempty"`
+	// Block is the glob of the table block that set it (policy only).
+	Block string `json:"block,omitempty"`
+}
+
+func (s Source) String() string {
+	switch s.Kind {
+	case FromPolicy:
+		return fmt.Sprintf("table %q (%s)", s.Block, s.Where)
+	case FromTableConfig:
+		return "table config " + s.Where
+	case FromDefaults:
+		return "defaults (" + s.Where + ")"
+	}
+	return "lance default"
+}
+
+// Setting is one resolved value with its source.
+type Setting[T any] struct {
+	Value  T      `json:"value"`
+	Source Source `json:"source"`
+}
+
+// Duration is a time.Duration that encodes to JSON as a Go duration string.
+type Duration time.Duration
+
+// MarshalJSON encodes the duration as a string like "168h0m0s".
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads a Go duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	*d = Duration(v)
+	return err
+}
+
+// Index coverage modes (design §3).
+const (
+	CoverageKeep    = "keep"
+	CoverageUnindex = "unindex"
+	CoverageRemap   = "remap"
+)
+
+// Scopes select the kinds of task a table gets.
+const (
+	ScopeAll     = "all"
+	ScopeRewrite = "rewrite"
+	ScopeRepack  = "repack"
+)
+
+// Compaction holds the rewrite (and shared) settings. Zero in the Max*
+// settings means "no limit".
+type Compaction struct {
+	TargetRowsPerFragment         Setting[uint64]  `json:"target_rows_per_fragment"`
+	MaxRowsPerFile                Setting[uint64]  `json:"max_rows_per_file"`
+	MaxBytesPerFile               Setting[uint64]  `json:"max_bytes_per_file"`
+	MaxRowsPerGroup               Setting[uint64]  `json:"max_rows_per_group"`
+	MaterializeDeletions          Setting[bool]    `json:"materialize_deletions"`
+	MaterializeDeletionsThreshold Setting[float64] `json:"materialize_deletions_threshold"`
+	MaxSourceFragments            Setting[uint64]  `json:"max_source_fragments"`
+	MaxSourceRows                 Setting[uint64]  `json:"max_source_rows"`
+	MaxSourceBytes                Setting[uint64]  `json:"max_source_bytes"`
+	IndexCoverage                 Setting[string]  `json:"index_coverage"`
+	CommitBatchTasks              Setting[uint64]  `json:"commit_batch_tasks"`
+	// ForceBinaryCopy mirrors Lance's CompactionMode::ForceBinaryCopy. lanced
+	// has no policy knob for it yet; the planner honours it (no repacks).
+	ForceBinaryCopy Setting[bool] `json:"force_binary_copy"`
+}
+
+// Repack holds the column repack settings (seed 000).
+type Repack struct {
+	// MaxDataFilesPerFragment is the live file limit; 0 means none.
+	MaxDataFilesPerFragment Setting[uint64] `json:"max_data_files_per_fragment"`
+	// ColumnGroups are groups of top-level column names; nil means none.
+	ColumnGroups Setting[[][]string] `json:"column_groups"`
+}
+
+// Cleanup holds the retention settings.
+type Cleanup struct {
+	OlderThan       Setting[Duration] `json:"older_than"`
+	KeepVersions    Setting[uint64]   `json:"keep_versions"`
+	KeepTagged      Setting[bool]     `json:"keep_tagged"`
+	UnverifiedAfter Setting[Duration] `json:"unverified_after"`
+	// DeleteRate is deletes per second; 0 means unlimited.
+	DeleteRate Setting[float64] `json:"delete_rate"`
+}
+
+// Schedule holds the timing settings.
+type Schedule struct {
+	Debounce    Setting[Duration] `json:"debounce"`
+	MaxDelay    Setting[Duration] `json:"max_delay"`
+	MinInterval Setting[Duration] `json:"min_interval"`
+	// Windows are maintenance windows ("Mon-Fri 01:00-05:00", UTC); nil
+	// means any time.
+	Windows Setting[[]Window] `json:"windows"`
+}
+
+// Effective is the resolved policy of one table: every setting with its
+// value and where the value came from.
+type Effective struct {
+	Table      string          `json:"table"`
+	Matched    []string        `json:"matched,omitempty"` // globs of matching table blocks, most specific first
+	Enabled    Setting[bool]   `json:"enabled"`
+	Scope      Setting[string] `json:"scope"`
+	Compaction Compaction      `json:"compaction"`
+	Repack     Repack          `json:"repack"`
+	Cleanup    Cleanup         `json:"cleanup"`
+	Schedule   Schedule        `json:"schedule"`
+	// Warnings are problems with table config values that were ignored.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Lance's defaults (lance-table-format.md §6.1; LanceDB optimize for cleanup).
+const (
+	DefaultTargetRowsPerFragment = 1024 * 1024
+	DefaultMaxRowsPerGroup       = 1024
+	DefaultDeletionsThreshold    = 0.1
+	DefaultOlderThan             = 7 * 24 * time.Hour
+	DefaultUnverifiedAfter       = 7 * 24 * time.Hour
+	DefaultDebounce              = 30 * time.Second
+	DefaultMaxDelay              = 10 * time.Minute
+	DefaultMinInterval           = 5 * time.Minute
+)
+
+func lance[T any](v T) Setting[T] {
+	return Setting[T]{Value: v, Source: Source{Kind: FromLanceDefault}}
+}
+
+// LanceDefaults returns the Effective policy with nothing set: Lance's
+// defaults everywhere.
+func LanceDefaults(table string) Effective {
+	return Effective{
+		Table:   table,
+		Enabled: lance(true),
+		Scope:   lance(ScopeAll),
+		Compaction: Compaction{
+			TargetRowsPerFragment:         lance(uint64(DefaultTargetRowsPerFragment)),
+			MaxRowsPerFile:                lance(uint64(0)),
+			MaxBytesPerFile:               lance(uint64(0)),
+			MaxRowsPerGroup:               lance(uint64(DefaultMaxRowsPerGroup)),
+			MaterializeDeletions:          lance(true),
+			MaterializeDeletionsThreshold: lance(DefaultDeletionsThreshold),
+			MaxSourceFragments:            lance(uint64(0)),
+			MaxSourceRows:                 lance(uint64(0)),
+			MaxSourceBytes:                lance(uint64(0)),
+			IndexCoverage:                 lance(CoverageKeep),
+			CommitBatchTasks:              lance(uint64(0)),
+			ForceBinaryCopy:               lance(false),
+		},
+		Repack: Repack{
+			MaxDataFilesPerFragment: lance(uint64(0)),
+			ColumnGroups:            lance([][]string(nil)),
+		},
+		Cleanup: Cleanup{
+			OlderThan:       lance(Duration(DefaultOlderThan)),
+			KeepVersions:    lance(uint64(1)),
+			KeepTagged:      lance(true),
+			UnverifiedAfter: lance(Duration(DefaultUnverifiedAfter)),
+			DeleteRate:      lance(0.0),
+		},
+		Schedule: Schedule{
+			Debounce:    lance(Duration(DefaultDebounce)),
+			MaxDelay:    lance(Duration(DefaultMaxDelay)),
+			MinInterval: lance(Duration(DefaultMinInterval)),
+			Windows:     lance([]Window(nil)),
+		},
+	}
+}
+
+// Row is one line of an explanation: a setting, its value and its source.
+type Row struct {
+	Setting string `json:"setting"`
+	Value   any    `json:"value"`
+	Source  Source `json:"source"`
+	// ConfigKey is the table config key that can also set it.
+	ConfigKey string `json:"config_key,omitempty"`
+}
+
+// Explain lists every setting of e with its value and source, in a fixed
+// order.
+func (e Effective) Explain() []Row {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return nil
+	}
+	var tree map[string]json.RawMessage
+	if err := json.Unmarshal(b, &tree); err != nil {
+		return nil
+	}
+	var rows []Row
+	for _, path := range SettingNames() {
+		raw := tree
+		section, name, nested := strings.Cut(path, ".")
+		key := section
+		if nested {
+			if err := json.Unmarshal(tree[section], &raw); err != nil {
+				continue
+			}
+			key = name
+		}
+		var s struct {
+			Value  any    `json:"value"`
+			Source Source `json:"source"`
+		}
+		if err := json.Unmarshal(raw[key], &s); err != nil {
+			continue
+		}
+		rows = append(rows, Row{Setting: path, Value: s.Value, Source: s.Source, ConfigKey: ConfigKey(path)})
+	}
+	return rows
+}
