@@ -1,0 +1,249 @@
+package oracle
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+)
+
+func TestScenarioListMatchesScript(t *testing.T) {
+	Require(t)
+	out := run(t, "build.mjs", "--list")
+	got := strings.Fields(string(out))
+	if !slices.Equal(got, Scenarios()) {
+		t.Fatalf("build.mjs scenarios %v, Go list %v", got, Scenarios())
+	}
+}
+
+// scenarioCheck holds per-scenario facts about the shape real Lance built.
+var scenarioCheck = map[string]func(t *testing.T, path string, r Report){
+	"appends": func(t *testing.T, path string, r Report) {
+		wantEq(t, "fragments", r.Fragments, 30)
+		wantEq(t, "versions", len(r.Versions), 30)
+		wantEq(t, "rows", r.Rows, int64(1200))
+	},
+	"deletes_arrow": func(t *testing.T, path string, r Report) {
+		wantEq(t, "fragments", r.Fragments, 4)
+		wantEq(t, "deletion files", r.DeletionFiles, 4)
+		wantEq(t, "deleted rows", r.DeletedRows, int64(2000-1949))
+		wantDeletionKinds(t, path, 4, 0)
+	},
+	"deletes_bitmap": func(t *testing.T, path string, r Report) {
+		wantEq(t, "deleted rows", r.DeletedRows, int64(6000+428)) // 428 multiples of 7 in [12000,15000)
+		wantEq(t, "fragment 0 live rows", r.FragmentRows[0], int64(6000))
+		wantDeletionKinds(t, path, 1, 1)
+	},
+	"backfill": func(t *testing.T, path string, r Report) {
+		wantEq(t, "data files", r.DataFiles, 3*r.Fragments)
+		wantEq(t, "columns", len(r.Schema), 6)
+	},
+	"dropped_column": func(t *testing.T, path string, r Report) {
+		// "doubled" had a file of its own, which goes; "note" stays as a
+		// dead slot in the base file.
+		wantEq(t, "data files", r.DataFiles, 2*r.Fragments)
+		var names []string
+		for _, f := range r.Schema {
+			names = append(names, f.Name)
+		}
+		wantEq(t, "columns", strings.Join(names, ","), "id,category,value,label")
+	},
+	"stable_row_ids": func(t *testing.T, path string, r Report) {
+		tbl := ScanWith(t, path, ScanOptions{Columns: []string{"id"}, WithRowID: true, WithRowAddr: true})
+		ids := tbl.Column(1).Data().Chunks()
+		addrs := tbl.Column(2).Data().Chunks()
+		differ := 0
+		for c := range ids {
+			a, b := ids[c].(*array.Uint64), addrs[c].(*array.Uint64)
+			for i := 0; i < a.Len(); i++ {
+				if a.Value(i) != b.Value(i) {
+					differ++
+				}
+			}
+		}
+		if differ == 0 {
+			t.Errorf("stable row ids: every _rowid equals its _rowaddr; the updated rows should have kept their ids")
+		}
+	},
+	"v1_paths": func(t *testing.T, path string, r Report) {
+		if _, err := os.Stat(filepath.Join(path, "_versions", "1.manifest")); err != nil {
+			t.Errorf("V1 naming: %v", err)
+		}
+	},
+	"v2_0": func(t *testing.T, path string, r Report) {
+		if _, err := os.Stat(filepath.Join(path, "_versions", "18446744073709551614.manifest")); err != nil {
+			t.Errorf("V2 naming: %v", err)
+		}
+	},
+	"indexed": func(t *testing.T, path string, r Report) {
+		wantEq(t, "indices", len(r.Indices), 2)
+		for _, ix := range r.Indices {
+			wantEq(t, ix.Name+" indexed rows", ix.IndexedRows, int64(2000))
+			wantEq(t, ix.Name+" unindexed rows", ix.UnindexedRows, int64(300))
+		}
+	},
+	"tags": func(t *testing.T, path string, r Report) {
+		wantEq(t, "tags", len(r.Tags), 3)
+		wantEq(t, "tag middle", r.Tags["middle"], uint64(3))
+		old := Inspect(t, path, r.Tags["middle"])
+		wantEq(t, "rows at tag middle", old.Rows, int64(300))
+		wantEq(t, "version at tag middle", old.Version, uint64(3))
+	},
+	"types": func(t *testing.T, path string, r Report) {
+		wantEq(t, "columns", len(r.Schema), 30)
+		wantEq(t, "rows", r.Rows, int64(4000))
+	},
+	"text":  func(t *testing.T, path string, r Report) { wantEq(t, "rows", r.Rows, int64(6000)) },
+	"wide":  func(t *testing.T, path string, r Report) { wantEq(t, "columns", len(r.Schema), 121) },
+}
+
+func wantEq[T comparable](t *testing.T, what string, got, want T) {
+	t.Helper()
+	if got != want {
+		t.Errorf("%s: got %v, want %v", what, got, want)
+	}
+}
+
+func wantDeletionKinds(t *testing.T, path string, arrowFiles, bitmapFiles int) {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(path, "_deletions"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b int
+	for _, e := range ents {
+		switch filepath.Ext(e.Name()) {
+		case ".arrow":
+			a++
+		case ".bin":
+			b++
+		}
+	}
+	// Superseded .arrow files stay on disk until cleanup, so arrow counts
+	// are a lower bound.
+	if a < arrowFiles || b != bitmapFiles {
+		t.Errorf("_deletions: %d .arrow, %d .bin; want >= %d .arrow, %d .bin", a, b, arrowFiles, bitmapFiles)
+	}
+}
+
+func TestScenarios(t *testing.T) {
+	Require(t)
+	for _, s := range Scenarios() {
+		t.Run(s, func(t *testing.T) {
+			t.Parallel()
+			path := Build(t, s, t.TempDir())
+			r := Inspect(t, path, 0)
+			tbl := Scan(t, path, 0, nil)
+			if tbl.NumRows() != r.Rows {
+				t.Errorf("scan rows %d, countRows %d", tbl.NumRows(), r.Rows)
+			}
+			if int(tbl.NumCols()) != len(r.Schema) {
+				t.Errorf("scan columns %d, schema fields %d", tbl.NumCols(), len(r.Schema))
+			}
+			var live int64
+			for _, n := range r.FragmentRows {
+				live += n
+			}
+			wantEq(t, "sum of fragment rows", live, r.Rows)
+			wantEq(t, "physical-deleted rows", r.PhysicalRows-r.DeletedRows, r.Rows)
+			wantEq(t, "version", r.Version, r.LatestVersion)
+			wantEq(t, "latest listed version", r.Versions[len(r.Versions)-1], r.Version)
+			if r.Fragments < 2 {
+				t.Errorf("fragments %d: every scenario has several", r.Fragments)
+			}
+			if check := scenarioCheck[s]; check != nil {
+				check(t, path, r)
+			} else {
+				t.Errorf("no shape check for scenario %s", s)
+			}
+		})
+	}
+}
+
+// TestBuildCopiesAreIndependent: two builds of one scenario are separate
+// tables; writing to one leaves the other (and the cache) unchanged.
+func TestBuildCopiesAreIndependent(t *testing.T) {
+	Require(t)
+	a := Build(t, "deletes_arrow", t.TempDir())
+	b := Build(t, "deletes_arrow", "file://"+t.TempDir())
+	before := Digest(Scan(t, b, 0, nil))
+	res := RunOps(t, a, []Op{
+		{"op": "add", "rows": 10, "seed": 5},
+		{"op": "delete", "where": "id < 100"},
+	})
+	var last struct {
+		Version uint64 `json:"version"`
+		Rows    int64  `json:"rows"`
+	}
+	if err := json.Unmarshal(res[1], &last); err != nil {
+		t.Fatal(err)
+	}
+	ra := Inspect(t, a, 0)
+	wantEq(t, "version after ops", ra.Version, last.Version)
+	wantEq(t, "rows after ops", ra.Rows, last.Rows)
+	if Inspect(t, b, 0).Version == ra.Version {
+		t.Errorf("the second copy moved with the first")
+	}
+	if after := Digest(Scan(t, b, 0, nil)); !mapsEqual(before, after) {
+		t.Errorf("second copy changed")
+	}
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestDigestChunkingOnRealLance: the types table read whole and read as two
+// filtered halves (different batches) digests the same, and the halves'
+// concatenation equals the whole row for row.
+func TestDigestChunkingOnRealLance(t *testing.T) {
+	Require(t)
+	path := Build(t, "types", t.TempDir())
+	whole := Scan(t, path, 0, nil)
+	lo := ScanWith(t, path, ScanOptions{Where: "id < 1234"})
+	hi := ScanWith(t, path, ScanOptions{Where: "id >= 1234"})
+	joined := concatTables(t, lo, hi)
+	defer joined.Release()
+	Equal(t, whole, joined)
+	dw, dj := Digest(whole), Digest(joined)
+	for k, v := range dw {
+		if dj[k] != v {
+			t.Errorf("column %s: digest differs across chunkings", k)
+		}
+	}
+	if dw["id"] == dw["i64"] || dw["s"] == dw["ls"] {
+		t.Errorf("different columns share a digest: %v", dw)
+	}
+}
+
+func concatTables(t *testing.T, tbls ...arrow.Table) arrow.Table {
+	t.Helper()
+	var recs []arrow.RecordBatch
+	for _, tb := range tbls {
+		tr := array.NewTableReader(tb, 1000)
+		for tr.Next() {
+			r := tr.RecordBatch()
+			r.Retain()
+			recs = append(recs, r)
+		}
+		tr.Release()
+	}
+	out := array.NewTableFromRecords(tbls[0].Schema(), recs)
+	for _, r := range recs {
+		r.Release()
+	}
+	return out
+}
