@@ -98,8 +98,8 @@ var scenarioCheck = map[string]func(t *testing.T, path string, r Report){
 		wantEq(t, "columns", len(r.Schema), 30)
 		wantEq(t, "rows", r.Rows, int64(4000))
 	},
-	"text":  func(t *testing.T, path string, r Report) { wantEq(t, "rows", r.Rows, int64(6000)) },
-	"wide":  func(t *testing.T, path string, r Report) { wantEq(t, "columns", len(r.Schema), 121) },
+	"text": func(t *testing.T, path string, r Report) { wantEq(t, "rows", r.Rows, int64(6000)) },
+	"wide": func(t *testing.T, path string, r Report) { wantEq(t, "columns", len(r.Schema), 121) },
 }
 
 func wantEq[T comparable](t *testing.T, what string, got, want T) {
