@@ -4,7 +4,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"testing"
+
+	"github.com/lanced-dev/lanced/internal/format/lancefile"
 
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/testenv/oracle"
@@ -21,6 +25,19 @@ func swapScenario(t *testing.T, scenario string, opts Options) (lanceBytes, ourB
 	m, naming := latestManifest(t, uri)
 	var frags []*tablepb.DataFragment
 	var off int64
+	lanceCols, ourCols := map[string]int64{}, map[string]int64{}
+	defer func() {
+		names := make([]string, 0, len(lanceCols))
+		for n := range lanceCols {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		var b strings.Builder
+		for _, n := range names {
+			fmt.Fprintf(&b, "  %-14s lance %9d  ours %9d  ratio %.3f\n", n, lanceCols[n], ourCols[n], float64(ourCols[n])/float64(max(1, lanceCols[n])))
+		}
+		t.Logf("%s: page bytes per column:\n%s", scenario, b.String())
+	}()
 	for _, f := range m.PB.Fragments {
 		if f.DeletionFile != nil {
 			t.Fatalf("scenario %s: fragment %d has deletions; this test needs physical rows", scenario, f.Id)
@@ -31,6 +48,7 @@ func swapScenario(t *testing.T, scenario string, opts Options) (lanceBytes, ourB
 				t.Fatal(err)
 			}
 			lanceBytes += st.Size()
+			columnBytes(t, filepath.Join(uri, "data", df.Path), lanceCols)
 		}
 		n := int64(f.PhysicalRows)
 		recs := recordsOf(t, want, off, n, 700)
@@ -39,6 +57,7 @@ func swapScenario(t *testing.T, scenario string, opts Options) (lanceBytes, ourB
 			t.Fatalf("fragment %d: wrote %d rows, want %d", f.Id, res.NumRows, n)
 		}
 		ourBytes += res.Size
+		columnBytes(t, filepath.Join(uri, "data", df.Path), ourCols)
 		nf := &tablepb.DataFragment{Id: f.Id, Files: []*tablepb.DataFile{df}, PhysicalRows: f.PhysicalRows, RowIdSequence: f.RowIdSequence}
 		frags = append(frags, nf)
 		off += n
@@ -85,4 +104,35 @@ func TestOracleReadsOurText21(t *testing.T) {
 	}
 }
 
-var _ = fmt.Sprintf
+// columnBytes adds the page buffer bytes of every column of a data file
+// to sizes, keyed by field name.
+func columnBytes(t testing.TB, path string, sizes map[string]int64) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lf, err := lancefile.Open(f, st.Size(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range lf.Columns {
+		name := fmt.Sprint(c.FieldID)
+		if fl := lf.Field(c.FieldID); fl != nil {
+			name = fl.Name
+			if p := lf.Field(fl.ParentId); p != nil {
+				name = p.Name + "." + name
+			}
+		}
+		for _, p := range c.Meta.GetPages() {
+			for _, s := range p.GetBufferSizes() {
+				sizes[name] += int64(s)
+			}
+		}
+	}
+}
