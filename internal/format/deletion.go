@@ -1,0 +1,280 @@
+package format
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
+)
+
+// DeletionsDir is the directory (relative to the table root) of deletion files.
+const DeletionsDir = "_deletions"
+
+// BitmapDeletionThreshold is Lance's BITMAP_THRESDHOLD: a deletion vector
+// with this many rows or more is written as a roaring bitmap, below it as an
+// Arrow file.
+const BitmapDeletionThreshold = 5000
+
+// DeletionKindFor returns the file kind Lance writes for a new deletion
+// vector of n rows (starting from none; an existing bitmap stays a bitmap).
+func DeletionKindFor(n uint64) tablepb.DeletionFile_DeletionFileType {
+	if n >= BitmapDeletionThreshold {
+		return tablepb.DeletionFile_BITMAP
+	}
+	return tablepb.DeletionFile_ARROW_ARRAY
+}
+
+// DeletionSuffix returns "arrow" or "bin" for a deletion file kind.
+func DeletionSuffix(kind tablepb.DeletionFile_DeletionFileType) string {
+	if kind == tablepb.DeletionFile_BITMAP {
+		return "bin"
+	}
+	return "arrow"
+}
+
+// DeletionFileKey returns the key, relative to the table root, of fragment
+// fragID's deletion file: "_deletions/{frag}-{read_version}-{id}.{arrow|bin}"
+// with unpadded decimals.
+func DeletionFileKey(fragID uint64, df *tablepb.DeletionFile) string {
+	return fmt.Sprintf("%s/%d-%d-%d.%s", DeletionsDir, fragID, df.GetReadVersion(), df.GetId(), DeletionSuffix(df.GetFileType()))
+}
+
+// ParseDeletionFileName parses a deletion file base name or key.
+func ParseDeletionFileName(name string) (fragID, readVersion, id uint64, kind tablepb.DeletionFile_DeletionFileType, err error) {
+	base := name[strings.LastIndexByte(name, '/')+1:]
+	stem, ok := strings.CutSuffix(base, ".arrow")
+	kind = tablepb.DeletionFile_ARROW_ARRAY
+	if !ok {
+		if stem, ok = strings.CutSuffix(base, ".bin"); !ok {
+			return 0, 0, 0, 0, fmt.Errorf("format: %q is not a deletion file name: %w", base, ErrCorrupt)
+		}
+		kind = tablepb.DeletionFile_BITMAP
+	}
+	parts := strings.Split(stem, "-")
+	if len(parts) != 3 {
+		return 0, 0, 0, 0, fmt.Errorf("format: %q is not a deletion file name: %w", base, ErrCorrupt)
+	}
+	var nums [3]uint64
+	for i, p := range parts {
+		if nums[i], err = strconv.ParseUint(p, 10, 64); err != nil {
+			return 0, 0, 0, 0, fmt.Errorf("format: %q is not a deletion file name: %w", base, ErrCorrupt)
+		}
+	}
+	return nums[0], nums[1], nums[2], kind, nil
+}
+
+// deletionSchema is the exact schema Lance requires of an Arrow deletion
+// file: one non-nullable UInt32 column row_id, no metadata.
+var deletionSchema = arrow.NewSchema([]arrow.Field{{Name: "row_id", Type: arrow.PrimitiveTypes.Uint32, Nullable: false}}, nil)
+
+// deletionAllocLimit caps what decoding one Arrow deletion file may
+// allocate (a hostile file can claim any uncompressed size). 512 MiB holds
+// 128 Mi row offsets, far beyond any real fragment.
+var deletionAllocLimit atomic.Int64
+
+func init() { deletionAllocLimit.Store(512 << 20) }
+
+// DecodeDeletionFile decodes a deletion file of the given kind into the set
+// of deleted row offsets. name is used in errors only. Arrow files must hold
+// exactly one batch with exactly Lance's schema and no nulls; bitmap files
+// are portable 32-bit roaring bitmaps.
+func DecodeDeletionFile(name string, kind tablepb.DeletionFile_DeletionFileType, data []byte) (*roaring.Bitmap, error) {
+	switch kind {
+	case tablepb.DeletionFile_ARROW_ARRAY:
+		return decodeArrowDeletions(name, data)
+	case tablepb.DeletionFile_BITMAP:
+		return decodeBitmapDeletions(name, data)
+	default:
+		return nil, corruptf("deletion file", name, "unknown deletion file type %d", int32(kind))
+	}
+}
+
+func decodeBitmapDeletions(name string, data []byte) (bm *roaring.Bitmap, err error) {
+	if err := checkRoaringSize(data); err != nil {
+		return nil, corruptf("deletion file", name, "roaring bitmap: %v", err)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			bm, err = nil, corruptf("deletion file", name, "roaring bitmap: %v", r)
+		}
+	}()
+	bm = roaring.New()
+	if _, err := bm.ReadFrom(bytes.NewReader(data)); err != nil {
+		return nil, corruptf("deletion file", name, "roaring bitmap: %v", err)
+	}
+	return bm, nil
+}
+
+// checkRoaringSize checks that the container sizes a portable roaring header
+// declares fit in data, before the roaring package allocates for them.
+func checkRoaringSize(data []byte) error {
+	if len(data) < 8 {
+		return fmt.Errorf("%d bytes is too short", len(data))
+	}
+	cookie := binary.LittleEndian.Uint32(data)
+	var n, p int
+	var runs []byte
+	switch {
+	case cookie == 12346:
+		n, p = int(binary.LittleEndian.Uint32(data[4:])), 8
+	case cookie&0xffff == 12347:
+		n, p = int(cookie>>16)+1, 4
+		rl := (n + 7) / 8
+		if p+rl > len(data) {
+			return fmt.Errorf("truncated run flags")
+		}
+		runs, p = data[p:p+rl], p+rl
+	default:
+		return fmt.Errorf("bad cookie %#x", cookie)
+	}
+	if n > 1<<16 || p+4*n > len(data) {
+		return fmt.Errorf("%d containers do not fit in %d bytes", n, len(data))
+	}
+	need := 0
+	for k := 0; k < n; k++ {
+		card := int(binary.LittleEndian.Uint16(data[p+4*k+2:])) + 1
+		switch {
+		case runs != nil && runs[k/8]>>(k%8)&1 == 1:
+			need += 2 // at least the run count
+		case card > 4096:
+			need += 8192
+		default:
+			need += 2 * card
+		}
+	}
+	if p+4*n+need > len(data) {
+		return fmt.Errorf("containers need %d bytes, file has %d", p+4*n+need, len(data))
+	}
+	return nil
+}
+
+// limitAllocator refuses (by panicking, recovered in decodeArrowDeletions)
+// to hand out more than a fixed total.
+type limitAllocator struct {
+	memory.Allocator
+	left int64
+}
+
+type allocLimitExceeded struct{ size int }
+
+func (a *limitAllocator) Allocate(size int) []byte {
+	a.left -= int64(size)
+	if size < 0 || a.left < 0 {
+		panic(allocLimitExceeded{size})
+	}
+	return a.Allocator.Allocate(size)
+}
+
+func (a *limitAllocator) Reallocate(size int, b []byte) []byte {
+	a.left -= int64(size - len(b))
+	if size < 0 || a.left < 0 {
+		panic(allocLimitExceeded{size})
+	}
+	return a.Allocator.Reallocate(size, b)
+}
+
+func decodeArrowDeletions(name string, data []byte) (bm *roaring.Bitmap, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if e, ok := r.(allocLimitExceeded); ok {
+				err = corruptf("deletion file", name, "arrow file asks for %d bytes, over the limit", e.size)
+			} else {
+				err = corruptf("deletion file", name, "malformed arrow file: %v", r)
+			}
+			bm = nil
+		}
+	}()
+	mem := &limitAllocator{Allocator: memory.NewGoAllocator(), left: deletionAllocLimit.Load()}
+	r, err := ipc.NewFileReader(bytes.NewReader(data), ipc.WithAllocator(mem))
+	if err != nil {
+		return nil, corruptf("deletion file", name, "not an arrow ipc file: %v", err)
+	}
+	defer r.Close()
+	if !r.Schema().Equal(deletionSchema) || r.Schema().HasMetadata() || r.Schema().Field(0).HasMetadata() {
+		return nil, corruptf("deletion file", name, "schema is %s, want %s", r.Schema(), deletionSchema)
+	}
+	if r.NumRecords() != 1 {
+		return nil, corruptf("deletion file", name, "%d record batches, want exactly one", r.NumRecords())
+	}
+	rec, err := r.RecordBatch(0)
+	if err != nil {
+		return nil, corruptf("deletion file", name, "read record batch: %v", err)
+	}
+	col, ok := rec.Column(0).(*array.Uint32)
+	if !ok {
+		return nil, corruptf("deletion file", name, "column is %s, want uint32", rec.Column(0).DataType())
+	}
+	if col.NullN() != 0 {
+		return nil, corruptf("deletion file", name, "%d null row ids", col.NullN())
+	}
+	bm = roaring.New()
+	bm.AddMany(col.Uint32Values())
+	return bm, nil
+}
+
+// EncodeDeletionFile serializes deleted row offsets in the given kind: an
+// Arrow IPC file (one batch, row_id UInt32 NOT NULL, ZSTD buffers, as Lance
+// writes it) or a portable roaring bitmap without run containers.
+func EncodeDeletionFile(kind tablepb.DeletionFile_DeletionFileType, rows *roaring.Bitmap) ([]byte, error) {
+	switch kind {
+	case tablepb.DeletionFile_BITMAP:
+		var buf bytes.Buffer
+		// A clone without run containers: lance 8.0.0 was only verified
+		// on cookie 12346 files.
+		bm := rows
+		if bm.HasRunCompression() {
+			bm = roaring.New()
+			bm.AddMany(rows.ToArray())
+		}
+		if _, err := bm.WriteTo(&buf); err != nil {
+			return nil, fmt.Errorf("format: encode bitmap deletion file: %w", err)
+		}
+		return buf.Bytes(), nil
+	case tablepb.DeletionFile_ARROW_ARRAY:
+		mem := memory.NewGoAllocator()
+		b := array.NewUint32Builder(mem)
+		defer b.Release()
+		b.AppendValues(rows.ToArray(), nil)
+		col := b.NewArray()
+		defer col.Release()
+		rec := array.NewRecordBatch(deletionSchema, []arrow.Array{col}, int64(col.Len()))
+		defer rec.Release()
+		var buf bytes.Buffer
+		w, err := ipc.NewFileWriter(&buf, ipc.WithSchema(deletionSchema), ipc.WithAllocator(mem), ipc.WithZstd())
+		if err != nil {
+			return nil, fmt.Errorf("format: encode arrow deletion file: %w", err)
+		}
+		if err := w.Write(rec); err != nil {
+			return nil, fmt.Errorf("format: encode arrow deletion file: %w", err)
+		}
+		if err := w.Close(); err != nil {
+			return nil, fmt.Errorf("format: encode arrow deletion file: %w", err)
+		}
+		return buf.Bytes(), nil
+	default:
+		return nil, fmt.Errorf("format: encode deletion file: unknown type %d", int32(kind))
+	}
+}
+
+// CheckDeletions verifies a decoded deletion vector against its fragment:
+// the count must equal num_deleted_rows when that is recorded (0 means
+// unknown) and every offset must be below physical_rows when known.
+func CheckDeletions(name string, df *tablepb.DeletionFile, physicalRows uint64, rows *roaring.Bitmap) error {
+	if n := df.GetNumDeletedRows(); n != 0 && n != rows.GetCardinality() {
+		return corruptf("deletion file", name, "holds %d rows, manifest records num_deleted_rows=%d", rows.GetCardinality(), n)
+	}
+	if physicalRows != 0 && !rows.IsEmpty() && uint64(rows.Maximum()) >= physicalRows {
+		return corruptf("deletion file", name, "deletes row offset %d of a fragment with %d physical rows", rows.Maximum(), physicalRows)
+	}
+	return nil
+}
