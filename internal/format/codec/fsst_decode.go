@@ -3,6 +3,7 @@ package codec
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 )
 
 // fsstMagic is "FSST" in the high 32 bits of the symbol-table header.
@@ -55,11 +56,7 @@ func (d *FSSTDecoder) Decode(dst, src []byte) ([]byte, error) {
 	if !d.Compressed {
 		return append(dst, src...), nil
 	}
-	if cap(dst)-len(dst) < 3*len(src) {
-		nd := make([]byte, len(dst), len(dst)+4*len(src)+8)
-		copy(nd, dst)
-		dst = nd
-	}
+	dst = slices.Grow(dst, 8*len(src))
 	var tmp [8]byte
 	for i := 0; i < len(src); i++ {
 		c := src[i]

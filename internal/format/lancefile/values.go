@@ -1,0 +1,539 @@
+package lancefile
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/lanced-dev/lanced/internal/format/codec"
+	"github.com/lanced-dev/lanced/internal/format/pb/enc21pb"
+)
+
+// valueKind says how a leaf's decoded values are stored.
+type valueKind int
+
+const (
+	kindNone     valueKind = iota // not yet known (no values appended)
+	kindFixed                     // width bytes per value in data
+	kindBool                      // one byte (0/1) per value in data
+	kindVariable                  // offsets (n+1) into data
+)
+
+// values is the decoded, uncompressed value stream of one leaf column for
+// one page: one slot per visible entry. Nulls occupy a slot too.
+type values struct {
+	kind  valueKind
+	width int // bytes per value (kindFixed)
+	n     int
+	data  []byte
+	offs  []int64 // kindVariable: n+1 offsets into data
+	// fslValid holds, per fixed-size-list layer (outer first), one byte per
+	// list (layer 0: n·dim0 items...) when that layer has item validity;
+	// entries are nil for layers without validity.
+	fslDims  []int
+	fslValid [][]byte
+	// allNull marks a store of n null slots with no data.
+	allNull bool
+}
+
+func (v *values) setKind(k valueKind, width int) error {
+	if v.kind == kindNone {
+		v.kind, v.width = k, width
+		if k == kindVariable && len(v.offs) == 0 {
+			v.offs = append(v.offs, 0)
+		}
+		return nil
+	}
+	if v.kind != k || v.width != width {
+		return fmt.Errorf("%w: value width changes inside a page (%d/%d → %d/%d)", ErrCorrupt, v.kind, v.width, k, width)
+	}
+	return nil
+}
+
+func (v *values) appendFixed(b []byte, width, n int) error {
+	if err := v.setKind(kindFixed, width); err != nil {
+		return err
+	}
+	if len(b) < width*n {
+		return fmt.Errorf("%w: %d bytes for %d values of %d bytes", ErrCorrupt, len(b), n, width)
+	}
+	v.data = append(v.data, b[:width*n]...)
+	v.n += n
+	return nil
+}
+
+func (v *values) appendBits(b []byte, n int) error {
+	if err := v.setKind(kindBool, 1); err != nil {
+		return err
+	}
+	if len(b)*8 < n {
+		return fmt.Errorf("%w: bitmap of %d bytes for %d values", ErrCorrupt, len(b), n)
+	}
+	for i := 0; i < n; i++ {
+		v.data = append(v.data, (b[i>>3]>>(i&7))&1)
+	}
+	v.n += n
+	return nil
+}
+
+func (v *values) appendVar(b []byte) error {
+	if err := v.setKind(kindVariable, 0); err != nil {
+		return err
+	}
+	v.data = append(v.data, b...)
+	v.offs = append(v.offs, int64(len(v.data)))
+	v.n++
+	return nil
+}
+
+// value returns the bytes of variable value i.
+func (v *values) value(i int) []byte { return v.data[v.offs[i]:v.offs[i+1]] }
+
+// fixedAt returns the bytes of fixed value i.
+func (v *values) fixedAt(i int) []byte { return v.data[i*v.width : (i+1)*v.width] }
+
+// decodeMiniBlockValues decodes one chunk's values (n of them) from its value
+// buffers with a mini-block compressive encoding, appending to out.
+func decodeMiniBlockValues(enc *enc21pb.CompressiveEncoding, bufs [][]byte, n int, out *values) error {
+	if len(bufs) == 0 {
+		return fmt.Errorf("%w: chunk has no value buffer", ErrCorrupt)
+	}
+	switch c := enc.GetCompression().(type) {
+	case *enc21pb.CompressiveEncoding_Flat:
+		return appendFlat(c.Flat, bufs[0], n, out)
+	case *enc21pb.CompressiveEncoding_InlineBitpacking:
+		return appendInlineBitpacked(c.InlineBitpacking.GetUncompressedBitsPerValue(), bufs[0], n, out)
+	case *enc21pb.CompressiveEncoding_Variable:
+		return appendMiniVariable(c.Variable, bufs[0], n, out, nil)
+	case *enc21pb.CompressiveEncoding_Fsst:
+		d, err := codec.NewFSSTDecoder(c.Fsst.GetSymbolTable())
+		if err != nil {
+			return err
+		}
+		v := c.Fsst.GetValues().GetVariable()
+		if v == nil {
+			return fmt.Errorf("%w: fsst over %T", ErrUnsupportedEncoding, c.Fsst.GetValues().GetCompression())
+		}
+		return appendMiniVariable(v, bufs[0], n, out, d)
+	case *enc21pb.CompressiveEncoding_FixedSizeList:
+		return appendFSL(c.FixedSizeList, bufs, n, out, false)
+	case *enc21pb.CompressiveEncoding_Rle:
+		flat := c.Rle.GetValues().GetFlat()
+		if flat == nil || c.Rle.GetRunLengths().GetFlat().GetBitsPerValue() != 8 {
+			return fmt.Errorf("%w: rle with values %v", ErrUnsupportedEncoding, c.Rle)
+		}
+		if len(bufs) < 2 {
+			return fmt.Errorf("%w: rle chunk needs 2 buffers, has %d", ErrCorrupt, len(bufs))
+		}
+		switch flat.GetBitsPerValue() {
+		case 8:
+			return appendRLE[uint8](bufs, n, out)
+		case 16:
+			return appendRLE[uint16](bufs, n, out)
+		case 32:
+			return appendRLE[uint32](bufs, n, out)
+		case 64:
+			return appendRLE[uint64](bufs, n, out)
+		}
+		return fmt.Errorf("%w: rle of %d-bit values", ErrUnsupportedEncoding, flat.GetBitsPerValue())
+	case *enc21pb.CompressiveEncoding_ByteStreamSplit:
+		bits := c.ByteStreamSplit.GetValues().GetFlat().GetBitsPerValue()
+		if bits == 0 || bits%8 != 0 {
+			return fmt.Errorf("%w: byte stream split of %d bits", ErrUnsupportedEncoding, bits)
+		}
+		b, err := codec.DecodeByteStreamSplit(nil, bufs[0], int(bits/8), n)
+		if err != nil {
+			return err
+		}
+		return out.appendFixed(b, int(bits/8), n)
+	case *enc21pb.CompressiveEncoding_General:
+		raw, err := codec.Decompress(codec.Scheme(c.General.GetCompression().GetScheme()), bufs[0])
+		if err != nil {
+			return err
+		}
+		nb := append([][]byte{raw}, bufs[1:]...)
+		return decodeMiniBlockValues(c.General.GetValues(), nb, n, out)
+	case *enc21pb.CompressiveEncoding_PackedStruct:
+		flat := c.PackedStruct.GetValues().GetFlat()
+		if flat == nil || flat.GetBitsPerValue()%8 != 0 {
+			return fmt.Errorf("%w: packed struct values %v", ErrUnsupportedEncoding, c.PackedStruct.GetValues())
+		}
+		return out.appendFixed(bufs[0], int(flat.GetBitsPerValue()/8), n)
+	}
+	return fmt.Errorf("%w: mini-block value compression %T", ErrUnsupportedEncoding, enc.GetCompression())
+}
+
+func appendFlat(f *enc21pb.Flat, b []byte, n int, out *values) error {
+	if f.Data != nil {
+		raw, err := codec.Decompress(codec.Scheme(f.GetData().GetScheme()), b)
+		if err != nil {
+			return err
+		}
+		b = raw
+	}
+	bits := f.GetBitsPerValue()
+	switch {
+	case bits == 1:
+		return out.appendBits(b, n)
+	case bits > 0 && bits%8 == 0:
+		return out.appendFixed(b, int(bits/8), n)
+	}
+	return fmt.Errorf("%w: flat values of %d bits", ErrUnsupportedEncoding, bits)
+}
+
+func appendInlineBitpacked(bits uint64, b []byte, n int, out *values) error {
+	var raw []byte
+	switch bits {
+	case 8:
+		v, err := codec.DecodeInlineBitpacked[uint8](nil, b, n)
+		if err != nil {
+			return err
+		}
+		raw = v
+	case 16:
+		v, err := codec.DecodeInlineBitpacked[uint16](nil, b, n)
+		if err != nil {
+			return err
+		}
+		raw = codec.AsBytes(v)
+	case 32:
+		v, err := codec.DecodeInlineBitpacked[uint32](nil, b, n)
+		if err != nil {
+			return err
+		}
+		raw = codec.AsBytes(v)
+	case 64:
+		v, err := codec.DecodeInlineBitpacked[uint64](nil, b, n)
+		if err != nil {
+			return err
+		}
+		raw = codec.AsBytes(v)
+	default:
+		return fmt.Errorf("%w: inline bitpacking of %d-bit values", ErrUnsupportedEncoding, bits)
+	}
+	return out.appendFixed(raw, int(bits/8), n)
+}
+
+func appendRLE[T codec.Word](bufs [][]byte, n int, out *values) error {
+	v, err := codec.DecodeRLE[T](nil, bufs[0], bufs[1], n)
+	if err != nil {
+		return err
+	}
+	var z T
+	return out.appendFixed(codec.AsBytes(v), sizeOf(z), n)
+}
+
+func sizeOf[T codec.Word](T) int {
+	var z T
+	switch any(z).(type) {
+	case uint8:
+		return 1
+	case uint16:
+		return 2
+	case uint32:
+		return 4
+	}
+	return 8
+}
+
+// appendMiniVariable decodes a mini-block Variable buffer: n+1 offsets
+// (u32 or u64) relative to the buffer start, then the bytes.
+func appendMiniVariable(v *enc21pb.Variable, b []byte, n int, out *values, fsst *codec.FSSTDecoder) error {
+	bits := v.GetOffsets().GetFlat().GetBitsPerValue()
+	if bits != 32 && bits != 64 {
+		return fmt.Errorf("%w: variable offsets of %d bits", ErrUnsupportedEncoding, bits)
+	}
+	w := int(bits / 8)
+	if len(b) < (n+1)*w {
+		return fmt.Errorf("%w: variable chunk of %d bytes for %d offsets", ErrCorrupt, len(b), n+1)
+	}
+	off := func(i int) uint64 {
+		if w == 4 {
+			return uint64(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+		return binary.LittleEndian.Uint64(b[8*i:])
+	}
+	if err := out.setKind(kindVariable, 0); err != nil {
+		return err
+	}
+	prev := off(0)
+	for i := 1; i <= n; i++ {
+		cur := off(i)
+		if cur < prev || cur > uint64(len(b)) {
+			return fmt.Errorf("%w: variable offset %d = %d out of range (prev %d, buffer %d)", ErrCorrupt, i, cur, prev, len(b))
+		}
+		if fsst != nil {
+			var err error
+			if out.data, err = fsst.Decode(out.data, b[prev:cur]); err != nil {
+				return err
+			}
+		} else {
+			out.data = append(out.data, b[prev:cur]...)
+		}
+		out.offs = append(out.offs, int64(len(out.data)))
+		prev = cur
+	}
+	out.n += n
+	return nil
+}
+
+// appendFSL decodes (possibly nested) fixed-size-list values. Mini-block:
+// validity bitmaps (one per layer with validity, outer first) precede the
+// data buffer. perValue: bufs[0] is one row: ceil(dim/8) validity bytes per
+// layer with validity, then the data.
+func appendFSL(f *enc21pb.FixedSizeList, bufs [][]byte, n int, out *values, perValue bool) error {
+	var dims []int
+	var hasValid []bool
+	enc := &enc21pb.CompressiveEncoding{Compression: &enc21pb.CompressiveEncoding_FixedSizeList{FixedSizeList: f}}
+	for enc.GetFixedSizeList() != nil {
+		l := enc.GetFixedSizeList()
+		if l.GetItemsPerValue() == 0 || l.GetItemsPerValue() > 1<<20 {
+			return fmt.Errorf("%w: fixed size list of %d items", ErrCorrupt, l.GetItemsPerValue())
+		}
+		dims = append(dims, int(l.GetItemsPerValue()))
+		hasValid = append(hasValid, l.GetHasValidity())
+		enc = l.GetValues()
+	}
+	flat := enc.GetFlat()
+	if flat == nil {
+		return fmt.Errorf("%w: fixed size list over %T", ErrUnsupportedEncoding, enc.GetCompression())
+	}
+	if out.fslDims == nil {
+		out.fslDims = dims
+		out.fslValid = make([][]byte, len(dims))
+	} else if len(out.fslDims) != len(dims) {
+		return fmt.Errorf("%w: fixed size list depth changes inside a page", ErrCorrupt)
+	}
+	total := 1
+	for _, d := range dims {
+		total *= d
+	}
+	bits := int(flat.GetBitsPerValue())
+	if bits != 1 && bits%8 != 0 {
+		return fmt.Errorf("%w: fixed size list items of %d bits", ErrUnsupportedEncoding, bits)
+	}
+	var data []byte
+	var vbufs [][]byte
+	if perValue {
+		row := bufs[0]
+		p := 0
+		cum := 1
+		for li, d := range dims {
+			cum *= d
+			if hasValid[li] {
+				nb := (cum + 7) / 8
+				if len(row) < p+nb {
+					return fmt.Errorf("%w: per-value fixed size list row too short", ErrCorrupt)
+				}
+				vbufs = append(vbufs, row[p:p+nb])
+				p += nb
+			}
+		}
+		data = row[p:]
+	} else {
+		nv := 0
+		for _, h := range hasValid {
+			if h {
+				nv++
+			}
+		}
+		if len(bufs) < nv+1 {
+			return fmt.Errorf("%w: fixed size list chunk has %d buffers, want %d", ErrCorrupt, len(bufs), nv+1)
+		}
+		vbufs, data = bufs[:nv], bufs[nv]
+	}
+	// Validity per layer.
+	vi, cum := 0, 1
+	for li, d := range dims {
+		cum *= d
+		cnt := n * cum
+		if hasValid[li] {
+			vb := vbufs[vi]
+			vi++
+			if len(vb)*8 < cnt {
+				return fmt.Errorf("%w: fixed size list validity of %d bytes for %d items", ErrCorrupt, len(vb), cnt)
+			}
+			prevLen := len(out.fslValid[li])
+			// Fill layers that had no validity so far in this page with "valid".
+			if want := (out.n) * cum; prevLen < want {
+				out.fslValid[li] = append(out.fslValid[li], ones(want-prevLen)...)
+			}
+			for i := 0; i < cnt; i++ {
+				out.fslValid[li] = append(out.fslValid[li], (vb[i>>3]>>(i&7))&1)
+			}
+		} else if out.fslValid[li] != nil {
+			out.fslValid[li] = append(out.fslValid[li], ones(cnt)...)
+		}
+	}
+	if bits == 1 {
+		// Bool items: keep one byte per item; the value "width" is total bytes.
+		if len(data)*8 < n*total {
+			return fmt.Errorf("%w: fixed size list bitmap too short", ErrCorrupt)
+		}
+		if err := out.setKind(kindFixed, total); err != nil {
+			return err
+		}
+		for i := 0; i < n*total; i++ {
+			out.data = append(out.data, (data[i>>3]>>(i&7))&1)
+		}
+		out.n += n
+		return nil
+	}
+	return out.appendFixed(data, total*bits/8, n)
+}
+
+func ones(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = 1
+	}
+	return b
+}
+
+// decodeBlock decodes a whole buffer written with a block compressor
+// (levels, dictionaries) holding n values.
+func decodeBlock(enc *enc21pb.CompressiveEncoding, b []byte, n int, out *values) error {
+	switch c := enc.GetCompression().(type) {
+	case *enc21pb.CompressiveEncoding_Flat:
+		return appendFlat(c.Flat, b, n, out)
+	case *enc21pb.CompressiveEncoding_InlineBitpacking:
+		return appendInlineBitpacked(c.InlineBitpacking.GetUncompressedBitsPerValue(), b, n, out)
+	case *enc21pb.CompressiveEncoding_OutOfLineBitpacking:
+		w := int(c.OutOfLineBitpacking.GetValues().GetFlat().GetBitsPerValue())
+		var raw []byte
+		switch c.OutOfLineBitpacking.GetUncompressedBitsPerValue() {
+		case 8:
+			v, err := codec.DecodeOutOfLineBitpacked[uint8](nil, b, w, n)
+			if err != nil {
+				return err
+			}
+			raw = v
+		case 16:
+			v, err := codec.DecodeOutOfLineBitpacked[uint16](nil, b, w, n)
+			if err != nil {
+				return err
+			}
+			raw = codec.AsBytes(v)
+		case 32:
+			v, err := codec.DecodeOutOfLineBitpacked[uint32](nil, b, w, n)
+			if err != nil {
+				return err
+			}
+			raw = codec.AsBytes(v)
+		case 64:
+			v, err := codec.DecodeOutOfLineBitpacked[uint64](nil, b, w, n)
+			if err != nil {
+				return err
+			}
+			raw = codec.AsBytes(v)
+		default:
+			return fmt.Errorf("%w: out-of-line bitpacking of %d-bit values", ErrUnsupportedEncoding, c.OutOfLineBitpacking.GetUncompressedBitsPerValue())
+		}
+		return out.appendFixed(raw, int(c.OutOfLineBitpacking.GetUncompressedBitsPerValue()/8), n)
+	case *enc21pb.CompressiveEncoding_Variable:
+		return appendBlockVariable(b, n, out)
+	case *enc21pb.CompressiveEncoding_General:
+		raw, err := codec.Decompress(codec.Scheme(c.General.GetCompression().GetScheme()), b)
+		if err != nil {
+			return err
+		}
+		return decodeBlock(c.General.GetValues(), raw, n, out)
+	case *enc21pb.CompressiveEncoding_Fsst:
+		d, err := codec.NewFSSTDecoder(c.Fsst.GetSymbolTable())
+		if err != nil {
+			return err
+		}
+		var inner values
+		if err := decodeBlock(c.Fsst.GetValues(), b, n, &inner); err != nil {
+			return err
+		}
+		if inner.kind != kindVariable {
+			return fmt.Errorf("%w: fsst block over fixed values", ErrUnsupportedEncoding)
+		}
+		for i := 0; i < n; i++ {
+			dec, err := d.Decode(nil, inner.value(i))
+			if err != nil {
+				return err
+			}
+			if err := out.appendVar(dec); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: block compression %T", ErrUnsupportedEncoding, enc.GetCompression())
+}
+
+// appendBlockVariable decodes [uW bits][uW bytes_start][offsets ×(n+1)][bytes].
+func appendBlockVariable(b []byte, n int, out *values) error {
+	if len(b) < 8 {
+		return fmt.Errorf("%w: variable block of %d bytes", ErrCorrupt, len(b))
+	}
+	bits := binary.LittleEndian.Uint32(b)
+	var w int
+	switch bits {
+	case 32:
+		w = 4
+	case 64:
+		w = 8
+	default:
+		return fmt.Errorf("%w: variable block with %d-bit offsets", ErrUnsupportedEncoding, bits)
+	}
+	get := func(i int) uint64 {
+		if w == 4 {
+			return uint64(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+		return binary.LittleEndian.Uint64(b[8*i:])
+	}
+	if len(b) < (n+3)*w {
+		return fmt.Errorf("%w: variable block of %d bytes for %d values", ErrCorrupt, len(b), n)
+	}
+	start := get(1)
+	if start > uint64(len(b)) || start < uint64((n+3)*w) {
+		return fmt.Errorf("%w: variable block data start %d out of range", ErrCorrupt, start)
+	}
+	data := b[start:]
+	for i := 0; i < n; i++ {
+		a, e := get(2+i), get(3+i)
+		if a > e || e > uint64(len(data)) {
+			return fmt.Errorf("%w: variable block offset %d out of range", ErrCorrupt, i)
+		}
+		if err := out.appendVar(data[a:e]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// levelsFrom converts decoded fixed values to u16 levels.
+func levelsFrom(v *values, n int) ([]uint16, error) {
+	if v.n != n {
+		return nil, fmt.Errorf("%w: %d levels decoded, want %d", ErrCorrupt, v.n, n)
+	}
+	out := make([]uint16, n)
+	switch {
+	case v.kind == kindBool:
+		for i := range out {
+			out[i] = uint16(v.data[i])
+		}
+	case v.kind == kindFixed && v.width == 1:
+		for i := range out {
+			out[i] = uint16(v.data[i])
+		}
+	case v.kind == kindFixed && v.width == 2:
+		for i := range out {
+			out[i] = binary.LittleEndian.Uint16(v.data[2*i:])
+		}
+	case v.kind == kindFixed && (v.width == 4 || v.width == 8):
+		for i := range out {
+			x := binary.LittleEndian.Uint32(v.data[v.width*i:])
+			if x > 0xFFFF {
+				return nil, fmt.Errorf("%w: level %d = %d", ErrCorrupt, i, x)
+			}
+			out[i] = uint16(x)
+		}
+	case n == 0:
+	default:
+		return nil, fmt.Errorf("%w: levels stored as %d-byte values", ErrCorrupt, v.width)
+	}
+	return out, nil
+}
