@@ -1,0 +1,26 @@
+// Package plan is lanced's planner: a pure function from a table's manifest,
+// its index metadata, the effective policy and the tasks in flight to a
+// Plan of rewrite and repack tasks, with a decision and a reason for every
+// fragment.
+//
+// Rewrite planning reproduces Lance 8.0.0's plan_compaction exactly
+// (lance-table-format.md §6.2): candidates by deletion ratio (compared in
+// float32, as Lance does) or physical rows under target_rows_per_fragment,
+// bins of adjacent candidates with the same index set, lone small fragments
+// dropped, bins split for size. On top of it: index_coverage (keep: indexed
+// fragments are not candidates), max_source_fragments/rows/bytes taken in
+// whole tasks in order (seed 003), fragments of in-flight tasks left out.
+//
+// Repack planning follows seed 000 rule for rule (repack.go): file-count and
+// column_groups triggers, merges only of files they empty and at least two,
+// never adding a file, the largest file kept in place, blob columns,
+// partially present columns, spilled row lineage and legacy files left
+// alone, V2.0 struct headers. A fragment is never in both kinds of task.
+//
+// Invariants: Plan never does I/O and never mutates its input; the same
+// input gives the same plan; every fragment of the manifest gets exactly one
+// Decision.
+//
+// Imports: internal/engine (task types), internal/policy (Effective) and the
+// generated protobuf types; roaring for index fragment bitmaps.
+package plan

@@ -1,0 +1,240 @@
+package plan
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
+	"github.com/lanced-dev/lanced/internal/policy"
+)
+
+// budget applies max_source_fragments/rows/bytes to tasks in order: whole
+// tasks are taken until the next one would pass a limit, and then nothing
+// more is (seed 003).
+type budget struct {
+	maxFrags, maxRows, maxBytes uint64
+	frags, rows, bytes          uint64
+	closed                      string
+}
+
+// take reports whether a task of the given size fits, and books it if so.
+// Once one task does not fit, no later task is taken.
+func (b *budget) take(frags, rows, bytes uint64) (bool, string) {
+	if b.closed != "" {
+		return false, b.closed
+	}
+	over := func(limit, used, add uint64, name string) string {
+		if limit > 0 && used+add > limit {
+			return fmt.Sprintf("over %s %d (this task adds %d to %d already planned); left for a later run", name, limit, add, used)
+		}
+		return ""
+	}
+	for _, why := range []string{
+		over(b.maxFrags, b.frags, frags, "max_source_fragments"),
+		over(b.maxRows, b.rows, rows, "max_source_rows"),
+		over(b.maxBytes, b.bytes, bytes, "max_source_bytes"),
+	} {
+		if why != "" {
+			b.closed = why
+			return false, why
+		}
+	}
+	b.frags += frags
+	b.rows += rows
+	b.bytes += bytes
+	return true, ""
+}
+
+func dataBytes(f *tablepb.DataFragment) uint64 {
+	var n uint64
+	for _, df := range f.GetFiles() {
+		n += df.GetFileSizeBytes()
+	}
+	return n
+}
+
+// Compute computes the maintenance plan of one table version. It is pure.
+func Compute(in Input) *Plan {
+	m := in.Manifest
+	frags := m.GetFragments()
+	p := &Plan{Version: FormatVersion, Table: in.Table, ReadVersion: m.GetVersion(),
+		Rewrites: []engine.RewriteTask{}, Repacks: []engine.RepackTask{}}
+	warn := func(s string) { p.Warnings = append(p.Warnings, s) }
+	pol := in.Policy
+	reasons := make([]string, len(frags))
+	decided := make([]bool, len(frags))
+	p.Decisions = make([]Decision, len(frags))
+	for i, f := range frags {
+		p.Decisions[i] = Decision{Fragment: f.GetId(), Action: ActionSkip, Task: -1}
+	}
+	finish := func() *Plan {
+		for i := range p.Decisions {
+			if !decided[i] {
+				p.Decisions[i].Reason = reasons[i]
+				if p.Decisions[i].Reason == "" {
+					p.Decisions[i].Reason = "nothing to do"
+				}
+			}
+		}
+		return p
+	}
+	if !pol.Enabled.Value {
+		for i := range reasons {
+			reasons[i] = "maintenance disabled by policy (" + pol.Enabled.Source.String() + ")"
+		}
+		return finish()
+	}
+
+	// Fragments of tasks in flight for this table are left alone.
+	excluded := make([]string, len(frags))
+	inFlight := map[uint64]string{}
+	for _, key := range in.InFlight {
+		k, err := engine.ParseTaskKey(key)
+		if err != nil {
+			warn(fmt.Sprintf("ignored in-flight task key: %v", err))
+			continue
+		}
+		if k.Table != in.Table {
+			continue
+		}
+		for _, id := range k.Fragments {
+			inFlight[id] = key
+		}
+	}
+	for i, f := range frags {
+		if key, ok := inFlight[f.GetId()]; ok {
+			excluded[i] = "in flight: " + key
+		} else if _, _, why := fragRows(f); why != "" {
+			excluded[i] = "row counts unknown: " + why
+		}
+	}
+
+	c := pol.Compaction
+	b := &budget{maxFrags: c.MaxSourceFragments.Value, maxRows: c.MaxSourceRows.Value, maxBytes: c.MaxSourceBytes.Value}
+	inRewrite := make([]bool, len(frags))
+	scope := pol.Scope.Value
+	if scope == policy.ScopeAll || scope == policy.ScopeRewrite {
+		coverage := c.IndexCoverage.Value
+		if coverage == policy.CoverageRemap {
+			warn("index_coverage = remap is not implemented yet; planning as keep")
+			coverage = policy.CoverageKeep
+		}
+		threshold := c.MaterializeDeletionsThreshold.Value
+		ic := newIndexCoverage(in.Indices, in.LegacyIndexMaxFragmentID, warn)
+		target := c.TargetRowsPerFragment.Value
+		if target == 0 {
+			target = policy.DefaultTargetRowsPerFragment
+		}
+		tasks := planBins(frags, ic, rewriteOpts{
+			target:      target,
+			materialize: c.MaterializeDeletions.Value && threshold < 1,
+			threshold:   float32(threshold),
+			keepIndexed: coverage == policy.CoverageKeep,
+		}, excluded, reasons)
+		for _, task := range tasks {
+			var ids []uint64
+			var rows, physical, bytes uint64
+			for _, i := range task {
+				inRewrite[i] = true
+				f := frags[i]
+				ph, del, _ := fragRows(f)
+				ids = append(ids, f.GetId())
+				rows += ph - del
+				physical += ph
+				bytes += dataBytes(f)
+			}
+			ok, why := b.take(uint64(len(task)), physical, bytes)
+			if !ok {
+				for _, i := range task {
+					reasons[i] = "rewrite candidate, " + why
+				}
+				continue
+			}
+			n := len(p.Rewrites)
+			p.Rewrites = append(p.Rewrites, engine.RewriteTask{
+				Table: in.Table, ReadVersion: m.GetVersion(), Fragments: ids,
+				TargetRowsPerFragment: target, MaxRowsPerFile: c.MaxRowsPerFile.Value,
+				MaxBytesPerFile: c.MaxBytesPerFile.Value, MaxRowsPerGroup: c.MaxRowsPerGroup.Value,
+				MaterializeDeletions: true, IndexCoverage: coverage, Rows: rows, Bytes: bytes,
+			})
+			for _, i := range task {
+				decided[i] = true
+				p.Decisions[i] = Decision{Fragment: frags[i].GetId(), Action: ActionRewrite, Task: n,
+					Reason: fmt.Sprintf("%s; rewrite task %d of %d fragments", reasons[i], n, len(task))}
+			}
+		}
+	} else {
+		for i := range reasons {
+			reasons[i] = "rewrites not in scope (scope = " + scope + ")"
+		}
+	}
+
+	if scope == policy.ScopeAll || scope == policy.ScopeRepack {
+		planRepacks(in, p, frags, excluded, inRewrite, decided, reasons, b, warn)
+	}
+	return finish()
+}
+
+// planRepacks plans a repack for every fragment no rewrite took (seed 000).
+func planRepacks(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []string, inRewrite, decided []bool,
+	reasons []string, b *budget, warn func(string)) {
+	r := in.Policy.Repack
+	maxFiles := r.MaxDataFilesPerFragment.Value
+	if in.Policy.Compaction.ForceBinaryCopy.Value {
+		if maxFiles > 0 || r.ColumnGroups.Value != nil {
+			warn("repacks are not planned under forced binary copy: they re-encode")
+		}
+		return
+	}
+	if maxFiles == 0 && r.ColumnGroups.Value == nil {
+		return
+	}
+	s := newSchema(in.Manifest.GetFields())
+	var groups [][]int32
+	if r.ColumnGroups.Value != nil {
+		groups = [][]int32{}
+		for _, g := range r.ColumnGroups.Value {
+			var ids []int32
+			for _, name := range g {
+				id, ok := s.byName[name]
+				if !ok {
+					warn(fmt.Sprintf("column group names %q, which is not a top-level column; skipped (%s)", name, r.ColumnGroups.Source))
+					continue
+				}
+				ids = append(ids, id)
+			}
+			if len(ids) > 0 {
+				groups = append(groups, ids)
+			}
+		}
+	}
+	for i, f := range frags {
+		if decided[i] || inRewrite[i] || strings.HasPrefix(excluded[i], "in flight") {
+			continue
+		}
+		files, why := planFragmentRepack(s, f, groups, maxFiles)
+		if files == nil {
+			reasons[i] = joinReason(reasons[i], "no repack: "+why)
+			continue
+		}
+		task := repackTask(in.Table, in.Manifest.GetVersion(), s, f, files)
+		ok, over := b.take(1, f.GetPhysicalRows(), task.Bytes)
+		if !ok {
+			reasons[i] = joinReason(reasons[i], "repack due, "+over)
+			continue
+		}
+		n := len(p.Repacks)
+		p.Repacks = append(p.Repacks, task)
+		decided[i] = true
+		p.Decisions[i] = Decision{Fragment: f.GetId(), Action: ActionRepack, Task: n,
+			Reason: fmt.Sprintf("%d live data files (max_data_files_per_fragment %d); writes %d new file(s), drops %d", liveFileCount(s, f), maxFiles, len(task.Files), len(task.Removes))}
+	}
+}
+
+func joinReason(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}

@@ -1,0 +1,208 @@
+package plan
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/RoaringBitmap/roaring/v2"
+
+	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
+)
+
+// candidacy mirrors Lance's CompactionCandidacy.
+type candidacy int
+
+const (
+	notCandidate candidacy = iota
+	withNeighbors
+	itself
+)
+
+// candidateBin mirrors Lance's CandidateBin: adjacent candidate fragments
+// (positions in the manifest) with one index set.
+type candidateBin struct {
+	pos  []int
+	cand []candidacy
+	rows []uint64 // live rows (physical - deleted)
+	idx  []int    // positions of the indices covering the fragments
+}
+
+func (b *candidateBin) isNoop() bool {
+	return len(b.pos) == 0 || (len(b.pos) == 1 && b.cand[0] == withNeighbors)
+}
+
+// splitForSize is Lance's split_for_size: take fragments until the chunk
+// has at least min live rows; emit it only if the rest also has at least
+// min, else the rest joins the last chunk.
+func (b *candidateBin) splitForSize(min uint64) [][]int {
+	var out [][]int
+	pos, rows := b.pos, b.rows
+	for {
+		n := 0
+		var sum uint64
+		for sum < min && n < len(rows) {
+			sum += rows[n]
+			n++
+		}
+		var rest uint64
+		for _, r := range rows[n:] {
+			rest += r
+		}
+		if rest >= min && n > 0 && n < len(rows) {
+			out = append(out, pos[:n])
+			pos, rows = pos[n:], rows[n:]
+			continue
+		}
+		return append(out, pos)
+	}
+}
+
+// indexCoverage holds every index's fragment bitmap.
+type indexCoverage struct {
+	names []string
+	maps  []*roaring.Bitmap // nil: covers everything (legacy index, unknown range)
+}
+
+func newIndexCoverage(indices []*tablepb.IndexMetadata, legacy map[uint64]uint32, warn func(string)) *indexCoverage {
+	ic := &indexCoverage{}
+	for _, ix := range indices {
+		name := ix.GetName()
+		if name == "" {
+			name = fmt.Sprintf("index@%d", ix.GetDatasetVersion())
+		}
+		ic.names = append(ic.names, name)
+		if len(ix.GetFragmentBitmap()) == 0 {
+			if maxID, ok := legacy[ix.GetDatasetVersion()]; ok {
+				bm := roaring.New()
+				bm.AddRange(0, uint64(maxID))
+				ic.maps = append(ic.maps, bm)
+				continue
+			}
+			warn(fmt.Sprintf("index %s has no fragment bitmap and its version %d is unknown; treating it as covering every fragment", name, ix.GetDatasetVersion()))
+			ic.maps = append(ic.maps, nil)
+			continue
+		}
+		bm := roaring.New()
+		if _, err := bm.ReadFrom(bytes.NewReader(ix.GetFragmentBitmap())); err != nil {
+			warn(fmt.Sprintf("index %s: undecodable fragment bitmap (%v); treating it as covering every fragment", name, err))
+			ic.maps = append(ic.maps, nil)
+			continue
+		}
+		ic.maps = append(ic.maps, bm)
+	}
+	return ic
+}
+
+// covering returns the positions of the indices whose bitmap holds id, as
+// Lance's indices_containing_frag (ids are compared as u32).
+func (ic *indexCoverage) covering(id uint64) []int {
+	var out []int
+	for i, bm := range ic.maps {
+		if bm == nil || bm.Contains(uint32(id)) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func (ic *indexCoverage) describe(pos []int) string {
+	names := make([]string, len(pos))
+	for i, p := range pos {
+		names[i] = ic.names[p]
+	}
+	return strings.Join(names, ", ")
+}
+
+// fragRows returns a fragment's physical and deleted rows from the manifest,
+// or a reason they are unknown (Lance would read the files to find out).
+func fragRows(f *tablepb.DataFragment) (physical, deleted uint64, unknown string) {
+	physical = f.GetPhysicalRows()
+	if physical == 0 && len(f.GetFiles()) > 0 {
+		return 0, 0, "physical_rows not recorded in the manifest (legacy fragment)"
+	}
+	if df := f.GetDeletionFile(); df != nil {
+		deleted = df.GetNumDeletedRows()
+		if deleted == 0 {
+			return 0, 0, "deletion file without a recorded row count"
+		}
+		if deleted > physical {
+			return 0, 0, fmt.Sprintf("deletion file counts %d deleted rows of %d", deleted, physical)
+		}
+	}
+	return physical, deleted, ""
+}
+
+// rewriteOpts are the rewrite settings the binning reads.
+type rewriteOpts struct {
+	target      uint64
+	materialize bool
+	threshold   float32
+	keepIndexed bool
+}
+
+// planBins runs Lance 8.0.0's candidate selection and binning over the
+// fragments. excluded[i] (in flight, unknown rows) makes fragment i a
+// non-candidate with that reason. It returns the tasks as manifest
+// positions and sets a skip reason for every fragment no task takes.
+func planBins(frags []*tablepb.DataFragment, ic *indexCoverage, o rewriteOpts, excluded []string, reasons []string) [][]int {
+	var bins []*candidateBin
+	var cur *candidateBin
+	for i, f := range frags {
+		c := notCandidate
+		var live uint64
+		idx := ic.covering(f.GetId())
+		switch {
+		case excluded[i] != "":
+			reasons[i] = excluded[i]
+		case o.keepIndexed && len(idx) > 0:
+			reasons[i] = fmt.Sprintf("covered by index %s (index_coverage = keep)", ic.describe(idx))
+		default:
+			physical, deleted, _ := fragRows(f)
+			live = physical - deleted
+			var ratio float32
+			if physical > 0 {
+				ratio = float32(deleted) / float32(physical)
+			}
+			switch {
+			case o.materialize && ratio > o.threshold:
+				c = itself
+				reasons[i] = fmt.Sprintf("deletions %.1f%% over materialize_deletions_threshold %g%%", 100*ratio, 100*o.threshold)
+			case physical < o.target:
+				c = withNeighbors
+				reasons[i] = fmt.Sprintf("small: %d physical rows under target_rows_per_fragment %d", physical, o.target)
+			default:
+				reasons[i] = fmt.Sprintf("not a rewrite candidate: %d physical rows, %d deleted", physical, deleted)
+			}
+		}
+		switch {
+		case c == notCandidate:
+			if cur != nil {
+				bins = append(bins, cur)
+				cur = nil
+			}
+		case cur != nil && slices.Equal(cur.idx, idx):
+			cur.pos = append(cur.pos, i)
+			cur.cand = append(cur.cand, c)
+			cur.rows = append(cur.rows, live)
+		default:
+			if cur != nil {
+				bins = append(bins, cur)
+			}
+			cur = &candidateBin{pos: []int{i}, cand: []candidacy{c}, rows: []uint64{live}, idx: idx}
+		}
+	}
+	if cur != nil {
+		bins = append(bins, cur)
+	}
+	var tasks [][]int
+	for _, b := range bins {
+		if b.isNoop() {
+			reasons[b.pos[0]] += "; no adjacent candidate with the same index set to compact with"
+			continue
+		}
+		tasks = append(tasks, b.splitForSize(o.target)...)
+	}
+	return tasks
+}

@@ -1,0 +1,104 @@
+package plan
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
+	"github.com/lanced-dev/lanced/internal/policy"
+)
+
+// FormatVersion is the version of a Plan's JSON form.
+const FormatVersion = 1
+
+// ErrPlanFormat is returned when a serialized plan was written by a release
+// with another plan format.
+var ErrPlanFormat = errors.New("unsupported plan format")
+
+// Input is everything the planner looks at.
+type Input struct {
+	// Table is the table URI the tasks name.
+	Table string
+	// Manifest is the manifest at the read version.
+	Manifest *tablepb.Manifest
+	// Indices is the manifest's index section (may be nil).
+	Indices []*tablepb.IndexMetadata
+	// Policy is the table's effective policy.
+	Policy policy.Effective
+	// InFlight are the keys (engine.Task.Key) of tasks queued or running
+	// for this table; their fragments are left out.
+	InFlight []string
+	// LegacyIndexMaxFragmentID gives, for an index without a fragment
+	// bitmap, the max_fragment_id of the manifest at the index's
+	// dataset_version (Lance treats such an index as covering ids below
+	// it). Keyed by dataset_version. A missing entry makes the index cover
+	// every fragment, which is the safe side for index_coverage = keep.
+	LegacyIndexMaxFragmentID map[uint64]uint32
+}
+
+// Actions of a Decision.
+const (
+	ActionRewrite = "rewrite"
+	ActionRepack  = "repack"
+	ActionSkip    = "skip"
+)
+
+// Decision says what the plan does with one fragment and why.
+type Decision struct {
+	Fragment uint64 `json:"fragment"`
+	Action   string `json:"action"`
+	Reason   string `json:"reason"`
+	// Task is the index of the fragment's task in Rewrites or Repacks, or
+	// -1 when skipped.
+	Task int `json:"task"`
+}
+
+// Plan is the planner's output.
+type Plan struct {
+	Version     int                  `json:"plan_version"`
+	Table       string               `json:"table"`
+	ReadVersion uint64               `json:"read_version"`
+	Rewrites    []engine.RewriteTask `json:"rewrites"`
+	Repacks     []engine.RepackTask  `json:"repacks"`
+	Decisions   []Decision           `json:"decisions"`
+	Warnings    []string             `json:"warnings,omitempty"`
+}
+
+// Empty reports whether the plan has no task.
+func (p *Plan) Empty() bool { return len(p.Rewrites) == 0 && len(p.Repacks) == 0 }
+
+// Tasks returns the plan's tasks in execution order: rewrites, then repacks.
+func (p *Plan) Tasks() []engine.Task {
+	out := make([]engine.Task, 0, len(p.Rewrites)+len(p.Repacks))
+	for i := range p.Rewrites {
+		out = append(out, engine.Task{Rewrite: &p.Rewrites[i]})
+	}
+	for i := range p.Repacks {
+		out = append(out, engine.Task{Repack: &p.Repacks[i]})
+	}
+	return out
+}
+
+// Decode reads a plan's JSON form, refusing other format versions.
+func Decode(data []byte) (*Plan, error) {
+	var probe struct {
+		Version *int `json:"plan_version"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return nil, fmt.Errorf("decode plan: %w", err)
+	}
+	if probe.Version == nil || *probe.Version != FormatVersion {
+		v := "none"
+		if probe.Version != nil {
+			v = fmt.Sprint(*probe.Version)
+		}
+		return nil, fmt.Errorf("decode plan: %w: plan_version %s, this release reads %d", ErrPlanFormat, v, FormatVersion)
+	}
+	var p Plan
+	if err := json.Unmarshal(data, &p); err != nil {
+		return nil, fmt.Errorf("decode plan: %w", err)
+	}
+	return &p, nil
+}
