@@ -386,3 +386,35 @@ func (c *Cleaner) Run(ctx context.Context, b *store.Bucket, opts CleanupOptions,
 	res, err := c.Execute(ctx, b, plan, opts)
 	return plan, res, err
 }
+
+// TableCleanupOptions returns the cleanup settings a table asks for: Lance's
+// defaults overridden by the latest manifest's lance.auto_cleanup.* config.
+func TableCleanupOptions(ctx context.Context, b *store.Bucket) (CleanupOptions, error) {
+	var latest uint64
+	var key string
+	err := b.ListDir(ctx, format.VersionsDir, func(o store.Object) error {
+		if v, _, err := format.ParseManifestName(o.Key); err == nil && (key == "" || v > latest) {
+			latest, key = v, o.Key
+		}
+		return nil
+	})
+	if err != nil {
+		return CleanupOptions{}, fmt.Errorf("cleanup %s: list _versions: %w", b.URI(), err)
+	}
+	if key == "" {
+		return CleanupOptions{}, fmt.Errorf("cleanup %s: %w", b.URI(), ErrCleanupNoVersions)
+	}
+	data, err := b.Get(ctx, key)
+	if err != nil {
+		return CleanupOptions{}, fmt.Errorf("cleanup %s: read manifest %s: %w", b.URI(), key, err)
+	}
+	m, err := format.DecodeManifestFile(key, data)
+	if err != nil {
+		return CleanupOptions{}, fmt.Errorf("cleanup %s: %w", b.URI(), err)
+	}
+	o, err := CleanupOptionsFromConfig(m.PB.GetConfig())
+	if err != nil {
+		return o, fmt.Errorf("cleanup %s: %w", b.URI(), err)
+	}
+	return o, nil
+}
