@@ -1,0 +1,497 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/policy"
+	"github.com/lanced-dev/lanced/internal/scheduler"
+	"github.com/lanced-dev/lanced/internal/watch"
+)
+
+func init() {
+	register(&command{
+		name:    "run",
+		summary: "run the daemon (watch tables, plan, queue and execute maintenance)",
+		run:     runDaemon,
+	})
+}
+
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error {
+	for p := range strings.SplitSeq(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*l = append(*l, p)
+		}
+	}
+	return nil
+}
+
+type runFlags struct {
+	config, stateDir, policies, http, natsURL, natsListen, logLevel, logFormat, nodeID string
+	tables                                                                             listFlag
+	workers                                                                            int
+	checkConfig                                                                        bool
+	taskDelay                                                                          time.Duration
+}
+
+func parseRunFlags(args []string, stderr io.Writer) (*runFlags, *flag.FlagSet, error) {
+	var f runFlags
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.config, "config", "", "HCL config file (e.g. /etc/lanced/lanced.hcl); without it, defaults apply")
+	fs.Var(&f.tables, "tables", "table root: a directory of *.lance tables or a table URI (repeatable, comma-separated)")
+	fs.StringVar(&f.stateDir, "state-dir", "", "state directory (JetStream store, reports); default $STATE_DIRECTORY or ./.lanced-state")
+	fs.StringVar(&f.policies, "policies", "", "policy directory (*.hcl)")
+	fs.StringVar(&f.http, "http", "", `HTTP listen address for /metrics, /healthz, /readyz ("off" disables)`)
+	fs.StringVar(&f.natsURL, "nats-url", "", "join this NATS cluster instead of running the embedded server")
+	fs.StringVar(&f.natsListen, "nats-listen", "", "let other nodes connect to the embedded NATS at host:port")
+	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "", "json or text")
+	fs.StringVar(&f.nodeID, "node-id", "", "this node's id in leases and results (default host-pid)")
+	fs.IntVar(&f.workers, "workers", -1, "tasks executed at once on this node (0: coordinate only)")
+	fs.BoolVar(&f.checkConfig, "check-config", false, "validate the config file and policies, then exit")
+	fs.DurationVar(&f.taskDelay, "debug-task-delay", 0, "testing aid: each task waits this long before working")
+	if err := fs.Parse(args); err != nil {
+		return nil, fs, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fs, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return &f, fs, nil
+}
+
+// resolveRunConfig merges the config file (if any) and the flags.
+func resolveRunConfig(f *runFlags) (runConfig, *hclparse.Parser, hcl.Diagnostics) {
+	cfg := defaultRunConfig()
+	var p *hclparse.Parser
+	var diags hcl.Diagnostics
+	if f.config != "" {
+		cfg, p, diags = loadConfigFile(f.config)
+		if diags.HasErrors() {
+			return cfg, p, diags
+		}
+	}
+	flagErr := func(summary, detail string) {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail})
+	}
+	if len(f.tables) > 0 {
+		cfg.Tables = nil
+		for _, t := range f.tables {
+			u, err := normalizeTableRoot(".", t)
+			if err != nil {
+				flagErr("Invalid --tables", fmt.Sprintf("%q: %v", t, err))
+				continue
+			}
+			if !strings.Contains(t, "://") {
+				if abs, err := absFromCwd(t); err == nil {
+					u = "file://" + abs
+				}
+			}
+			cfg.Tables = append(cfg.Tables, u)
+		}
+	}
+	if f.stateDir != "" {
+		if abs, err := absFromCwd(f.stateDir); err == nil {
+			cfg.StateDir = abs
+		}
+	}
+	if f.policies != "" {
+		abs, err := absFromCwd(f.policies)
+		if err != nil {
+			flagErr("Invalid --policies", err.Error())
+		} else if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+			flagErr("Policy directory not found", fmt.Sprintf("--policies %q is not a readable directory", f.policies))
+		}
+		cfg.Policies = abs
+	}
+	switch f.http {
+	case "":
+	case "off":
+		cfg.HTTP = ""
+	default:
+		cfg.HTTP = f.http
+	}
+	if f.natsURL != "" {
+		cfg.NATS.URL, cfg.NATS.Embedded = f.natsURL, false
+	}
+	if f.natsListen != "" {
+		if !cfg.NATS.Embedded {
+			flagErr("Conflicting NATS flags", "--nats-listen needs the embedded server; drop --nats-url")
+		}
+		cfg.NATS.Listen = f.natsListen
+	}
+	if f.logLevel != "" {
+		cfg.LogLevel = f.logLevel
+	}
+	if f.logFormat != "" {
+		cfg.LogFmt = f.logFormat
+	}
+	if f.workers >= 0 {
+		cfg.Workers = f.workers
+	}
+	if err := cfg.finish(); err != nil {
+		flagErr("Incomplete configuration", err.Error())
+	}
+	return cfg, p, diags
+}
+
+func absFromCwd(p string) (string, error) {
+	if strings.HasPrefix(p, "/") {
+		return p, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	return wd + "/" + strings.TrimPrefix(p, "./"), nil
+}
+
+func newLogger(w io.Writer, level, format string) *slog.Logger {
+	var lv slog.Level
+	_ = lv.UnmarshalText([]byte(level))
+	opts := &slog.HandlerOptions{Level: lv}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+func loadPolicies(dir string) (*policy.Reloader, *policy.Set, hcl.Diagnostics) {
+	if dir == "" {
+		s, diags := policy.NewSet(nil)
+		return nil, s, diags
+	}
+	r, diags := policy.NewReloader(dir)
+	if r == nil {
+		return nil, nil, diags
+	}
+	return r, r.Current(), diags
+}
+
+func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, _, err := parseRunFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		fmt.Fprintf(stderr, "lanced run: %v\n", err)
+		return exitError{2}
+	}
+	cfg, parser, diags := resolveRunConfig(f)
+	if diags.HasErrors() {
+		var files map[string]*hcl.File
+		if parser != nil {
+			files = parser.Files()
+		}
+		writeDiags(stderr, files, diags)
+		return exitError{1}
+	}
+	reloader, pset, pdiags := loadPolicies(cfg.Policies)
+	if pdiags.HasErrors() {
+		var files map[string]*hcl.File
+		if set, _ := policy.LoadDirNamed(os.DirFS(cfg.Policies), cfg.Policies); set != nil {
+			files = set.HCLFiles()
+		}
+		writeDiags(stderr, files, pdiags)
+		return exitError{1}
+	}
+	if f.checkConfig {
+		fmt.Fprintf(stdout, "config ok: %d table root(s), %d source(s), state %s, nats %s, policies %s\n",
+			len(cfg.Tables), len(cfg.Sources), cfg.StateDir, natsDesc(cfg.NATS), orNone(cfg.Policies))
+		return nil
+	}
+	log := newLogger(stdout, cfg.LogLevel, cfg.LogFmt)
+	d := &daemon{cfg: cfg, flags: f, log: log, reloader: reloader}
+	d.policies.Store(pset)
+	return d.run(ctx)
+}
+
+func natsDesc(n natsConfig) string {
+	if n.Embedded {
+		if n.Listen != "" {
+			return "embedded, listening on " + n.Listen
+		}
+		return "embedded"
+	}
+	return redactURL(n.URL)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none: Lance defaults)"
+	}
+	return s
+}
+
+// daemon is one `lanced run` process.
+type daemon struct {
+	cfg      runConfig
+	flags    *runFlags
+	log      *slog.Logger
+	reloader *policy.Reloader
+	policies atomicSet
+}
+
+type atomicSet struct {
+	mu sync.RWMutex
+	s  *policy.Set
+}
+
+func (a *atomicSet) Store(s *policy.Set) { a.mu.Lock(); a.s = s; a.mu.Unlock() }
+func (a *atomicSet) Load() *policy.Set {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.s
+}
+
+func (d *daemon) currentPolicies() *policy.Set {
+	if d.reloader != nil {
+		return d.reloader.Current()
+	}
+	return d.policies.Load()
+}
+
+func (d *daemon) run(ctx context.Context) error {
+	cfg, log := d.cfg, d.log
+	if err := os.MkdirAll(cfg.StateDir, 0o750); err != nil {
+		return fmt.Errorf("create state dir %s: %w", cfg.StateDir, err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	nodeID := d.flags.nodeID
+	if nodeID == "" {
+		host, _ := os.Hostname()
+		nodeID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	baseLog := log
+	log = log.With("node", nodeID)
+	log.Info("lanced starting", "version", version, "state_dir", cfg.StateDir, "tables", cfg.Tables,
+		"nats", natsDesc(cfg.NATS), "workers", cfg.Workers, "policies", orNone(cfg.Policies))
+
+	var ns *server.Server
+	if cfg.NATS.Embedded {
+		var err error
+		if ns, err = startEmbeddedNATS(cfg.StateDir, cfg.NATS.Listen, log); err != nil {
+			return err
+		}
+		defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	}
+	nc, err := connectNATS(ctx, cfg.NATS, ns, "lanced "+nodeID, log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+
+	work := &inspectWorkload{stateDir: cfg.StateDir, node: func() string { return nodeID }, policies: d.currentPolicies, delay: d.flags.taskDelay}
+	q := cfg.Queue
+	node, err := scheduler.New(ctx, nc, scheduler.Config{
+		NodeID: nodeID, Workers: cfg.Workers,
+		AckWait: q.AckWait, MaxDeliver: q.MaxDeliver, LeaseTTL: q.LeaseTTL, DrainTimeout: q.DrainTimeout,
+		TableInFlight: q.TableInFlight, MaxQueueDepth: q.MaxQueueDepth, CommitBatchTasks: q.CommitBatchTasks,
+		CommitMaxWait: q.CommitMaxWait,
+		Classify:      classifyErr, Logger: baseLog, Registerer: reg,
+	}, work, work, work)
+	if err != nil {
+		return err
+	}
+
+	// Policies: fsnotify and SIGHUP reload; a bad edit keeps the old set.
+	policyCtx, stopPolicies := context.WithCancel(context.Background())
+	defer stopPolicies()
+	if d.reloader != nil {
+		d.reloader.OnReload = func(diags hcl.Diagnostics, applied bool) { d.logReload(diags, applied) }
+		go func() {
+			if err := d.reloader.Watch(policyCtx, 500*time.Millisecond); err != nil {
+				log.Error("watch policies", "err", err)
+			}
+		}()
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-policyCtx.Done():
+				return
+			case <-hup:
+				if d.reloader == nil {
+					log.Info("sighup without a policy directory: nothing to reload")
+					continue
+				}
+				diags, applied := d.reloader.Reload()
+				d.logReload(diags, applied)
+			}
+		}
+	}()
+
+	// Watch: sources → coalescer → scheduler.Submit.
+	wm := watch.NewMetrics(reg)
+	var rootURIs []string
+	for _, t := range cfg.Tables {
+		base, _, _ := strings.Cut(t, "?")
+		rootURIs = append(rootURIs, base)
+	}
+	roots, err := watch.ParseRoots(rootURIs...)
+	if err != nil {
+		return fmt.Errorf("table roots: %w", err)
+	}
+	wopts := watch.Options{Roots: roots, Logger: log, Metrics: wm}
+	co := watch.NewCoalescer(watch.CoalescerConfig{
+		Debounce: cfg.Debounce, MaxDelay: cfg.MaxDelay, AutoDone: true, Logger: log, Metrics: wm,
+	}, func(ctx context.Context, ref format.VersionRef) error {
+		return node.Submit(ctx, ref.Table, ref.Version)
+	})
+	var sources []watch.Source
+	for _, sc := range cfg.Sources {
+		switch sc.Kind {
+		case "poll":
+			sources = append(sources, &rootPoller{roots: cfg.Tables, interval: sc.Interval, log: log.With("source", "poll")})
+		case "pubsub":
+			sources = append(sources, watch.NewPubSubSource(sc.URL, wopts))
+		case "nats":
+			src, err := watch.NewNATSSource(nc, watch.NATSConfig{Subject: sc.Subject, Stream: sc.Stream}, wopts)
+			if err != nil {
+				return fmt.Errorf("nats source %s: %w", sc.Subject, err)
+			}
+			sources = append(sources, src)
+		}
+	}
+
+	runCtx, stopRun := context.WithCancel(context.Background())
+	defer stopRun()
+	nodeDone := make(chan error, 1)
+	go func() { nodeDone <- node.Run(runCtx) }()
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	var watchers sync.WaitGroup
+	watchers.Go(func() { _ = co.Run(watchCtx) })
+	for _, s := range sources {
+		watchers.Go(func() {
+			if err := s.Run(watchCtx, co.Add); err != nil && watchCtx.Err() == nil {
+				log.Error("event source stopped", "err", err)
+			}
+		})
+	}
+
+	ready := func() error {
+		switch {
+		case !nc.IsConnected():
+			return errors.New("nats not connected")
+		case !node.Ready():
+			return errors.New("scheduler not running")
+		case d.currentPolicies() == nil:
+			return errors.New("policies not loaded")
+		}
+		return nil
+	}
+	var hs *healthServer
+	if cfg.HTTP != "" {
+		hs, err = newHealthServer(cfg.HTTP, reg, func() error {
+			if nc.IsClosed() {
+				return errors.New("nats connection closed")
+			}
+			return nil
+		}, ready, log)
+		if err != nil {
+			stopWatch()
+			stopRun()
+			return err
+		}
+		hs.Start()
+		log.Info("http listening", "addr", hs.Addr())
+	}
+
+	// READY=1 once the scheduler takes work; WATCHDOG=1 while healthy.
+	for deadline := time.Now().Add(30 * time.Second); ready() != nil && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if sent, err := sdNotify("READY=1\nSTATUS=maintaining tables"); err != nil {
+		log.Warn("sd_notify", "err", err)
+	} else if sent {
+		log.Info("notified systemd", "state", "READY=1")
+	}
+	if iv := watchdogInterval(); iv > 0 {
+		go func() {
+			t := time.NewTicker(iv)
+			defer t.Stop()
+			for {
+				select {
+				case <-runCtx.Done():
+					return
+				case <-t.C:
+					if ready() == nil {
+						_, _ = sdNotify("WATCHDOG=1")
+					}
+				}
+			}
+		}()
+	}
+	log.Info("lanced running")
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutdown requested", "drain_timeout", cfg.Queue.DrainTimeout)
+	case runErr = <-nodeDone:
+		nodeDone <- runErr
+		log.Error("scheduler stopped unexpectedly", "err", runErr)
+	}
+	_, _ = sdNotify("STOPPING=1")
+	stopWatch()
+	watchers.Wait()
+	stopRun()
+	select {
+	case err := <-nodeDone:
+		if err != nil && runErr == nil {
+			runErr = err
+		}
+	case <-time.After(cfg.Queue.DrainTimeout + 30*time.Second):
+		log.Error("scheduler drain timed out")
+	}
+	stopPolicies()
+	if hs != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = hs.Shutdown(sctx)
+		cancel()
+	}
+	log.Info("lanced stopped")
+	return runErr
+}
+
+func (d *daemon) logReload(diags hcl.Diagnostics, applied bool) {
+	if applied {
+		d.log.Info("policies reloaded", "dir", d.cfg.Policies, "warnings", len(diags))
+		return
+	}
+	for _, dg := range diags {
+		if dg.Severity != hcl.DiagError {
+			continue
+		}
+		loc := ""
+		if dg.Subject != nil {
+			loc = fmt.Sprintf("%s:%d:%d", dg.Subject.Filename, dg.Subject.Start.Line, dg.Subject.Start.Column)
+		}
+		d.log.Error("policy reload rejected, keeping previous policies", "at", loc, "err", dg.Summary+": "+dg.Detail)
+	}
+}

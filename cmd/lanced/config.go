@@ -1,0 +1,463 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
+	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+)
+
+// runConfig is the resolved configuration of `lanced run`: every default
+// applied, every path absolute, every duration parsed.
+type runConfig struct {
+	StateDir string
+	// Tables are table roots as given (URIs, query kept for store.Open):
+	// a table (…/x.lance) or a directory of tables.
+	Tables   []string
+	Policies string // "" = no policy directory: Lance's defaults apply
+	Workers  int
+	NATS     natsConfig
+	Sources  []sourceConfig
+	Debounce time.Duration
+	MaxDelay time.Duration
+	Queue    queueConfig
+	HTTP     string // listen address, "" = no HTTP server
+	LogLevel string // debug|info|warn|error
+	LogFmt   string // json|text
+}
+
+type natsConfig struct {
+	Embedded    bool
+	Listen      string // embedded: also listen for other nodes here (host:port)
+	URL         string // external cluster (comma-separated URLs)
+	Credentials string
+	TLS         *tlsConfig
+}
+
+type tlsConfig struct{ CAFile, CertFile, KeyFile string }
+
+type sourceConfig struct {
+	Kind     string // poll | pubsub | nats
+	URL      string // pubsub subscription URL
+	Subject  string // nats
+	Stream   string // nats (JetStream mode)
+	Interval time.Duration
+}
+
+type queueConfig struct {
+	AckWait, LeaseTTL, DrainTimeout, CommitMaxWait time.Duration
+	MaxDeliver, TableInFlight, MaxQueueDepth       int
+	CommitBatchTasks                               int
+}
+
+// defaultRunConfig is what `lanced run --tables DIR` uses with no file.
+func defaultRunConfig() runConfig {
+	state := os.Getenv("STATE_DIRECTORY") // set by systemd's StateDirectory=
+	if i := strings.IndexByte(state, ':'); i >= 0 {
+		state = state[:i]
+	}
+	if state == "" {
+		state = ".lanced-state"
+	}
+	if abs, err := filepath.Abs(state); err == nil {
+		state = abs
+	}
+	return runConfig{
+		StateDir: state,
+		Workers:  2,
+		NATS:     natsConfig{Embedded: true},
+		Debounce: 5 * time.Second,
+		MaxDelay: time.Minute,
+		Queue: queueConfig{
+			AckWait: 60 * time.Second, LeaseTTL: 30 * time.Second, DrainTimeout: 30 * time.Second,
+			CommitMaxWait: 10 * time.Second, MaxDeliver: 5, TableInFlight: 4, MaxQueueDepth: 1000,
+			CommitBatchTasks: 8,
+		},
+		HTTP:     "127.0.0.1:9464",
+		LogLevel: "info",
+		LogFmt:   "json",
+	}
+}
+
+// The HCL shape of the config file. Optional scalars are pointers so that
+// an absent attribute keeps the default.
+type fileConfig struct {
+	StateDir *string       `hcl:"state_dir,optional"`
+	Tables   []string      `hcl:"tables,optional"`
+	Policies *string       `hcl:"policies,optional"`
+	Workers  *int          `hcl:"workers,optional"`
+	NATS     *natsBlock    `hcl:"nats,block"`
+	Sources  []sourceBlock `hcl:"source,block"`
+	Events   *eventsBlock  `hcl:"events,block"`
+	Queue    *queueBlock   `hcl:"queue,block"`
+	HTTP     *httpBlock    `hcl:"http,block"`
+	Log      *logBlock     `hcl:"log,block"`
+	Body     hcl.Body      `hcl:",body"`
+}
+
+type natsBlock struct {
+	Embedded    *bool     `hcl:"embedded,optional"`
+	Listen      *string   `hcl:"listen,optional"`
+	URL         *string   `hcl:"url,optional"`
+	Credentials *string   `hcl:"credentials,optional"`
+	TLS         *tlsBlock `hcl:"tls,block"`
+	Body        hcl.Body  `hcl:",body"`
+}
+
+type tlsBlock struct {
+	CAFile   *string  `hcl:"ca_file,optional"`
+	CertFile *string  `hcl:"cert_file,optional"`
+	KeyFile  *string  `hcl:"key_file,optional"`
+	Body     hcl.Body `hcl:",body"`
+}
+
+type sourceBlock struct {
+	Kind     string   `hcl:"kind,label"`
+	URL      *string  `hcl:"url,optional"`
+	Subject  *string  `hcl:"subject,optional"`
+	Stream   *string  `hcl:"stream,optional"`
+	Interval *string  `hcl:"interval,optional"`
+	Body     hcl.Body `hcl:",body"`
+}
+
+type eventsBlock struct {
+	Debounce *string  `hcl:"debounce,optional"`
+	MaxDelay *string  `hcl:"max_delay,optional"`
+	Body     hcl.Body `hcl:",body"`
+}
+
+type queueBlock struct {
+	AckWait          *string  `hcl:"ack_wait,optional"`
+	MaxDeliver       *int     `hcl:"max_deliver,optional"`
+	LeaseTTL         *string  `hcl:"lease_ttl,optional"`
+	TableInFlight    *int     `hcl:"table_in_flight,optional"`
+	MaxQueueDepth    *int     `hcl:"max_queue_depth,optional"`
+	CommitBatchTasks *int     `hcl:"commit_batch_tasks,optional"`
+	CommitMaxWait    *string  `hcl:"commit_max_wait,optional"`
+	DrainTimeout     *string  `hcl:"drain_timeout,optional"`
+	Body             hcl.Body `hcl:",body"`
+}
+
+type httpBlock struct {
+	Listen *string  `hcl:"listen,optional"`
+	Body   hcl.Body `hcl:",body"`
+}
+
+type logBlock struct {
+	Level  *string  `hcl:"level,optional"`
+	Format *string  `hcl:"format,optional"`
+	Body   hcl.Body `hcl:",body"`
+}
+
+// loadConfigFile parses and validates path on top of the defaults. All
+// problems are returned together, each pointing at file:line:col; the
+// parser is returned for rendering snippets.
+func loadConfigFile(path string) (runConfig, *hclparse.Parser, hcl.Diagnostics) {
+	cfg := defaultRunConfig()
+	p := hclparse.NewParser()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, p, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read config file", Detail: err.Error()}}
+	}
+	f, diags := p.ParseHCL(src, path)
+	if diags.HasErrors() {
+		return cfg, p, diags
+	}
+	var fc fileConfig
+	diags = append(diags, gohcl.DecodeBody(f.Body, nil, &fc)...)
+	if diags.HasErrors() {
+		return cfg, p, diags
+	}
+	dir := filepath.Dir(path)
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	diags = append(diags, applyFile(&cfg, &fc, dir)...)
+	return cfg, p, diags
+}
+
+// attrRange is the source range of attribute name in body (native syntax),
+// or the body's range when it is absent.
+func attrRange(body hcl.Body, name string) *hcl.Range {
+	if sb, ok := body.(*hclsyntax.Body); ok {
+		if a, ok := sb.Attributes[name]; ok {
+			r := a.Expr.Range()
+			return &r
+		}
+		r := sb.SrcRange
+		return &r
+	}
+	r := body.MissingItemRange()
+	return &r
+}
+
+func diagAt(body hcl.Body, attr, summary, detail string) *hcl.Diagnostic {
+	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail, Subject: attrRange(body, attr)}
+}
+
+func parseDur(diags *hcl.Diagnostics, body hcl.Body, attr string, s *string, dst *time.Duration) {
+	if s == nil {
+		return
+	}
+	d, err := time.ParseDuration(*s)
+	if err != nil || d <= 0 {
+		*diags = append(*diags, diagAt(body, attr, "Invalid duration",
+			fmt.Sprintf("%s = %q: want a positive Go duration such as \"30s\", \"5m\" or \"1h\".", attr, *s)))
+		return
+	}
+	*dst = d
+}
+
+func positive(diags *hcl.Diagnostics, body hcl.Body, attr string, v *int, dst *int, allowZero bool) {
+	if v == nil {
+		return
+	}
+	if *v < 0 || (*v == 0 && !allowZero) {
+		*diags = append(*diags, diagAt(body, attr, "Invalid number", fmt.Sprintf("%s = %d: must be positive.", attr, *v)))
+		return
+	}
+	*dst = *v
+}
+
+func absPath(dir, p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(dir, p)
+}
+
+// normalizeTableRoot turns a path into a file:// URI (relative paths are
+// taken relative to dir) and checks a URI's scheme.
+func normalizeTableRoot(dir, root string) (string, error) {
+	if !strings.Contains(root, "://") {
+		p := absPath(dir, root)
+		return "file://" + filepath.ToSlash(filepath.Clean(p)), nil
+	}
+	u, err := url.Parse(root)
+	if err != nil {
+		return "", err
+	}
+	switch u.Scheme {
+	case "file", "s3", "gs", "mem":
+		return strings.TrimRight(root, "/"), nil
+	}
+	return "", fmt.Errorf("scheme %q: want a path, file://, s3:// or gs://", u.Scheme)
+}
+
+func applyFile(cfg *runConfig, fc *fileConfig, dir string) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	body := fc.Body
+	if fc.StateDir != nil {
+		if *fc.StateDir == "" {
+			diags = append(diags, diagAt(body, "state_dir", "Empty state_dir", "state_dir holds the JetStream store; it cannot be empty."))
+		}
+		cfg.StateDir = absPath(dir, *fc.StateDir)
+	}
+	for _, t := range fc.Tables {
+		u, err := normalizeTableRoot(dir, t)
+		if err != nil {
+			diags = append(diags, diagAt(body, "tables", "Invalid table root", fmt.Sprintf("%q: %v", t, err)))
+			continue
+		}
+		cfg.Tables = append(cfg.Tables, u)
+	}
+	if fc.Policies != nil {
+		cfg.Policies = absPath(dir, *fc.Policies)
+		if st, err := os.Stat(cfg.Policies); err != nil || !st.IsDir() {
+			diags = append(diags, diagAt(body, "policies", "Policy directory not found",
+				fmt.Sprintf("policies = %q: not a readable directory.", *fc.Policies)))
+		}
+	}
+	positive(&diags, body, "workers", fc.Workers, &cfg.Workers, true)
+
+	if b := fc.NATS; b != nil {
+		if b.Embedded != nil {
+			cfg.NATS.Embedded = *b.Embedded
+		}
+		if b.URL != nil {
+			cfg.NATS.URL = *b.URL
+			if b.Embedded == nil {
+				cfg.NATS.Embedded = false
+			}
+		}
+		if cfg.NATS.Embedded && cfg.NATS.URL != "" {
+			diags = append(diags, diagAt(b.Body, "url", "Conflicting NATS settings",
+				"Set either embedded = true (this process runs the server) or url (connect to a cluster), not both."))
+		}
+		if !cfg.NATS.Embedded && cfg.NATS.URL == "" {
+			diags = append(diags, diagAt(b.Body, "embedded", "No NATS server",
+				"With embedded = false, url must name the NATS cluster to join."))
+		}
+		if b.Listen != nil {
+			if !cfg.NATS.Embedded {
+				diags = append(diags, diagAt(b.Body, "listen", "listen needs the embedded server", "listen opens the embedded server to other nodes; it has no meaning with url."))
+			} else if _, _, err := net.SplitHostPort(*b.Listen); err != nil {
+				diags = append(diags, diagAt(b.Body, "listen", "Invalid listen address", fmt.Sprintf("%q: %v (want host:port)", *b.Listen, err)))
+			}
+			cfg.NATS.Listen = *b.Listen
+		}
+		if b.Credentials != nil {
+			cfg.NATS.Credentials = absPath(dir, *b.Credentials)
+		}
+		if t := b.TLS; t != nil {
+			tc := &tlsConfig{}
+			if t.CAFile != nil {
+				tc.CAFile = absPath(dir, *t.CAFile)
+			}
+			if t.CertFile != nil {
+				tc.CertFile = absPath(dir, *t.CertFile)
+			}
+			if t.KeyFile != nil {
+				tc.KeyFile = absPath(dir, *t.KeyFile)
+			}
+			if (tc.CertFile == "") != (tc.KeyFile == "") {
+				diags = append(diags, diagAt(t.Body, "cert_file", "Incomplete TLS client certificate", "cert_file and key_file go together."))
+			}
+			cfg.NATS.TLS = tc
+		}
+	}
+
+	for _, sb := range fc.Sources {
+		sc := sourceConfig{Kind: sb.Kind}
+		switch sb.Kind {
+		case "poll":
+			sc.Interval = time.Minute
+			parseDur(&diags, sb.Body, "interval", sb.Interval, &sc.Interval)
+		case "pubsub":
+			if sb.URL == nil || *sb.URL == "" {
+				diags = append(diags, diagAt(sb.Body, "url", "Missing subscription URL",
+					`A pubsub source needs url, e.g. "awssqs://sqs.us-east-1.amazonaws.com/123456789012/lanced?region=us-east-1" or "gcppubsub://projects/p/subscriptions/s".`))
+			} else {
+				sc.URL = *sb.URL
+			}
+		case "nats":
+			if sb.Subject == nil || *sb.Subject == "" {
+				diags = append(diags, diagAt(sb.Body, "subject", "Missing NATS subject", "A nats source needs subject, e.g. \"s3.events.>\"."))
+			} else {
+				sc.Subject = *sb.Subject
+			}
+			if sb.Stream != nil {
+				sc.Stream = *sb.Stream
+			}
+		default:
+			r := sb.Body.MissingItemRange()
+			if syn, ok := sb.Body.(*hclsyntax.Body); ok {
+				r = syn.SrcRange
+			}
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Unknown source kind",
+				Detail: fmt.Sprintf("source %q: want \"poll\", \"pubsub\" or \"nats\".", sb.Kind), Subject: &r})
+			continue
+		}
+		for attr, set := range map[string]bool{"url": sb.URL != nil, "subject": sb.Subject != nil, "stream": sb.Stream != nil, "interval": sb.Interval != nil} {
+			if set && !slices.Contains(sourceAttrs[sb.Kind], attr) {
+				diags = append(diags, diagAt(sb.Body, attr, "Unsupported argument",
+					fmt.Sprintf("%s does not apply to a %q source.", attr, sb.Kind)))
+			}
+		}
+		cfg.Sources = append(cfg.Sources, sc)
+	}
+
+	if b := fc.Events; b != nil {
+		parseDur(&diags, b.Body, "debounce", b.Debounce, &cfg.Debounce)
+		parseDur(&diags, b.Body, "max_delay", b.MaxDelay, &cfg.MaxDelay)
+		if cfg.MaxDelay < cfg.Debounce {
+			diags = append(diags, diagAt(b.Body, "max_delay", "max_delay below debounce",
+				fmt.Sprintf("max_delay (%s) must be at least debounce (%s).", cfg.MaxDelay, cfg.Debounce)))
+		}
+	}
+	if b := fc.Queue; b != nil {
+		q := &cfg.Queue
+		parseDur(&diags, b.Body, "ack_wait", b.AckWait, &q.AckWait)
+		parseDur(&diags, b.Body, "lease_ttl", b.LeaseTTL, &q.LeaseTTL)
+		parseDur(&diags, b.Body, "drain_timeout", b.DrainTimeout, &q.DrainTimeout)
+		parseDur(&diags, b.Body, "commit_max_wait", b.CommitMaxWait, &q.CommitMaxWait)
+		positive(&diags, b.Body, "max_deliver", b.MaxDeliver, &q.MaxDeliver, false)
+		positive(&diags, b.Body, "table_in_flight", b.TableInFlight, &q.TableInFlight, false)
+		positive(&diags, b.Body, "max_queue_depth", b.MaxQueueDepth, &q.MaxQueueDepth, false)
+		positive(&diags, b.Body, "commit_batch_tasks", b.CommitBatchTasks, &q.CommitBatchTasks, false)
+		if q.AckWait < time.Second {
+			diags = append(diags, diagAt(b.Body, "ack_wait", "ack_wait too short", "ack_wait must be at least 1s."))
+		}
+		if q.LeaseTTL < 3*time.Second {
+			diags = append(diags, diagAt(b.Body, "lease_ttl", "lease_ttl too short", "lease_ttl must be at least 3s."))
+		}
+	}
+	if b := fc.HTTP; b != nil && b.Listen != nil {
+		cfg.HTTP = *b.Listen
+		if cfg.HTTP != "" {
+			if _, _, err := net.SplitHostPort(cfg.HTTP); err != nil {
+				diags = append(diags, diagAt(b.Body, "listen", "Invalid listen address", fmt.Sprintf("%q: %v (want host:port; \"\" disables HTTP)", cfg.HTTP, err)))
+			}
+		}
+	}
+	if b := fc.Log; b != nil {
+		if b.Level != nil {
+			cfg.LogLevel = *b.Level
+			if !slices.Contains([]string{"debug", "info", "warn", "error"}, cfg.LogLevel) {
+				diags = append(diags, diagAt(b.Body, "level", "Invalid log level", fmt.Sprintf("%q: want debug, info, warn or error.", cfg.LogLevel)))
+			}
+		}
+		if b.Format != nil {
+			cfg.LogFmt = *b.Format
+			if cfg.LogFmt != "json" && cfg.LogFmt != "text" {
+				diags = append(diags, diagAt(b.Body, "format", "Invalid log format", fmt.Sprintf("%q: want json or text.", cfg.LogFmt)))
+			}
+		}
+	}
+	return diags
+}
+
+var sourceAttrs = map[string][]string{
+	"poll":   {"interval"},
+	"pubsub": {"url"},
+	"nats":   {"subject", "stream"},
+}
+
+// finish applies the rules that need the whole configuration (after flags
+// were merged): a poll source on the table roots when no source was given.
+func (c *runConfig) finish() error {
+	if len(c.Tables) == 0 {
+		return fmt.Errorf("no table roots: set tables in the config file or pass --tables")
+	}
+	if len(c.Sources) == 0 {
+		c.Sources = []sourceConfig{{Kind: "poll", Interval: time.Minute}}
+	}
+	if c.StateDir == "" {
+		return fmt.Errorf("no state directory")
+	}
+	return nil
+}
+
+// writeDiags renders diagnostics as "file:line:col: severity: summary:
+// detail", one per line, then hcl's source snippets when files are known.
+func writeDiags(w io.Writer, files map[string]*hcl.File, diags hcl.Diagnostics) {
+	for _, d := range diags {
+		sev := "error"
+		if d.Severity == hcl.DiagWarning {
+			sev = "warning"
+		}
+		loc := "lanced"
+		if d.Subject != nil {
+			loc = fmt.Sprintf("%s:%d:%d", d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column)
+		}
+		fmt.Fprintf(w, "%s: %s: %s", loc, sev, d.Summary)
+		if d.Detail != "" {
+			fmt.Fprintf(w, ": %s", d.Detail)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(files) > 0 && len(diags) > 0 {
+		fmt.Fprintln(w)
+		_ = hcl.NewDiagnosticTextWriter(w, files, 100, false).WriteDiagnostics(diags)
+	}
+}
