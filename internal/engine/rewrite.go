@@ -1,0 +1,368 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/format/lancewrite"
+	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
+	"github.com/lanced-dev/lanced/internal/store"
+)
+
+// ErrStale means a task's inputs are no longer what it was planned on (a
+// fragment is gone or changed): it writes nothing and is dropped; the table
+// is planned again from its newer version.
+var ErrStale = errors.New("engine: task inputs are stale")
+
+// ErrUnsupported means the engine refuses to rewrite something it does not
+// fully understand (unknown protobuf fields on a fragment, external row-id
+// files, legacy data files). The table keeps being served; the task is not
+// retried.
+var ErrUnsupported = errors.New("engine: unsupported table feature")
+
+// newDataFileName returns a fresh data file name in Lance's style: a v4
+// UUID whose first 3 bytes are written as 24 binary digits and the rest as
+// 26 hex digits (lance-table-format.md §1.2). Any unique name is valid.
+func newDataFileName() string {
+	var u [16]byte
+	if _, err := rand.Read(u[:]); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	var sb strings.Builder
+	for _, b := range u[:3] {
+		fmt.Fprintf(&sb, "%08b", b)
+	}
+	sb.WriteString(hex.EncodeToString(u[3:]))
+	sb.WriteString(".lance")
+	return sb.String()
+}
+
+// RewriteOutput is what an executed rewrite task hands to the committer.
+type RewriteOutput struct {
+	Task  *RewriteTask
+	Group *RewriteGroup
+	// Written are the store keys of every file the task wrote; the committer
+	// deletes them if the task is not committed.
+	Written      []string
+	RowsRead     uint64
+	RowsWritten  uint64
+	BytesRead    int64
+	BytesWritten int64
+}
+
+// checkKnownFields refuses fragments and data files with protobuf fields this
+// build does not know: rewriting them would silently drop information.
+func checkKnownFields(f *tablepb.DataFragment) error {
+	if len(f.ProtoReflect().GetUnknown()) > 0 {
+		return fmt.Errorf("fragment %d has unknown fields: %w", f.GetId(), ErrUnsupported)
+	}
+	for _, df := range f.GetFiles() {
+		if len(df.ProtoReflect().GetUnknown()) > 0 {
+			return fmt.Errorf("fragment %d file %s has unknown fields: %w", f.GetId(), df.GetPath(), ErrUnsupported)
+		}
+		if df.BaseId != nil {
+			return fmt.Errorf("fragment %d file %s lives under base path %d: %w", f.GetId(), df.GetPath(), df.GetBaseId(), ErrUnsupported)
+		}
+		if df.GetFileMajorVersion() < 2 {
+			return fmt.Errorf("fragment %d file %s is a legacy (v%d.%d) file: %w", f.GetId(), df.GetPath(), df.GetFileMajorVersion(), df.GetFileMinorVersion(), ErrUnsupported)
+		}
+	}
+	if d := f.GetDeletionFile(); d != nil && len(d.ProtoReflect().GetUnknown()) > 0 {
+		return fmt.Errorf("fragment %d deletion file has unknown fields: %w", f.GetId(), ErrUnsupported)
+	}
+	return nil
+}
+
+// storageVersion returns the writer version for the table's data files.
+func storageVersion(m *tablepb.Manifest) (lancewrite.Version, error) {
+	v := m.GetDataFormat().GetVersion()
+	switch v {
+	case "2.1", "":
+		if v == "" {
+			// Infer from the files, as Lance does when data_format is absent.
+			for _, f := range m.GetFragments() {
+				for _, df := range f.GetFiles() {
+					if df.GetFileMajorVersion() == 2 && df.GetFileMinorVersion() == 0 {
+						return lancewrite.V2_0, nil
+					}
+					if df.GetFileMajorVersion() == 2 && df.GetFileMinorVersion() == 1 {
+						return lancewrite.V2_1, nil
+					}
+				}
+			}
+		}
+		return lancewrite.V2_1, nil
+	case "2.0":
+		return lancewrite.V2_0, nil
+	}
+	return 0, fmt.Errorf("data storage version %q: %w", v, ErrUnsupported)
+}
+
+// taskFragments returns the task's fragments from the manifest, in task order,
+// or ErrStale if any is gone.
+func taskFragments(m *tablepb.Manifest, ids []uint64) ([]*tablepb.DataFragment, error) {
+	byID := fragsByID(m)
+	out := make([]*tablepb.DataFragment, 0, len(ids))
+	for _, id := range ids {
+		f := byID[id]
+		if f == nil {
+			return nil, fmt.Errorf("fragment %d is not in version %d: %w", id, m.GetVersion(), ErrStale)
+		}
+		if err := checkKnownFields(f); err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// fileSink streams one new data file into the store.
+type fileSink struct {
+	key  string
+	name string
+	sw   io.WriteCloser
+	n    *countingWriter // bytes handed to the store so far
+	w    *lancewrite.Writer
+	rows uint64
+}
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// ExecuteRewrite runs one rewrite task against m, the manifest of the task's
+// read version: it streams the task's fragments in order without deleted rows
+// and writes new fragments of at most the target rows (and max_rows_per_file,
+// and about max_bytes_per_file), with every current schema field, in the
+// table's data storage version. Memory is bounded by one batch plus the
+// writer's open pages, whatever the size or number of fragments. On error
+// every file it wrote is deleted.
+func ExecuteRewrite(ctx context.Context, tbl *Table, m *tablepb.Manifest, t *RewriteTask) (out *RewriteOutput, err error) {
+	b := tbl.Bucket()
+	if m.GetVersion() != t.ReadVersion {
+		return nil, fmt.Errorf("rewrite planned at version %d given manifest %d", t.ReadVersion, m.GetVersion())
+	}
+	if err := format.CheckWritable(m); err != nil {
+		return nil, err
+	}
+	frags, err := taskFragments(m, t.Fragments)
+	if err != nil {
+		return nil, err
+	}
+	ver, err := storageVersion(m)
+	if err != nil {
+		return nil, err
+	}
+	target := t.TargetRowsPerFragment
+	if target == 0 {
+		target = 1024 * 1024
+	}
+	if t.MaxRowsPerFile > 0 && t.MaxRowsPerFile < target {
+		target = t.MaxRowsPerFile
+	}
+	stable := m.GetReaderFeatureFlags()&2 != 0 || m.GetWriterFeatureFlags()&2 != 0
+	fields := m.GetFields()
+
+	out = &RewriteOutput{Task: t, Group: &RewriteGroup{}}
+	defer func() {
+		if err != nil {
+			out.discard(context.WithoutCancel(ctx), b)
+			out = nil
+		}
+	}()
+	var lin *lineage
+	if stable {
+		lin = &lineage{}
+	}
+	var cur *fileSink
+	closeCur := func() error {
+		if cur == nil {
+			return nil
+		}
+		s := cur
+		cur = nil
+		res, err := s.w.Close()
+		if err != nil {
+			_ = abortWriter(s.sw)
+			return fmt.Errorf("write %s: %w", s.key, err)
+		}
+		if err := s.sw.Close(); err != nil {
+			return fmt.Errorf("upload %s: %w", s.key, err)
+		}
+		nf := &tablepb.DataFragment{
+			PhysicalRows: res.NumRows,
+			Files: []*tablepb.DataFile{{
+				Path:             s.name,
+				Fields:           res.Fields,
+				ColumnIndices:    res.ColumnIndices,
+				FileMajorVersion: res.Major,
+				FileMinorVersion: res.Minor,
+				FileSizeBytes:    uint64(res.Size),
+			}},
+		}
+		if lin != nil {
+			if err := lin.assign(nf, res.NumRows); err != nil {
+				return err
+			}
+		}
+		out.Group.New = append(out.Group.New, nf)
+		out.RowsWritten += res.NumRows
+		out.BytesWritten += res.Size
+		return nil
+	}
+	openCur := func() error {
+		name := newDataFileName()
+		key := "data/" + name
+		sw, err := b.NewWriter(ctx, key)
+		if err != nil {
+			return err
+		}
+		out.Written = append(out.Written, key)
+		cw := &countingWriter{w: sw}
+		w, err := lancewrite.NewWriter(cw, fields, lancewrite.Options{Version: ver})
+		if err != nil {
+			_ = abortWriter(sw)
+			return err
+		}
+		cur = &fileSink{key: key, name: name, sw: sw, n: cw, w: w}
+		return nil
+	}
+	for _, f := range frags {
+		out.Group.Old = append(out.Group.Old, f)
+		for _, df := range f.GetFiles() {
+			out.BytesRead += int64(df.GetFileSizeBytes())
+		}
+		scan, err := openLiveRows(ctx, tbl, fields, f)
+		if err != nil {
+			return out, fmt.Errorf("read fragment %d: %w", f.GetId(), err)
+		}
+		if lin != nil {
+			meta, err := decodeRowMeta(f)
+			if err != nil {
+				scan.Close()
+				return out, err
+			}
+			lin.keep(meta, scan.Deleted())
+		}
+		err = func() error {
+			defer scan.Close()
+			for {
+				rec, err := scan.Next(ctx)
+				if err == io.EOF {
+					return nil
+				}
+				if err != nil {
+					return fmt.Errorf("read fragment %d: %w", f.GetId(), err)
+				}
+				out.RowsRead += uint64(rec.NumRows())
+				if err := writeSplit(rec, target, t.MaxBytesPerFile, &cur, openCur, closeCur); err != nil {
+					return err
+				}
+			}
+		}()
+		if err != nil {
+			return out, err
+		}
+	}
+	if err := closeCur(); err != nil {
+		return out, err
+	}
+	if out.RowsWritten != out.RowsRead {
+		return out, fmt.Errorf("%w: read %d live rows, wrote %d", ErrInvariant, out.RowsRead, out.RowsWritten)
+	}
+	var wantLive uint64
+	for _, f := range frags {
+		wantLive += liveRows(f)
+	}
+	if out.RowsRead != wantLive {
+		return out, fmt.Errorf("%w: fragments record %d live rows, scan returned %d", ErrInvariant, wantLive, out.RowsRead)
+	}
+	if lin != nil && len(lin.ids) != 0 {
+		return out, fmt.Errorf("%w: %d row ids left after the rewrite", ErrInvariant, len(lin.ids))
+	}
+	if len(out.Group.New) == 0 {
+		// Every row was deleted: Lance keeps a group with no new fragments
+		// out of its plans; we do the same by refusing to commit nothing.
+		return out, fmt.Errorf("rewrite of fragments %v: no live rows: %w", t.Fragments, ErrStale)
+	}
+	return out, nil
+}
+
+// writeSplit writes rec to the current file, starting a new fragment file
+// whenever the current one reaches target rows or maxBytes bytes.
+func writeSplit(rec arrow.RecordBatch, target, maxBytes uint64, cur **fileSink, open, closeCur func() error) error {
+	off := int64(0)
+	n := rec.NumRows()
+	for off < n {
+		if *cur == nil {
+			if err := open(); err != nil {
+				return err
+			}
+		}
+		room := int64(target - (*cur).rows)
+		take := min(room, n-off)
+		part := rec
+		if off != 0 || take != n {
+			part = rec.NewSlice(off, off+take)
+		}
+		err := (*cur).w.Write(part)
+		if part != rec {
+			part.Release()
+		}
+		if err != nil {
+			return fmt.Errorf("write %s: %w", (*cur).key, err)
+		}
+		(*cur).rows += uint64(take)
+		off += take
+		if (*cur).rows >= target || (maxBytes > 0 && uint64((*cur).n.n) >= maxBytes) {
+			if err := closeCur(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func abortWriter(w io.WriteCloser) error {
+	if a, ok := w.(interface{ Abort() error }); ok {
+		return a.Abort()
+	}
+	return w.Close()
+}
+
+// discard deletes every file the task wrote. It is called when the task
+// fails or is not committed; it ignores files that are already gone.
+func (o *RewriteOutput) discard(ctx context.Context, b *store.Bucket) {
+	if o == nil {
+		return
+	}
+	deleteKeys(ctx, b, o.Written)
+	o.Written = nil
+}
+
+func deleteKeys(ctx context.Context, b *store.Bucket, keys []string) {
+	for _, k := range keys {
+		if err := b.Delete(ctx, k); err != nil && !errors.Is(err, store.ErrNotFound) {
+			// Left for cleanup's unverified-file window; nothing references it.
+			continue
+		}
+	}
+}
