@@ -19,7 +19,9 @@ import (
 
 // testSchema covers every shape the writer handles.
 func testSchema(structs bool) *arrow.Schema {
-	f := func(name string, t arrow.DataType) arrow.Field { return arrow.Field{Name: name, Type: t, Nullable: true} }
+	f := func(name string, t arrow.DataType) arrow.Field {
+		return arrow.Field{Name: name, Type: t, Nullable: true}
+	}
 	fields := []arrow.Field{
 		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
 		f("i8", arrow.PrimitiveTypes.Int8), f("u16", arrow.PrimitiveTypes.Uint16),
