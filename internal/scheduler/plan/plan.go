@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/lanced-dev/lanced/internal/engine"
@@ -152,16 +153,19 @@ func Compute(in Input) *Plan {
 				continue
 			}
 			n := len(p.Rewrites)
+			if p.Rewrites == nil || cap(p.Rewrites) == 0 {
+				p.Rewrites = make([]engine.RewriteTask, 0, len(tasks))
+			}
 			p.Rewrites = append(p.Rewrites, engine.RewriteTask{
 				Table: in.Table, ReadVersion: m.GetVersion(), Fragments: ids,
 				TargetRowsPerFragment: target, MaxRowsPerFile: c.MaxRowsPerFile.Value,
 				MaxBytesPerFile: c.MaxBytesPerFile.Value, MaxRowsPerGroup: c.MaxRowsPerGroup.Value,
 				MaterializeDeletions: true, IndexCoverage: coverage, Rows: rows, Bytes: bytes,
 			})
+			suffix := "; rewrite task " + strconv.Itoa(n) + " of " + strconv.Itoa(len(task)) + " fragments"
 			for _, i := range task {
 				decided[i] = true
-				p.Decisions[i] = Decision{Fragment: frags[i].GetId(), Action: ActionRewrite, Task: n,
-					Reason: fmt.Sprintf("%s; rewrite task %d of %d fragments", reasons[i], n, len(task))}
+				p.Decisions[i] = Decision{Fragment: frags[i].GetId(), Action: ActionRewrite, Task: n, Reason: reasons[i] + suffix}
 			}
 		}
 	} else {
@@ -209,11 +213,28 @@ func planRepacks(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []st
 			}
 		}
 	}
+	type memo struct {
+		files [][]int32
+		why   string
+	}
+	cache := map[string]memo{}
+	var key []byte
 	for i, f := range frags {
 		if decided[i] || inRewrite[i] || strings.HasPrefix(excluded[i], "in flight") {
 			continue
 		}
-		files, why := planFragmentRepack(s, f, groups, maxFiles)
+		key = layoutKey(f, key[:0])
+		var files [][]int32
+		var why string
+		if m, ok := cache[string(key)]; ok {
+			files, why = m.files, m.why
+		} else {
+			var cacheable bool
+			files, why, cacheable = planFragmentRepackC(s, f, groups, maxFiles)
+			if cacheable && len(cache) < 1<<16 {
+				cache[string(key)] = memo{files, why}
+			}
+		}
 		if files == nil {
 			reasons[i] = joinReason(reasons[i], "no repack: "+why)
 			continue

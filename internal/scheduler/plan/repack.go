@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"sort"
+	"strconv"
 
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 )
@@ -123,21 +124,28 @@ func holdsLineage(f *tablepb.DataFile) bool {
 // none is due. groups are column groups as top-level ids (nil: none set);
 // maxFiles 0 means no file limit.
 func planFragmentRepack(s *schema, frag *tablepb.DataFragment, groups [][]int32, maxFiles uint64) ([][]int32, string) {
+	files, why, _ := planFragmentRepackC(s, frag, groups, maxFiles)
+	return files, why
+}
+
+// planFragmentRepackC is planFragmentRepack that also says whether the
+// answer depends only on the fragment's layout signature (not on paths).
+func planFragmentRepackC(s *schema, frag *tablepb.DataFragment, groups [][]int32, maxFiles uint64) ([][]int32, string, bool) {
 	liveN := liveFileCount(s, frag)
 	over := maxFiles > 0 && uint64(liveN) > maxFiles
 	if groups == nil && !over {
 		if maxFiles == 0 {
-			return nil, "no repack trigger set (max_data_files_per_fragment, column_groups)"
+			return nil, "no repack trigger set (max_data_files_per_fragment, column_groups)", true
 		}
-		return nil, fmt.Sprintf("%d live data files, within max_data_files_per_fragment %d", liveN, maxFiles)
+		return nil, strconv.Itoa(liveN) + " live data files, within max_data_files_per_fragment " + strconv.FormatUint(maxFiles, 10), true
 	}
 	for _, f := range frag.GetFiles() {
 		legacy, known := fileVersion(f)
 		if legacy {
-			return nil, fmt.Sprintf("legacy (v1) data file %s: its fields cannot be tombstoned one by one", f.GetPath())
+			return nil, fmt.Sprintf("legacy (v1) data file %s: its fields cannot be tombstoned one by one", f.GetPath()), false
 		}
 		if !known {
-			return nil, fmt.Sprintf("data file %s has unknown format version %d.%d", f.GetPath(), f.GetFileMajorVersion(), f.GetFileMinorVersion())
+			return nil, fmt.Sprintf("data file %s has unknown format version %d.%d", f.GetPath(), f.GetFileMajorVersion(), f.GetFileMinorVersion()), false
 		}
 	}
 	l := newFragLayout(s, frag)
@@ -290,16 +298,16 @@ func planFragmentRepack(s *schema, frag *tablepb.DataFragment, groups [][]int32,
 	}
 	if len(out) == 0 {
 		if over {
-			return nil, fmt.Sprintf("%d live data files, over max_data_files_per_fragment %d, but no merge empties two or more files (blob, lineage or partially present columns stay)", liveN, maxFiles)
+			return nil, fmt.Sprintf("%d live data files, over max_data_files_per_fragment %d, but no merge empties two or more files (blob, lineage or partially present columns stay)", liveN, maxFiles), true
 		}
-		return nil, "column groups already in place or cannot move"
+		return nil, "column groups already in place or cannot move", true
 	}
 	for i, f := range l.live {
 		if holdsLineage(f) && len(l.columns[i]) > 0 && l.columns[i].subsetOf(moved) {
-			return nil, fmt.Sprintf("a repack would leave %s holding only the spilled row lineage", f.GetPath())
+			return nil, fmt.Sprintf("a repack would leave %s holding only the spilled row lineage", f.GetPath()), false
 		}
 	}
-	return out, ""
+	return out, "", true
 }
 
 // chooseKept picks the merge when every file holding a column could go and
@@ -367,4 +375,34 @@ func contains(xs []int, x int) bool {
 		}
 	}
 	return false
+}
+
+// layoutKey is a fragment's layout signature for memoising repack plans:
+// per file its format version, field ids, and the rank of its recorded size
+// (the planner only compares sizes).
+func layoutKey(frag *tablepb.DataFragment, buf []byte) []byte {
+	files := frag.GetFiles()
+	for i, f := range files {
+		buf = strconv.AppendUint(buf, uint64(f.GetFileMajorVersion()), 10)
+		buf = append(buf, '.')
+		buf = strconv.AppendUint(buf, uint64(f.GetFileMinorVersion()), 10)
+		buf = append(buf, ':')
+		for _, id := range f.GetFields() {
+			buf = strconv.AppendInt(buf, int64(id), 10)
+			buf = append(buf, ',')
+		}
+		rank := 0
+		for j, g := range files {
+			if g.GetFileSizeBytes() > f.GetFileSizeBytes() || (g.GetFileSizeBytes() == f.GetFileSizeBytes() && j < i) {
+				rank++
+			}
+		}
+		buf = append(buf, '#')
+		buf = strconv.AppendInt(buf, int64(rank), 10)
+		if f.GetFileSizeBytes() == 0 {
+			buf = append(buf, '?')
+		}
+		buf = append(buf, '|')
+	}
+	return buf
 }

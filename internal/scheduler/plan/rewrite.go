@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -168,12 +169,13 @@ func planBins(frags []*tablepb.DataFragment, ic *indexCoverage, o rewriteOpts, e
 			switch {
 			case o.materialize && ratio > o.threshold:
 				c = itself
-				reasons[i] = fmt.Sprintf("deletions %.1f%% over materialize_deletions_threshold %g%%", 100*ratio, 100*o.threshold)
+				reasons[i] = "deletions " + strconv.FormatFloat(100*float64(ratio), 'f', 1, 64) + "% over materialize_deletions_threshold " +
+					strconv.FormatFloat(100*float64(o.threshold), 'g', -1, 32) + "%"
 			case physical < o.target:
 				c = withNeighbors
-				reasons[i] = fmt.Sprintf("small: %d physical rows under target_rows_per_fragment %d", physical, o.target)
+				reasons[i] = "small: " + strconv.FormatUint(physical, 10) + " physical rows under target_rows_per_fragment " + strconv.FormatUint(o.target, 10)
 			default:
-				reasons[i] = fmt.Sprintf("not a rewrite candidate: %d physical rows, %d deleted", physical, deleted)
+				reasons[i] = "not a rewrite candidate: " + strconv.FormatUint(physical, 10) + " physical rows, " + strconv.FormatUint(deleted, 10) + " deleted"
 			}
 		}
 		switch {
