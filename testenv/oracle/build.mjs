@@ -5,7 +5,7 @@
 // Prints a JSON line {"scenario":..,"uri":..,"version":..,"rows":..}.
 import {
   arrow, connectRoot, splitTableURI, parseStorageOptions, rng, sentence, field,
-  fixedVector, jsVector, makeArrowTable, genColumn, genValue, main, fail, toJSON,
+  fixedVector, jsVector, makeArrowTable, concatTables, genColumn, genValue, main, fail, toJSON,
 } from "./lib.mjs";
 
 const A = arrow;
@@ -144,8 +144,8 @@ const scenarios = {
 
   async types(ctx) {
     const { fields, rows } = typesTable();
-    const t = await create(ctx, rows(0, 2000, 1, fields));
-    await t.add(rows(2000, 2000, 2, fields));
+    const t = await create(ctx, rows(0, 3000, 1, fields));
+    await t.add(rows(3000, 1000, 2, fields));
     return t;
   },
 
@@ -200,9 +200,10 @@ function vecColumn(type, n, r) {
   return A.makeVector(A.makeData({ type, length: n, nullCount: 0, child: childData }));
 }
 
-// typesTable: one column per common type. 2 fragments x 2000 rows. The
-// long_text column holds a >32 KiB string every 10th row and big_vec is
-// 768-d, so those two columns span several 8 MiB pages per file.
+// typesTable: one column per common type; fragments of 3000 and 1000 rows,
+// each handed to Lance as batches of 250 rows. Observed with lance 8.0.0:
+// every column of fragment 0 spans 2-4 pages, and the string, binary, list
+// and big-vector columns of fragment 1 span 2 (pages are cut between batches).
 function typesTable() {
   const F32 = (nullable = true) => new A.Field("item", new A.Float32(), nullable);
   const fields = [
@@ -246,6 +247,11 @@ function typesTable() {
   ];
   const rows = (start, n, seed, fields) => {
     const r = rng(seed);
+    const parts = [];
+    for (let off = 0; off < n; off += 250) parts.push(chunk(start + off, Math.min(250, n - off), r, fields));
+    return concatTables(parts);
+  };
+  const chunk = (start, n, r, fields) => {
     const nth = (k) => (i) => (start + i) % k === k - 1;
     const vecs = [];
     for (const f of fields) {

@@ -163,6 +163,15 @@ export function makeArrowTable(fields, vectors) {
   return new arrow.Table([new arrow.RecordBatch(schema, structData)]);
 }
 
+// concatTables joins tables of one schema as a multi-batch table. Lance's
+// writer cuts a page only between incoming batches (once a column has
+// buffered 8 MiB), so one big batch always gives one page per column.
+// (Slicing a batch instead trips an apache-arrow 18 bug with LargeUtf8
+// offsets in the IPC writer.)
+export function concatTables(tables) {
+  return new arrow.Table(tables.flatMap((t) => t.batches));
+}
+
 export function field(name, type, nullable = true) {
   return new arrow.Field(name, type, nullable);
 }
