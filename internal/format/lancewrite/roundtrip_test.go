@@ -218,7 +218,7 @@ func FuzzWriterRoundTrip(f *testing.F) {
 		if v20 {
 			opts.Version = V2_0
 		}
-		schema := testSchema(!v20)
+		schema := testSchema(true)
 		recs := randomRecords(schema, seed, 2, int(rows%2000), float64(nulls)/255, !v20)
 		if d := roundTrip(t, schema, recs, opts); d != "" {
 			t.Fatal(d)
