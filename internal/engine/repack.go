@@ -1,0 +1,243 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/format/lancewrite"
+	"github.com/lanced-dev/lanced/internal/format/pb/filepb"
+	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
+	"github.com/lanced-dev/lanced/internal/store"
+	"google.golang.org/protobuf/proto"
+)
+
+// RepackOutput is what an executed repack task hands to the committer.
+type RepackOutput struct {
+	Task    *RepackTask
+	Result  *RepackResult
+	Written []string
+	// Copied counts new files made by page copy; Reencoded those that fell
+	// back to decode/re-encode.
+	Copied, Reencoded int
+	BytesRead         int64
+	BytesWritten      int64
+}
+
+// discard deletes every file the task wrote.
+func (o *RepackOutput) discard(ctx context.Context, b *store.Bucket) {
+	if o == nil {
+		return
+	}
+	deleteKeys(ctx, b, o.Written)
+	o.Written = nil
+}
+
+// fieldsByID returns the schema fields whose ids are in ids, in schema
+// (pre-order) order.
+func fieldsByID(schema []*filepb.Field, ids []int32) []*filepb.Field {
+	want := make(map[int32]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	var out []*filepb.Field
+	for _, f := range schema {
+		if want[f.GetId()] {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// ExecuteRepack runs one repack task against m, the manifest of its read
+// version: for every planned file it copies the encoded pages of the moved
+// columns out of the source files into one new file (a column-wise merge:
+// every file of a fragment holds the same physical rows, deleted rows
+// included), falling back to decode/re-encode where a page copy is not
+// provably safe. If any file fails, everything the task wrote is deleted.
+func ExecuteRepack(ctx context.Context, tbl *Table, m *tablepb.Manifest, t *RepackTask) (out *RepackOutput, err error) {
+	if m.GetVersion() != t.ReadVersion {
+		return nil, fmt.Errorf("repack planned at version %d given manifest %d", t.ReadVersion, m.GetVersion())
+	}
+	if err := format.CheckWritable(m); err != nil {
+		return nil, err
+	}
+	frags, err := taskFragments(m, []uint64{t.Fragment})
+	if err != nil {
+		return nil, err
+	}
+	frag := frags[0]
+	ver, err := storageVersion(m)
+	if err != nil {
+		return nil, err
+	}
+	b := tbl.Bucket()
+	byPath := map[string]*tablepb.DataFile{}
+	for _, df := range frag.GetFiles() {
+		byPath[df.GetPath()] = df
+	}
+	out = &RepackOutput{Task: t}
+	defer func() {
+		if err != nil {
+			out.discard(context.WithoutCancel(ctx), b)
+			out = nil
+		}
+	}()
+
+	moved := map[int32]bool{}
+	sourceOf := map[string]*tablepb.DataFile{} // first source path -> new file
+	for i, pf := range t.Files {
+		var srcs []*tablepb.DataFile
+		for _, p := range pf.Sources {
+			df := byPath[p]
+			if df == nil {
+				return out, fmt.Errorf("fragment %d has no data file %s: %w", t.Fragment, p, ErrStale)
+			}
+			srcs = append(srcs, df)
+			out.BytesRead += int64(df.GetFileSizeBytes())
+		}
+		if len(srcs) == 0 {
+			return out, fmt.Errorf("repack file %d of fragment %d has no sources: %w", i, t.Fragment, ErrInvalidTask)
+		}
+		outFields := fieldsByID(m.GetFields(), pf.Fields)
+		if len(outFields) == 0 {
+			return out, fmt.Errorf("repack file %d of fragment %d holds no schema field: %w", i, t.Fragment, ErrInvalidTask)
+		}
+		for _, id := range pf.Fields {
+			moved[id] = true
+		}
+		df, copied, err := writeRepackFile(ctx, tbl, frag, srcs, outFields, ver, out)
+		if err != nil {
+			return out, fmt.Errorf("repack fragment %d file %d: %w", t.Fragment, i, err)
+		}
+		if copied {
+			out.Copied++
+		} else {
+			out.Reencoded++
+		}
+		sourceOf[pf.Sources[0]] = df
+	}
+	removes := map[string]bool{}
+	for _, p := range t.Removes {
+		removes[p] = true
+	}
+	var files []*tablepb.DataFile
+	for _, df := range frag.GetFiles() {
+		if nf := sourceOf[df.GetPath()]; nf != nil {
+			files = append(files, nf)
+		}
+		if removes[df.GetPath()] {
+			continue
+		}
+		// A kept file that gave up some fields gets tombstones for them, so
+		// every field lives in exactly one file of the fragment.
+		kept := proto.Clone(df).(*tablepb.DataFile)
+		for i, id := range kept.Fields {
+			if moved[id] {
+				kept.Fields[i] = format.TombstoneFieldID
+			}
+		}
+		files = append(files, kept)
+	}
+	out.Result = &RepackResult{Base: frag, Files: files}
+	return out, nil
+}
+
+// writeRepackFile writes one new file from srcs holding outFields: a page
+// copy when possible, else a decode/re-encode of the same rows.
+func writeRepackFile(ctx context.Context, tbl *Table, frag *tablepb.DataFragment, srcs []*tablepb.DataFile, outFields []*filepb.Field, ver lancewrite.Version, out *RepackOutput) (*tablepb.DataFile, bool, error) {
+	b := tbl.Bucket()
+	var cs []lancewrite.CopySource
+	var opened []store.ReaderAt
+	defer func() {
+		for _, r := range opened {
+			_ = r.Close()
+		}
+	}()
+	for _, df := range srcs {
+		key := "data/" + df.GetPath()
+		ra, err := b.OpenReaderAt(ctx, key)
+		if err != nil {
+			return nil, false, fmt.Errorf("open %s: %w", key, err)
+		}
+		opened = append(opened, ra)
+		cs = append(cs, lancewrite.CopySource{R: ra, Size: ra.Size(), Name: key, File: df})
+	}
+	name := newDataFileName()
+	key := "data/" + name
+	res, err := writeObject(ctx, b, key, out, func(w io.Writer) (lancewrite.Result, error) {
+		return lancewrite.CopyColumns(ctx, w, cs, outFields)
+	})
+	copied := true
+	if errors.Is(err, lancewrite.ErrCopyUnsupported) {
+		copied = false
+		// Same rows, decoded: a fragment made of just the sources, without
+		// its deletion file (a repack keeps deleted rows in place).
+		src := &tablepb.DataFragment{Id: frag.GetId(), Files: srcs, PhysicalRows: frag.GetPhysicalRows()}
+		name = newDataFileName()
+		key = "data/" + name
+		res, err = writeObject(ctx, b, key, out, func(w io.Writer) (lancewrite.Result, error) {
+			scan, err := openLiveRows(ctx, tbl, outFields, src)
+			if err != nil {
+				return lancewrite.Result{}, err
+			}
+			defer scan.Close()
+			lw, err := lancewrite.NewWriter(w, outFields, lancewrite.Options{Version: ver})
+			if err != nil {
+				return lancewrite.Result{}, err
+			}
+			for {
+				rec, err := scan.Next(ctx)
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					return lancewrite.Result{}, err
+				}
+				err = lw.Write(rec)
+				rec.Release()
+				if err != nil {
+					return lancewrite.Result{}, err
+				}
+			}
+			return lw.Close()
+		})
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if res.NumRows != frag.GetPhysicalRows() {
+		return nil, false, fmt.Errorf("%w: %s has %d rows, fragment %d has %d", ErrInvariant, key, res.NumRows, frag.GetId(), frag.GetPhysicalRows())
+	}
+	return &tablepb.DataFile{
+		Path:             name,
+		Fields:           res.Fields,
+		ColumnIndices:    res.ColumnIndices,
+		FileMajorVersion: res.Major,
+		FileMinorVersion: res.Minor,
+		FileSizeBytes:    uint64(res.Size),
+	}, copied, nil
+}
+
+// writeObject streams one new object through fn; the object is visible only
+// if fn and the upload succeed. The key is recorded in out.Written first so
+// a crash between upload and commit leaves nothing unaccounted for.
+func writeObject(ctx context.Context, b *store.Bucket, key string, out *RepackOutput, fn func(io.Writer) (lancewrite.Result, error)) (lancewrite.Result, error) {
+	sw, err := b.NewWriter(ctx, key)
+	if err != nil {
+		return lancewrite.Result{}, err
+	}
+	out.Written = append(out.Written, key)
+	res, err := fn(sw)
+	if err != nil {
+		_ = abortWriter(sw)
+		return res, err
+	}
+	if err := sw.Close(); err != nil {
+		return res, fmt.Errorf("upload %s: %w", key, err)
+	}
+	out.BytesWritten += res.Size
+	return res, nil
+}
