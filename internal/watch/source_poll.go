@@ -1,0 +1,233 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/store"
+)
+
+// PollConfig configures a PollSource.
+type PollConfig struct {
+	// URIs are the roots to sweep, opened with Open: a table root or a
+	// directory of tables (s3://bucket/prefix?endpoint=…, gs://…,
+	// file:///…). Connection parameters in the query are used to open the
+	// bucket and are not part of the table URIs emitted.
+	URIs []string
+	// Interval between sweeps (default 10m). The first sweep runs at once
+	// (catch-up after downtime).
+	Interval time.Duration
+	// MaxDepth is how many levels of plain directories (not tables) a
+	// sweep descends below a root to find tables (default 2). A directory
+	// ending in ".lance" or holding _versions/ is a table and is not
+	// descended into.
+	MaxDepth int
+	// Open opens a root (default store.Open).
+	Open func(ctx context.Context, uri string) (*store.Bucket, error)
+}
+
+// PollSource lists _versions/ of every table under its roots on an
+// interval and emits each table's latest version when it differs from the
+// last sweep (every table on the first sweep). It is the safety net for
+// lost or delayed notifications.
+type PollSource struct {
+	cfg   PollConfig
+	opts  Options
+	roots []pollRoot
+
+	mu   sync.Mutex
+	seen map[string]uint64
+}
+
+type pollRoot struct {
+	uri  string // as configured, with its query
+	root Root   // canonical location
+}
+
+// NewPollSource validates the roots. When opts.Roots is empty the poll
+// roots themselves are the allow-list.
+func NewPollSource(cfg PollConfig, opts Options) (*PollSource, error) {
+	if cfg.Interval <= 0 {
+		cfg.Interval = 10 * time.Minute
+	}
+	if cfg.MaxDepth <= 0 {
+		cfg.MaxDepth = 2
+	}
+	if cfg.Open == nil {
+		cfg.Open = store.Open
+	}
+	s := &PollSource{cfg: cfg, seen: map[string]uint64{}}
+	allow := &Roots{}
+	for _, u := range cfg.URIs {
+		canon := u
+		if i := strings.IndexByte(u, '?'); i >= 0 {
+			canon = u[:i]
+		}
+		r, err := ParseRoot(canon)
+		if err != nil {
+			return nil, fmt.Errorf("poll source: %w", err)
+		}
+		s.roots = append(s.roots, pollRoot{uri: u, root: r})
+		allow.roots = append(allow.roots, r)
+	}
+	if opts.Roots == nil || len(opts.Roots.roots) == 0 {
+		opts.Roots = allow
+	}
+	s.opts = opts.withDefaults()
+	return s, nil
+}
+
+// Run sweeps at once and then every Interval until ctx is done. A root
+// that fails is logged and counted and tried again next sweep; an error
+// from the sink ends the sweep of that root (it is retried next sweep).
+func (s *PollSource) Run(ctx context.Context, sink Sink) error {
+	t := time.NewTicker(s.cfg.Interval)
+	defer t.Stop()
+	for {
+		s.Sweep(ctx, sink)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Sweep runs one sweep over every root and returns how many roots failed.
+func (s *PollSource) Sweep(ctx context.Context, sink Sink) (failed int) {
+	for _, pr := range s.roots {
+		if ctx.Err() != nil {
+			return failed
+		}
+		start := time.Now()
+		n, err := s.sweepRoot(ctx, pr, sink)
+		if err != nil {
+			if ctx.Err() != nil {
+				return failed
+			}
+			failed++
+			s.opts.Metrics.sweeps.WithLabelValues("error").Inc()
+			s.opts.Logger.Warn("poll sweep failed", "root", pr.root.URI(), "err", err)
+			continue
+		}
+		s.opts.Metrics.sweeps.WithLabelValues("ok").Inc()
+		s.opts.Logger.Debug("poll sweep done", "root", pr.root.URI(), "tables", n, "duration", time.Since(start))
+	}
+	return failed
+}
+
+func (s *PollSource) sweepRoot(ctx context.Context, pr pollRoot, sink Sink) (int, error) {
+	b, err := s.cfg.Open(ctx, pr.uri)
+	if err != nil {
+		return 0, fmt.Errorf("open %s: %w", pr.root.URI(), err)
+	}
+	defer func() { _ = b.Close() }()
+	w := &walker{s: s, b: b, root: pr.root, sink: sink}
+	err = w.dir(ctx, "", s.cfg.MaxDepth)
+	return w.tables, err
+}
+
+type walker struct {
+	s      *PollSource
+	b      *store.Bucket
+	root   Root
+	sink   Sink
+	tables int
+}
+
+// dir handles the directory rel ("" or "a/b/") below the root.
+func (w *walker) dir(ctx context.Context, rel string, depth int) error {
+	var children []string
+	isTable := false
+	err := w.b.ListDir(ctx, rel, func(o store.Object) error {
+		if !o.IsDir {
+			return nil
+		}
+		name := strings.TrimSuffix(strings.TrimPrefix(o.Key, rel), "/")
+		if name == format.VersionsDir {
+			isTable = true
+		}
+		children = append(children, o.Key)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("list %s: %w", w.uri(rel), err)
+	}
+	if isTable {
+		return w.table(ctx, rel)
+	}
+	for _, c := range children {
+		name := strings.TrimSuffix(strings.TrimPrefix(c, rel), "/")
+		switch {
+		case name == "__manifest" || strings.HasPrefix(name, "."):
+		case strings.HasSuffix(name, ".lance"):
+			if err := w.table(ctx, c); err != nil {
+				return err
+			}
+		case depth > 0:
+			if err := w.dir(ctx, c, depth-1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (w *walker) uri(rel string) string {
+	return joinURI(w.root.Scheme, w.root.Bucket, strings.Trim(w.root.Prefix+"/"+rel, "/"))
+}
+
+// table lists rel's _versions/ and emits its latest version if it changed.
+func (w *walker) table(ctx context.Context, rel string) error {
+	var (
+		latest     uint64
+		latestName string
+	)
+	err := w.b.List(ctx, rel+format.VersionsDir+"/", func(o store.Object) error {
+		name := o.Key[strings.LastIndexByte(o.Key, '/')+1:]
+		v, _, err := format.ParseManifestName(name)
+		if err == nil && v > latest && strings.TrimPrefix(o.Key, rel) == format.VersionsDir+"/"+name {
+			latest, latestName = v, name
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("list %s: %w", w.uri(rel+format.VersionsDir), err)
+	}
+	if latest == 0 {
+		return nil // an empty or half-created table: nothing committed yet
+	}
+	w.tables++
+	key := strings.Trim(w.root.Prefix+"/"+rel, "/") + "/" + format.VersionsDir + "/" + latestName
+	if w.root.Prefix == "" && rel == "" {
+		key = format.VersionsDir + "/" + latestName
+	}
+	ref, err := w.s.opts.Roots.refForKey(w.root.Scheme, w.root.Bucket, key)
+	if err != nil {
+		w.s.opts.Metrics.dropped.WithLabelValues(DropReason(err)).Inc()
+		if errors.Is(err, ErrUnsafeKey) || errors.Is(err, ErrOutsideRoots) {
+			w.s.opts.Logger.Warn("polled table rejected", "source", "poll", "reason", DropReason(err), "err", err)
+		}
+		return nil
+	}
+	w.s.mu.Lock()
+	same := w.s.seen[ref.Table] == ref.Version
+	w.s.mu.Unlock()
+	if same {
+		return nil
+	}
+	if err := w.sink(ctx, ref); err != nil {
+		return fmt.Errorf("hand on %s: %w", ref, err)
+	}
+	w.s.opts.Metrics.refs.WithLabelValues("poll").Inc()
+	w.s.mu.Lock()
+	w.s.seen[ref.Table] = ref.Version
+	w.s.mu.Unlock()
+	return nil
+}
+
