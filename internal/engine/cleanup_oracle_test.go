@@ -236,4 +236,3 @@ func minus(a, b []string) []string {
 	}
 	return out
 }
-
