@@ -42,7 +42,9 @@ func testRoots(t testing.TB) *Roots {
 	return rs
 }
 
-func ref(table string, v uint64) format.VersionRef { return format.VersionRef{Table: table, Version: v} }
+func ref(table string, v uint64) format.VersionRef {
+	return format.VersionRef{Table: table, Version: v}
+}
 
 func TestDecodeSamples(t *testing.T) {
 	roots := testRoots(t)

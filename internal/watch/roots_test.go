@@ -182,4 +182,3 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
-

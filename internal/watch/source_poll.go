@@ -230,4 +230,3 @@ func (w *walker) table(ctx context.Context, rel string) error {
 	w.s.mu.Unlock()
 	return nil
 }
-
