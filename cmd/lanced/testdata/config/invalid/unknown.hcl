@@ -1,0 +1,2 @@
+tables  = ["/srv/lance"]
+worker  = 3 # ERROR: Unsupported argument
