@@ -207,13 +207,13 @@ func (l *leaf) fullZipFixed(lv levels, rowBytes int, fsl bool) ([][]byte, *enc21
 	}
 	return l.fullZip(lv, func(out []byte, slot int, valid bool) []byte {
 		if withValidity {
-			vb := make([]byte, vbytes)
+			at := len(out)
+			out = append(out, make([]byte, vbytes)...)
 			for k := 0; k < n.dim; k++ {
 				if bitutil.BitIsSet(l.itemValid, slot*n.dim+k) {
-					bitutil.SetBit(vb, k)
+					bitutil.SetBit(out[at:], k)
 				}
 			}
-			out = append(out, vb...)
 		}
 		return append(out, l.fixed[slot*rowBytes:(slot+1)*rowBytes]...)
 	}, func(z *enc21pb.FullZipLayout) {
@@ -280,7 +280,7 @@ func (l *leaf) fullZip(lv levels, value func(out []byte, slot int, valid bool) [
 	default:
 		cw = 4
 	}
-	var out []byte
+	out := make([]byte, 0, cw*lv.entries+len(l.fixed)+len(l.data)+8*l.nvis)
 	var starts []uint64
 	slot := 0
 	for i := 0; i < lv.entries; i++ {

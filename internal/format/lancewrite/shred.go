@@ -3,6 +3,7 @@ package lancewrite
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -240,7 +241,7 @@ func (l *leaf) appendValues(a arrow.Array, from, to int) error {
 		w := l.n.width
 		src := bufs[1].Bytes()[(off+from)*w : (off+to)*w]
 		start := len(l.fixed)
-		l.fixed = append(l.fixed, src...)
+		l.fixed = append(slices.Grow(l.fixed, len(src)), src...)
 		if nulls {
 			for i := from; i < to; i++ {
 				if a.IsNull(i) {
