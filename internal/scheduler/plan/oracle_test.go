@@ -1,0 +1,142 @@
+package plan_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/policy"
+	"github.com/lanced-dev/lanced/internal/scheduler/plan"
+	"github.com/lanced-dev/lanced/testenv/oracle"
+)
+
+// latest reads the newest manifest of a local table.
+func latest(t *testing.T, dir string) *format.Manifest {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(dir, "_versions"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var best string
+	var bestV uint64
+	for _, e := range entries {
+		v, _, err := format.ParseManifestName(e.Name())
+		if err != nil {
+			continue
+		}
+		if best == "" || v > bestV {
+			best, bestV = e.Name(), v
+		}
+	}
+	if best == "" {
+		t.Fatalf("no manifest in %s", dir)
+	}
+	key := filepath.Join(dir, "_versions", best)
+	b, err := os.ReadFile(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := format.DecodeManifestFile(key, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func fragmentIDs(m *format.Manifest) []uint64 {
+	var ids []uint64
+	for _, f := range m.PB.GetFragments() {
+		ids = append(ids, f.GetId())
+	}
+	return ids
+}
+
+// TestRewritePlanMatchesLanceOptimize: on tables real Lance made, the
+// fragments lanced's default rewrite plan picks are exactly the ones real
+// Lance's optimize() removes on the same table, and Lance writes one new
+// fragment per planned task (all outputs are under the target).
+func TestRewritePlanMatchesLanceOptimize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the npm oracle")
+	}
+	cases := []struct {
+		scenario string
+		coverage string
+		ops      []oracle.Op // applied with real Lance before planning
+	}{
+		{scenario: "appends"},
+		{scenario: "deletes_arrow"},
+		{scenario: "deletes_bitmap"},
+		{scenario: "v2_0"},
+		{scenario: "v1_paths"},
+		{scenario: "stable_row_ids"},
+		{scenario: "backfill"},
+		// Indexed: fragments 0-1 are in both indices, 2-3 in none. Lance
+		// never mixes them; lanced must rewrite indexed fragments to match.
+		{scenario: "indexed", coverage: policy.CoverageUnindex},
+		// A heavy delete inside the indexed set makes fragment 1 a
+		// CompactItself candidate next to its indexed neighbour.
+		{scenario: "indexed", coverage: policy.CoverageUnindex, ops: []oracle.Op{{"op": "delete", "where": "id >= 1000 AND id < 1400"}}},
+		// Three index sets: 0-1 {id, vec, category}, 2-4 {category}, 5 {}:
+		// fragment 5 is a lone small fragment that Lance leaves alone.
+		{scenario: "indexed", coverage: policy.CoverageUnindex, ops: []oracle.Op{
+			{"op": "add", "rows": 100, "seed": 5, "id_start": 2300},
+			{"op": "create_index", "column": "category", "type": "btree"},
+			{"op": "add", "rows": 100, "seed": 6, "id_start": 2400},
+		}},
+	}
+	for i, c := range cases {
+		t.Run(c.scenario, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), string(rune('a'+i)))
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			uri := oracle.Build(t, c.scenario, dir)
+			if len(c.ops) > 0 {
+				oracle.RunOps(t, uri, c.ops)
+			}
+			before := latest(t, uri)
+			e := policy.LanceDefaults(uri)
+			if c.coverage != "" {
+				e.Compaction.IndexCoverage.Value = c.coverage
+			}
+			var indices = before.Indices.GetIndices()
+			p := plan.Compute(plan.Input{Table: uri, Manifest: before.PB, Indices: indices, Policy: e})
+			var planned []uint64
+			for _, r := range p.Rewrites {
+				planned = append(planned, r.Fragments...)
+			}
+			slices.Sort(planned)
+
+			oracle.RunOps(t, uri, []oracle.Op{{"op": "optimize"}})
+			after := latest(t, uri)
+			kept := map[uint64]bool{}
+			for _, id := range fragmentIDs(after) {
+				kept[id] = true
+			}
+			var removed, added []uint64
+			old := map[uint64]bool{}
+			for _, id := range fragmentIDs(before) {
+				old[id] = true
+				if !kept[id] {
+					removed = append(removed, id)
+				}
+			}
+			for _, id := range fragmentIDs(after) {
+				if !old[id] {
+					added = append(added, id)
+				}
+			}
+			slices.Sort(removed)
+			if !slices.Equal(planned, removed) {
+				t.Fatalf("lanced plans %v, real Lance's optimize removed %v (added %v)", planned, removed, added)
+			}
+			if len(added) != len(p.Rewrites) {
+				t.Fatalf("lanced plans %d tasks, real Lance wrote %d fragments %v", len(p.Rewrites), len(added), added)
+			}
+			t.Logf("%s: %d fragments, plan %v, Lance removed %v added %v", c.scenario, len(old), planned, removed, added)
+		})
+	}
+}
