@@ -4,7 +4,8 @@
 // table, and prints a JSON array with one result object per op. Every result
 // carries "op" and "version" (the table version after the op). A failing op
 // stops the run: exit status 1, the error on stderr, and the results so far on
-// stdout. Ops (snake_case keys):
+// stdout. "elapsed_ms" is the op's own wall time inside node (no process
+// start-up), for benchmarks that compare against real Lance. Ops (snake_case keys):
 //   {"op":"add","rows":N,"seed":S,"id_start":K?}   rows generated from the table's own schema;
 //                                                  an integer "id" column counts up from id_start
 //                                                  (default: max(id)+1, or 0)
@@ -21,9 +22,9 @@
 //   {"op":"tag","action":"create|update|delete","name":..,"version":N?}
 //   {"op":"checkout_version","version":N}  {"op":"checkout_latest"}  {"op":"restore"}
 //   {"op":"count_rows","where":SQL?}
-//   {"op":"query","where":SQL?,"columns":[..]?,"limit":N?}       -> {"count":N,"rows":[...]}
+//   {"op":"query","where":SQL?,"columns":[..]?,"limit":N?}       -> {"count":N,"data":[...]}
 //   {"op":"vector_search","column":..,"vector":[..],"k":N?,"nprobes":N?,"refine_factor":N?,
-//       "where":SQL?,"columns":[..]?}                           -> {"count":N,"rows":[...]}
+//       "where":SQL?,"columns":[..]?}                           -> {"count":N,"data":[...]}
 //   {"op":"version"}  {"op":"list_versions"}  {"op":"list_indices"}
 import {
   arrow, lancedb, openTable, parseStorageOptions, genTable, main, fail, toJSON,
@@ -150,7 +151,7 @@ const handlers = {
     if (op.columns) q = q.select(op.columns);
     if (op.limit !== undefined) q = q.limit(op.limit);
     const tbl = await q.toArrow();
-    return { count: tbl.numRows, rows: rowsToJSON(tbl) };
+    return { count: tbl.numRows, data: rowsToJSON(tbl) };
   },
   async vector_search(t, op) {
     let q = t.vectorSearch(Float32Array.from(op.vector));
@@ -161,7 +162,7 @@ const handlers = {
     if (op.where) q = q.where(op.where);
     if (op.columns) q = q.select(op.columns);
     const tbl = await q.toArrow();
-    return { count: tbl.numRows, rows: rowsToJSON(tbl) };
+    return { count: tbl.numRows, data: rowsToJSON(tbl) };
   },
   async version() {
     return {};
@@ -188,13 +189,15 @@ main(async () => {
       fail(`op ${i}: unknown op ${JSON.stringify(op.op)}; known: ${Object.keys(handlers).join(", ")}`);
     }
     let res;
+    const t0 = process.hrtime.bigint();
     try {
       res = await h(t, op);
     } catch (e) {
       process.stdout.write(toJSON(results) + "\n");
       throw new Error(`op ${i} (${op.op}): ${e && e.message ? e.message : e}`);
     }
-    results.push({ op: op.op, ...res, version: await t.version() });
+    const elapsedMs = Number(process.hrtime.bigint() - t0) / 1e6;
+    results.push({ op: op.op, ...res, version: await t.version(), elapsed_ms: elapsedMs });
   }
   process.stdout.write(toJSON(results) + "\n");
 });

@@ -1,0 +1,112 @@
+package oracle
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+type opResult struct {
+	Op        string            `json:"op"`
+	Version   uint64            `json:"version"`
+	Rows      int64             `json:"rows"`
+	Count     int64             `json:"count"`
+	ElapsedMs float64           `json:"elapsed_ms"`
+	Tags      map[string]uint64 `json:"tags"`
+	Versions  []uint64          `json:"versions"`
+	Stats     struct {
+		Compaction struct {
+			FragmentsRemoved int `json:"fragmentsRemoved"`
+			FragmentsAdded   int `json:"fragmentsAdded"`
+		} `json:"compaction"`
+		Prune struct {
+			OldVersionsRemoved int `json:"oldVersionsRemoved"`
+		} `json:"prune"`
+	} `json:"stats"`
+	Data []map[string]any `json:"data"`
+}
+
+func decodeResults(t *testing.T, raw []json.RawMessage) []opResult {
+	t.Helper()
+	out := make([]opResult, len(raw))
+	for i, r := range raw {
+		if err := json.Unmarshal(r, &out[i]); err != nil {
+			t.Fatalf("result %d %s: %v", i, r, err)
+		}
+	}
+	return out
+}
+
+// TestOps runs every op kind with real Lance on a copy of the indexed
+// scenario and checks the outcomes with independent reads.
+func TestOps(t *testing.T) {
+	Require(t)
+	path := Build(t, "indexed", t.TempDir())
+	before := Inspect(t, path, 0)
+	raw := RunOps(t, path, []Op{
+		{"op": "add", "rows": 50, "seed": 3}, // ids 2300..2349
+		{"op": "delete", "where": "id < 10"}, // -10
+		{"op": "update", "where": "id = 20", "values_sql": map[string]string{"category": "'updated'"}},
+		{"op": "query", "where": "id = 20", "columns": []string{"id", "category"}},
+		{"op": "vector_search", "column": "vec", "vector": make([]float32, 32), "k": 3, "columns": []string{"id"}},
+		{"op": "add_columns", "columns": []map[string]string{{"name": "twice", "value_sql": "id * 2"}}},
+		{"op": "drop_columns", "columns": []string{"twice"}},
+		{"op": "create_index", "column": "category", "type": "bitmap"},
+		{"op": "tag", "name": "keep", "version": before.Version},
+		{"op": "count_rows", "where": "category = 'updated'"},
+		{"op": "optimize"},
+	})
+	res := decodeResults(t, raw)
+	wantEq(t, "ops", len(res), 11)
+	wantEq(t, "rows after add", res[0].Rows, before.Rows+50)
+	wantEq(t, "rows after delete", res[1].Rows, before.Rows+40)
+	if len(res[3].Data) != 1 || res[3].Data[0]["category"] != "updated" {
+		t.Errorf("query after update: %v", res[3].Data)
+	}
+	wantEq(t, "vector search hits", len(res[4].Data), 3)
+	wantEq(t, "tag", res[8].Tags["keep"], before.Version)
+	wantEq(t, "count where updated", res[9].Count, int64(1))
+	if res[10].Stats.Compaction.FragmentsRemoved == 0 {
+		t.Errorf("optimize compacted nothing: %+v", res[10].Stats)
+	}
+	for i, r := range res {
+		if r.ElapsedMs <= 0 {
+			t.Errorf("op %d (%s): elapsed_ms %v", i, r.Op, r.ElapsedMs)
+		}
+	}
+
+	after := Inspect(t, path, 0)
+	wantEq(t, "version", after.Version, res[10].Version)
+	wantEq(t, "rows", after.Rows, before.Rows+40)
+	wantEq(t, "indices", len(after.Indices), 3)
+	if after.Fragments >= before.Fragments+1 {
+		t.Errorf("fragments %d after optimize, %d before plus one add", after.Fragments, before.Fragments)
+	}
+
+	// A tag on an old version makes cleanup fail in real Lance; after
+	// deleting the tag it removes every old version.
+	_, err := TryOps(t, path, []Op{{"op": "cleanup", "older_than_ms": 0}})
+	if err == nil || !strings.Contains(err.Error(), "tagged") {
+		t.Fatalf("cleanup with a tag on an old version: err = %v", err)
+	}
+	raw = RunOps(t, path, []Op{
+		{"op": "tag", "action": "delete", "name": "keep"},
+		{"op": "cleanup", "older_than_ms": 0, "delete_unverified": true},
+	})
+	res = decodeResults(t, raw)
+	if res[1].Stats.Prune.OldVersionsRemoved == 0 {
+		t.Errorf("cleanup removed no versions: %s", raw[1])
+	}
+	final := Inspect(t, path, 0)
+	// optimize prunes after compacting, then commits its index optimization
+	// as one more version: at most the pruned-to version and that one stay.
+	if len(final.Versions) > 2 || len(final.Versions) >= len(after.Versions) {
+		t.Errorf("versions after cleanup %v (before %v)", final.Versions, after.Versions)
+	}
+	wantEq(t, "rows after cleanup", final.Rows, before.Rows+40)
+
+	// checkout_version reads an old version inside one ops call.
+	raw = RunOps(t, path, []Op{{"op": "add", "rows": 5, "seed": 1}, {"op": "checkout_version", "version": final.Version}, {"op": "count_rows"}})
+	res = decodeResults(t, raw)
+	wantEq(t, "rows at checked-out version", res[2].Count, final.Rows)
+}
