@@ -257,9 +257,9 @@ func (b *Backend) encode(bucket, key string, size int64, eventName string, seq u
 			"account": "000000000000", "time": now.Format(time.RFC3339), "region": b.cfg.Region,
 			"resources": []string{"arn:aws:s3:::" + bucket},
 			"detail": map[string]any{
-				"version": "0",
-				"bucket":  map[string]string{"name": bucket},
-				"object":  map[string]any{"key": key, "size": size, "sequencer": sequencer},
+				"version":    "0",
+				"bucket":     map[string]string{"name": bucket},
+				"object":     map[string]any{"key": key, "size": size, "sequencer": sequencer},
 				"request-id": reqID, "requester": "000000000000", "source-ip-address": "127.0.0.1",
 				"reason": reason,
 			},

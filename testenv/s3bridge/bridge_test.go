@@ -112,9 +112,9 @@ func TestBridgeEventsDecode(t *testing.T) {
 			star := "*"
 			ifAbsent := &gofakes3.PutConditions{IfNoneMatch: &star}
 			keys := []string{
-				"db/t.lance/data/0101.lance",                      // filtered by suffix: no event
+				"db/t.lance/data/0101.lance",                         // filtered by suffix: no event
 				"db/t.lance/_versions/18446744073709551614.manifest", // v1
-				"db/my table+x.lance/_versions/3.manifest",          // needs encoding
+				"db/my table+x.lance/_versions/3.manifest",           // needs encoding
 			}
 			for _, k := range keys {
 				if err := put(k, ifAbsent); err != nil {
