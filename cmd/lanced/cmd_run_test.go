@@ -269,3 +269,16 @@ http { listen = %q }
 		t.Fatal("no clean stop logged")
 	}
 }
+
+var schedulerTableID = scheduler.TableID
+
+// execMainEnv makes the test binary act as the lanced binary, so tests can
+// start real daemon processes without a separate build.
+const execMainEnv = "LANCED_TEST_EXEC_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(execMainEnv) == "1" {
+		os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}

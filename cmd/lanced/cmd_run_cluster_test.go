@@ -1,0 +1,229 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// daemonProc is one `lanced run` OS process with its JSON log.
+type daemonProc struct {
+	name  string
+	cmd   *exec.Cmd
+	state string
+	mu    sync.Mutex
+	logs  []map[string]any
+	done  chan struct{}
+}
+
+func startDaemonProc(t *testing.T, bin, name, cfgPath, state string) *daemonProc {
+	t.Helper()
+	p := &daemonProc{name: name, state: state, done: make(chan struct{})}
+	p.cmd = exec.Command(bin, "run", "--config", cfgPath, "--node-id", name, "--debug-task-delay", "1500ms")
+	p.cmd.Env = append(os.Environ(), execMainEnv+"=1")
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Stderr = p.cmd.Stdout
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(p.done)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) != nil {
+				m = map[string]any{"msg": "raw", "line": sc.Text()}
+			}
+			m["_at"] = time.Now()
+			p.mu.Lock()
+			p.logs = append(p.logs, m)
+			p.mu.Unlock()
+		}
+		_ = p.cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-p.done:
+			case <-time.After(20 * time.Second):
+				_ = p.cmd.Process.Kill()
+				<-p.done
+			}
+		}
+		if t.Failed() {
+			p.mu.Lock()
+			for _, l := range p.logs {
+				t.Logf("%s: %v", p.name, l)
+			}
+			p.mu.Unlock()
+		}
+	})
+	return p
+}
+
+func (p *daemonProc) snapshot() []map[string]any {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]map[string]any(nil), p.logs...)
+}
+
+func (p *daemonProc) has(msg, key, val string) bool {
+	for _, l := range p.snapshot() {
+		if l["msg"] == msg && (key == "" || l[key] == val) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestTwoDaemonProcessesShareWorkAndSurviveKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two daemon processes")
+	}
+	root := t.TempDir()
+	bin, err := os.Executable() // the test binary runs lanced's main (TestMain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables := filepath.Join(root, "tables")
+	const nTables = 8
+	for i := range nTables {
+		copyRealTable(t, "appends_v2", filepath.Join(tables, fmt.Sprintf("t%d.lance", i)))
+	}
+	natsAddr := freeAddr(t)
+	write := func(name, natsBlock string) string {
+		cfg := fmt.Sprintf(`
+state_dir = %q
+tables    = [%q]
+workers   = 2
+%s
+source "poll" { interval = "1s" }
+events {
+  debounce  = "50ms"
+  max_delay = "200ms"
+}
+queue {
+  ack_wait        = "2s"
+  lease_ttl       = "3s"
+  drain_timeout   = "2s"
+  commit_max_wait = "200ms"
+}
+http { listen = "" }
+`, filepath.Join(root, name), tables, natsBlock)
+		path := filepath.Join(root, name+".hcl")
+		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	cfgA := write("a", fmt.Sprintf("nats {\n  embedded = true\n  listen = %q\n}", natsAddr))
+	cfgB := write("b", fmt.Sprintf("nats {\n  url = \"nats://%s\"\n}", natsAddr))
+
+	a := startDaemonProc(t, bin, "a", cfgA, filepath.Join(root, "a"))
+	waitUntil(t, 30*time.Second, "a running", func() bool { return a.has("lanced running", "", "") })
+	b := startDaemonProc(t, bin, "b", cfgB, filepath.Join(root, "b"))
+	waitUntil(t, 30*time.Second, "b running", func() bool { return b.has("lanced running", "", "") })
+
+	// Kill -9 b while it is in the middle of a task.
+	var victim string
+	waitUntil(t, 30*time.Second, "b to start a task", func() bool {
+		started, finished := map[string]bool{}, map[string]bool{}
+		for _, l := range b.snapshot() {
+			id, _ := l["task_id"].(string)
+			switch l["msg"] {
+			case "task started":
+				started[id] = true
+			case "task done":
+				finished[id] = true
+			}
+		}
+		for id := range started {
+			if !finished[id] {
+				victim = id
+				return true
+			}
+		}
+		return false
+	})
+	killedAt := time.Now()
+	if err := b.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-b.done
+	for _, l := range b.snapshot() {
+		if l["msg"] == "task done" && l["task_id"] == victim {
+			t.Fatalf("victim task %s finished before the kill; the test proves nothing", victim)
+		}
+	}
+
+	// a finishes the victim task and every table gets inspected.
+	waitUntil(t, 60*time.Second, "a to finish b's task "+victim, func() bool { return a.has("task done", "task_id", victim) })
+	waitUntil(t, 60*time.Second, "every table maintained", func() bool {
+		n := 0
+		for i := range nTables {
+			id := tableIDOf(filepath.Join(tables, fmt.Sprintf("t%d.lance", i)))
+			_, errA := os.Stat(filepath.Join(root, "a", "reports", id+".json"))
+			_, errB := os.Stat(filepath.Join(root, "b", "reports", id+".json"))
+			if errA == nil || errB == nil {
+				n++
+			}
+		}
+		return n == nTables
+	})
+	// Work was spread: both processes executed tasks.
+	for _, p := range []*daemonProc{a, b} {
+		if !p.has("task started", "", "") {
+			t.Errorf("process %s executed nothing", p.name)
+		}
+	}
+	// No table was coordinated by both at once: per table, the coordinator
+	// intervals of a and b never overlap (b's open ones end at the kill).
+	type span struct{ from, to time.Time }
+	spans := func(p *daemonProc, end time.Time) map[string][]span {
+		out := map[string][]span{}
+		open := map[string]time.Time{}
+		for _, l := range p.snapshot() {
+			tb, _ := l["table"].(string)
+			at := l["_at"].(time.Time)
+			switch l["msg"] {
+			case "coordinator started":
+				open[tb] = at
+			case "coordinator stopped":
+				out[tb] = append(out[tb], span{open[tb], at})
+				delete(open, tb)
+			}
+		}
+		for tb, from := range open {
+			out[tb] = append(out[tb], span{from, end})
+		}
+		return out
+	}
+	sa, sb := spans(a, time.Now()), spans(b, killedAt)
+	for tb, as := range sa {
+		for _, x := range as {
+			for _, y := range sb[tb] {
+				// Log lines are stamped when read, so allow a little slack.
+				if x.from.Before(y.to.Add(-100*time.Millisecond)) && y.from.Before(x.to.Add(-100*time.Millisecond)) {
+					t.Errorf("table %s coordinated by a %v–%v and by b %v–%v", tb, x.from, x.to, y.from, y.to)
+				}
+			}
+		}
+	}
+}
+
+func tableIDOf(path string) string {
+	return schedulerTableID("file://" + strings.TrimSuffix(path, "/"))
+}
