@@ -193,3 +193,53 @@ func TestDigestNullVsEmptyAndTypes(t *testing.T) {
 		t.Errorf("utf8 and binary digest alike")
 	}
 }
+
+func TestDigestByKeyIgnoresRowOrder(t *testing.T) {
+	rec := sampleRecord(t, arrow.BinaryTypes.String, 60, nil)
+	defer rec.Release()
+	// Same rows, second half first.
+	a, b := rec.NewSlice(30, 60), rec.NewSlice(0, 30)
+	defer a.Release()
+	defer b.Release()
+	swapped := array.NewTableFromRecords(rec.Schema(), []arrow.RecordBatch{a, b})
+	defer swapped.Release()
+	orig := array.NewTableFromRecords(rec.Schema(), []arrow.RecordBatch{rec})
+	defer orig.Release()
+
+	if Diff(orig, swapped) == "" {
+		t.Fatalf("scan-order Diff missed a reordering")
+	}
+	d1, err := DigestByKey(orig, "id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2, err := DigestByKey(swapped, "id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range d1 {
+		if d2[k] != v {
+			t.Errorf("column %s: DigestByKey depends on row order", k)
+		}
+	}
+	EqualByKey(t, orig, swapped, "id")
+
+	changed := sampleRecord(t, arrow.BinaryTypes.String, 60, func(i int, s string) string {
+		if i == 10 {
+			return "changed"
+		}
+		return s
+	})
+	defer changed.Release()
+	ct := array.NewTableFromRecords(rec.Schema(), []arrow.RecordBatch{changed})
+	defer ct.Release()
+	wo, _ := keyOrder(orig, "id")
+	co, _ := keyOrder(ct, "id")
+	msg := diffOrdered(orig, ct, wo, co, "id")
+	if !strings.Contains(msg, `column "s"`) || !strings.Contains(msg, "id 10 / 10") {
+		t.Errorf("diff does not name id 10 in column s:\n%s", msg)
+	}
+	if _, err := DigestByKey(orig, "f"); err == nil {
+		t.Errorf("a float key with nulls was accepted")
+	}
+}

@@ -110,3 +110,21 @@ func TestOps(t *testing.T) {
 	res = decodeResults(t, raw)
 	wantEq(t, "rows at checked-out version", res[2].Count, final.Rows)
 }
+
+// TestOptimizeKeepsData: real Lance's own compaction of deletes_arrow keeps
+// every live row (by id) and, as observed in lance 8.0.0, the scan order.
+func TestOptimizeKeepsData(t *testing.T) {
+	Require(t)
+	path := Build(t, "deletes_arrow", t.TempDir())
+	before := Scan(t, path, 0, nil)
+	res := decodeResults(t, RunOps(t, path, []Op{{"op": "optimize"}}))
+	if res[0].Stats.Compaction.FragmentsRemoved == 0 {
+		t.Fatalf("optimize did not compact: %+v", res[0].Stats)
+	}
+	after := Scan(t, path, 0, nil)
+	EqualByKey(t, before, after, "id")
+	if d := Diff(before, after); d != "" {
+		t.Errorf("scan order changed by compaction:\n%s", d)
+	}
+	wantEq(t, "fragments after optimize", Inspect(t, path, 0).Fragments, 1)
+}
