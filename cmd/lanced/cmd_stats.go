@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/store"
+)
+
+func init() {
+	register(&command{
+		name:    "stats",
+		summary: "print a table's layout statistics (fragments, files, deletions)",
+		run:     runStats,
+	})
+}
+
+// statsReport is the --json output: the layout stats (version, fragments,
+// totals at the top level) plus what the table is.
+type statsReport struct {
+	URI                string `json:"uri"`
+	Naming             string `json:"naming"`
+	LatestVersion      uint64 `json:"latest_version"`
+	WriterLibrary      string `json:"writer_library"`
+	WriterVersion      string `json:"writer_version"`
+	DataFormat         string `json:"data_format"`
+	ReaderFeatureFlags uint64 `json:"reader_feature_flags"`
+	WriterFeatureFlags uint64 `json:"writer_feature_flags"`
+	// Writable is false when lanced refuses to commit on this version.
+	Writable bool   `json:"writable"`
+	Refusal  string `json:"refusal,omitempty"`
+	Indices  int    `json:"indices"`
+	format.LayoutStats
+}
+
+// parseAnyOrder parses flags that may come before or after positional
+// arguments and returns the positional ones.
+func parseAnyOrder(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	version := fs.Uint64("version", 0, "table version (default: latest)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	files := fs.Bool("files", false, "list every data file (human output)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: lanced stats URI [--version N] [--json] [--files]")
+		fs.PrintDefaults()
+	}
+	pos, err := parseAnyOrder(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return exitError{2}
+	}
+	b, err := store.Open(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	t, err := engine.OpenTable(ctx, b)
+	if err != nil {
+		return err
+	}
+	latest, err := t.LatestVersion(ctx)
+	if err != nil {
+		return err
+	}
+	naming, err := t.Naming(ctx)
+	if err != nil {
+		return err
+	}
+	var m *format.Manifest
+	if *version == 0 {
+		m, err = t.Latest(ctx)
+	} else {
+		m, err = t.Load(ctx, *version)
+	}
+	if err != nil {
+		return err
+	}
+	rep := statsReport{
+		URI:                b.URI(),
+		Naming:             naming.String(),
+		LatestVersion:      latest,
+		WriterLibrary:      m.PB.GetWriterVersion().GetLibrary(),
+		WriterVersion:      m.PB.GetWriterVersion().GetVersion(),
+		ReaderFeatureFlags: m.PB.GetReaderFeatureFlags(),
+		WriterFeatureFlags: m.PB.GetWriterFeatureFlags(),
+		Writable:           true,
+		Indices:            len(m.Indices.GetIndices()),
+		LayoutStats:        format.ComputeLayoutStats(m.PB),
+	}
+	if df := m.PB.GetDataFormat(); df != nil {
+		rep.DataFormat = df.GetFileFormat() + " " + df.GetVersion()
+	}
+	if err := format.CheckWritable(m.PB); err != nil {
+		rep.Writable, rep.Refusal = false, err.Error()
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	return printStats(stdout, &rep, *files)
+}
+
+func printStats(w io.Writer, r *statsReport, files bool) error {
+	fmt.Fprintf(w, "table    %s\n", r.URI)
+	fmt.Fprintf(w, "version  %d of %d (%s naming), written by %s %s, data %s\n",
+		r.Version, r.LatestVersion, r.Naming, dashIfEmpty(r.WriterLibrary), r.WriterVersion, dashIfEmpty(r.DataFormat))
+	fmt.Fprintf(w, "flags    reader %d, writer %d; %d index segment(s)\n", r.ReaderFeatureFlags, r.WriterFeatureFlags, r.Indices)
+	if !r.Writable {
+		fmt.Fprintf(w, "READ ONLY: %s\n", r.Refusal)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "fragment\tphysical rows\tdeleted\trows\tdata files\tbytes\tdead slots\tdeletions\t")
+	for _, f := range r.Fragments {
+		var bytes uint64
+		for _, df := range f.Files {
+			bytes += df.SizeBytes
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%.0f%%\t%s\t\n", f.ID, f.PhysicalRows, f.DeletedRows,
+			f.PhysicalRows-min(f.PhysicalRows, f.DeletedRows), f.DataFiles, bytes, 100*f.DeadSlotRatio, dashIfEmpty(f.DeletionFileKind))
+	}
+	fmt.Fprintf(tw, "total %d\t%d\t%d\t%d\t%d\t\t\t\t\n", r.Totals.Fragments, r.Totals.PhysicalRows, r.Totals.DeletedRows, r.Totals.Rows, r.Totals.DataFiles)
+	if err := tw.Flush(); err != nil || !files {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "fragment\tdata file\tbytes\tfields\tdead\tformat")
+	for _, f := range r.Fragments {
+		for _, df := range f.Files {
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%s\n", f.ID, df.Path, df.SizeBytes, df.Fields, df.DeadFields, df.FileVersion)
+		}
+	}
+	return tw.Flush()
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
