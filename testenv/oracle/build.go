@@ -159,7 +159,11 @@ func buildIntoCache(ctx context.Context, scenario string) (string, error) {
 	}
 	final := filepath.Join(root, scenario+".lance")
 	if _, err := os.Stat(filepath.Join(root, scenario+doneMarker)); err == nil {
-		return final, nil
+		if _, err := os.Stat(filepath.Join(final, "_versions")); err == nil {
+			return final, nil
+		}
+		// Marked but gone (a tmp cleaner): build again.
+		os.Remove(filepath.Join(root, scenario+doneMarker))
 	}
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return "", fmt.Errorf("oracle: cache dir: %w", err)
