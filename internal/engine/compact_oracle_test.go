@@ -1,0 +1,210 @@
+package engine_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/policy"
+	"github.com/lanced-dev/lanced/internal/scheduler/plan"
+	"github.com/lanced-dev/lanced/internal/store"
+	"github.com/lanced-dev/lanced/testenv/oracle"
+)
+
+// rowSetDigest is an order-insensitive digest of a table's rows: compaction
+// moves rewritten fragments to the end of the scan order (Lance's own
+// optimize does the same), so rows are compared as a multiset. It also
+// returns the row count.
+func rowSetDigest(tbl arrow.Table) (string, int) {
+	var cols []arrow.Array
+	names := make([]string, tbl.NumCols())
+	for i := 0; i < int(tbl.NumCols()); i++ {
+		names[i] = tbl.Schema().Field(i).Name
+	}
+	rows := make([]string, 0, tbl.NumRows())
+	rdr := array.NewTableReader(tbl, 64*1024)
+	defer rdr.Release()
+	for rdr.Next() {
+		rec := rdr.RecordBatch()
+		cols = rec.Columns()
+		for r := 0; r < int(rec.NumRows()); r++ {
+			var sb strings.Builder
+			for c, col := range cols {
+				sb.WriteString(names[c])
+				sb.WriteByte('=')
+				if col.IsNull(r) {
+					sb.WriteString("<null>")
+				} else {
+					sb.WriteString(col.ValueStr(r))
+				}
+				sb.WriteByte('\x1f')
+			}
+			rows = append(rows, sb.String())
+		}
+	}
+	slices.Sort(rows)
+	h := sha256.New()
+	for _, r := range rows {
+		h.Write([]byte(r))
+		h.Write([]byte{'\n'})
+	}
+	return hex.EncodeToString(h.Sum(nil)), len(rows)
+}
+
+type compactCase struct {
+	scenario string
+	tune     func(e *policy.Effective)
+	// wantRewrite/wantRepack: the plan must have such tasks.
+	wantRewrite, wantRepack bool
+}
+
+func openTable(t *testing.T, path string) (*engine.Table, *format.Manifest) {
+	t.Helper()
+	ctx := context.Background()
+	b, err := store.Open(ctx, "file://"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	tbl, err := engine.OpenTable(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := tbl.Latest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl, m
+}
+
+func planFor(t *testing.T, uri string, m *format.Manifest, tune func(*policy.Effective)) *plan.Plan {
+	t.Helper()
+	eff := policy.LanceDefaults(uri)
+	if tune != nil {
+		tune(&eff)
+	}
+	in := plan.Input{Table: uri, Manifest: m.PB, Policy: eff}
+	if m.Indices != nil {
+		in.Indices = m.Indices.GetIndices()
+	}
+	return plan.Compute(in)
+}
+
+func repackOnly(n uint64) func(*policy.Effective) {
+	return func(e *policy.Effective) {
+		e.Repack.MaxDataFilesPerFragment.Value = n
+		e.Scope.Value = policy.ScopeRepack
+	}
+}
+
+// TestCompactOracleScenarios runs lanced compact on tables real Lance made,
+// in every shape the oracle builds, and has real Lance judge the result:
+// same rows, fewer fragments/files as planned, then real Lance appends,
+// deletes, indexes and runs its own optimize() on top, and every older
+// version still opens.
+func TestCompactOracleScenarios(t *testing.T) {
+	oracle.Require(t)
+	cases := []compactCase{
+		{scenario: "appends", wantRewrite: true},
+		{scenario: "deletes_arrow", tune: func(e *policy.Effective) { e.Compaction.MaterializeDeletionsThreshold.Value = 0.001 }, wantRewrite: true},
+		{scenario: "deletes_bitmap", wantRewrite: true},
+		{scenario: "backfill", tune: repackOnly(1), wantRepack: true},
+		{scenario: "dropped_column", tune: repackOnly(1), wantRepack: true},
+		{scenario: "stable_row_ids", wantRewrite: true},
+		{scenario: "v2_0", tune: func(e *policy.Effective) { e.Compaction.TargetRowsPerFragment.Value = 100000 }, wantRewrite: true},
+		{scenario: "v1_paths", wantRewrite: true},
+		{scenario: "indexed", tune: func(e *policy.Effective) { e.Compaction.IndexCoverage.Value = policy.CoverageUnindex }, wantRewrite: true},
+		{scenario: "types", wantRewrite: true},
+	}
+	for _, c := range cases {
+		t.Run(c.scenario, func(t *testing.T) {
+			t.Parallel()
+			path := oracle.Build(t, c.scenario, t.TempDir())
+			before := oracle.Inspect(t, path, 0)
+			wantDigest, wantRows := rowSetDigest(oracle.Scan(t, path, 0, nil))
+			if int64(wantRows) != before.Rows {
+				t.Fatalf("scan has %d rows, countRows %d", wantRows, before.Rows)
+			}
+			tbl, m := openTable(t, path)
+			p := planFor(t, path, m, c.tune)
+			if c.wantRewrite && len(p.Rewrites) == 0 {
+				t.Fatalf("no rewrite planned: %+v", p.Decisions)
+			}
+			if c.wantRepack && len(p.Repacks) == 0 {
+				t.Fatalf("no repack planned: %+v", p.Decisions)
+			}
+			sum, err := engine.Compact(context.Background(), tbl, m, p.Tasks(), engine.CompactOptions{})
+			if err != nil {
+				t.Fatalf("compact: %v (summary %+v)", err, sum)
+			}
+			if sum.TasksCommitted != len(p.Rewrites)+len(p.Repacks) || sum.TasksFailed != 0 {
+				t.Fatalf("summary %+v", sum)
+			}
+
+			after := oracle.Inspect(t, path, 0)
+			gotDigest, gotRows := rowSetDigest(oracle.Scan(t, path, 0, nil))
+			if gotRows != wantRows || gotDigest != wantDigest || after.Rows != before.Rows {
+				t.Fatalf("rows changed: %d -> %d (countRows %d -> %d)", wantRows, gotRows, before.Rows, after.Rows)
+			}
+			if after.Version != before.Version+uint64(len(sum.VersionsCommitted)) {
+				t.Fatalf("version %d -> %d with commits %v", before.Version, after.Version, sum.VersionsCommitted)
+			}
+			if c.wantRewrite && after.Fragments >= before.Fragments {
+				t.Fatalf("fragments %d -> %d", before.Fragments, after.Fragments)
+			}
+			if c.wantRepack && after.DataFiles >= before.DataFiles {
+				t.Fatalf("data files %d -> %d", before.DataFiles, after.DataFiles)
+			}
+			// Planning again converges. (With index_coverage = unindex the
+			// first round keeps indexed and unindexed fragments apart; once
+			// all are unindexed a second round may merge them, as Lance's
+			// own binning would.)
+			for round := 0; ; round++ {
+				tbl2, m2 := openTable(t, path)
+				p2 := planFor(t, path, m2, c.tune)
+				if p2.Empty() {
+					break
+				}
+				if round == 2 || c.scenario != "indexed" {
+					t.Fatalf("plan %d after compaction not empty: %d rewrites, %d repacks", round+2, len(p2.Rewrites), len(p2.Repacks))
+				}
+				if _, err := engine.Compact(context.Background(), tbl2, m2, p2.Tasks(), engine.CompactOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Every older version still opens with its own rows.
+			for _, v := range []uint64{1, before.Version} {
+				if r := oracle.Inspect(t, path, v); r.Version != v {
+					t.Fatalf("version %d opened as %d", v, r.Version)
+				}
+			}
+			// Real Lance keeps writing, indexing and optimizing the table.
+			ops := []oracle.Op{
+				{"op": "add", "rows": 50, "seed": 7},
+				{"op": "delete", "where": "id % 11 = 3"},
+				{"op": "create_index", "column": "id", "type": "btree", "replace": true},
+				{"op": "optimize"},
+				{"op": "count_rows"},
+			}
+			res := oracle.RunOps(t, path, ops)
+			if len(res) != len(ops) {
+				t.Fatalf("ops: %d results", len(res))
+			}
+			final := oracle.Inspect(t, path, 0)
+			if final.Rows <= 0 {
+				t.Fatalf("final rows %d", final.Rows)
+			}
+			t.Logf("%s: v%d→v%d, fragments %d→%d, files %d→%d, %s", c.scenario, before.Version, after.Version,
+				before.Fragments, after.Fragments, before.DataFiles, after.DataFiles, fmt.Sprintf("copied %d reencoded %d", sum.FilesCopied, sum.FilesReencoded))
+		})
+	}
+}
