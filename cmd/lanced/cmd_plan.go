@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/policy"
+	"github.com/lanced-dev/lanced/internal/scheduler/plan"
+	"github.com/lanced-dev/lanced/internal/store"
+)
+
+func init() {
+	register(&command{
+		name:    "plan",
+		summary: "print the maintenance plan of a table and why (dry run)",
+		run:     runPlan,
+	})
+}
+
+// loadPolicyDir loads a policy directory for a one-shot command. An empty
+// dir means no policy files: Lance's defaults and the table's config. Errors
+// are rendered with file:line:col snippets to stderr.
+func loadPolicyDir(dir string, stderr io.Writer) (*policy.Set, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	set, diags := policy.LoadDirNamed(os.DirFS(dir), dir)
+	if diags.HasErrors() {
+		writePolicyDiags(stderr, set, diags)
+		return nil, fmt.Errorf("policy directory %s has errors", dir)
+	}
+	return set, nil
+}
+
+// planTable opens uri, reads its latest manifest and computes the plan.
+func planTable(ctx context.Context, uri string, set *policy.Set) (*plan.Plan, policy.Effective, error) {
+	b, err := store.Open(ctx, uri)
+	if err != nil {
+		return nil, policy.Effective{}, err
+	}
+	defer b.Close()
+	tbl, err := engine.OpenTable(ctx, b)
+	if err != nil {
+		return nil, policy.Effective{}, err
+	}
+	m, err := tbl.Latest(ctx)
+	if err != nil {
+		return nil, policy.Effective{}, err
+	}
+	eff := set.Resolve(uri, m.PB.GetConfig())
+	in := plan.Input{Table: uri, Manifest: m.PB, Policy: eff}
+	if m.Indices != nil {
+		in.Indices = m.Indices.GetIndices()
+	}
+	return plan.Compute(in), eff, nil
+}
+
+func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	policyDir := fs.String("policy", "", "policy directory (default: Lance's defaults and the table's config)")
+	asJSON := fs.Bool("json", false, "print the plan as JSON (plan_version 1)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: lanced plan URI [--policy DIR] [--json]")
+		fmt.Fprintln(stderr, "Prints every fragment's decision and why. Changes nothing.")
+		fs.PrintDefaults()
+	}
+	pos, err := parseAnyOrder(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return exitError{2}
+	}
+	set, err := loadPolicyDir(*policyDir, stderr)
+	if err != nil {
+		return err
+	}
+	p, eff, err := planTable(ctx, pos[0], set)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(p)
+	}
+	return printPlan(stdout, p, eff)
+}
+
+func printPlan(w io.Writer, p *plan.Plan, eff policy.Effective) error {
+	c := eff.Compaction
+	fmt.Fprintf(w, "table %s, read version %d: %d rewrite task(s), %d repack task(s)\n", p.Table, p.ReadVersion, len(p.Rewrites), len(p.Repacks))
+	fmt.Fprintf(w, "policy: scope=%s target_rows_per_fragment=%d materialize_deletions_threshold=%g index_coverage=%s max_data_files_per_fragment=%d\n",
+		eff.Scope.Value, c.TargetRowsPerFragment.Value, c.MaterializeDeletionsThreshold.Value, c.IndexCoverage.Value, eff.Repack.MaxDataFilesPerFragment.Value)
+	for i, t := range p.Rewrites {
+		fmt.Fprintf(w, "rewrite %d: fragments %v (%d live rows, %d bytes)\n", i, t.Fragments, t.Rows, t.Bytes)
+	}
+	for i, t := range p.Repacks {
+		fmt.Fprintf(w, "repack %d: fragment %d, %d new file(s), drops %v, reads %d bytes\n", i, t.Fragment, len(t.Files), t.Removes, t.Bytes)
+		for _, f := range t.Files {
+			fmt.Fprintf(w, "  new file: columns %v from %v\n", f.Columns, f.Sources)
+		}
+	}
+	for _, warning := range append(append([]string(nil), eff.Warnings...), p.Warnings...) {
+		fmt.Fprintf(w, "warning: %s\n", warning)
+	}
+	fmt.Fprintln(w, "fragments:")
+	for _, d := range p.Decisions {
+		task := ""
+		if d.Task >= 0 {
+			task = fmt.Sprintf(" %d", d.Task)
+		}
+		if _, err := fmt.Fprintf(w, "  %6d  %s%s: %s\n", d.Fragment, d.Action, task, d.Reason); err != nil {
+			return err
+		}
+	}
+	return nil
+}

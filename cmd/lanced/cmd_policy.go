@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/policy"
+	"github.com/lanced-dev/lanced/internal/store"
+)
+
+func init() {
+	register(&command{
+		name:    "policy",
+		summary: "check policy files, or explain a table's effective policy",
+		run:     runPolicy,
+	})
+}
+
+func policyUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: lanced policy check DIR")
+	fmt.Fprintln(w, "       lanced policy explain URI [--policy DIR] [--json]")
+}
+
+func runPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		policyUsage(stderr)
+		return exitError{2}
+	}
+	switch args[0] {
+	case "check", "validate":
+		return runPolicyCheck(args[1:], stdout, stderr)
+	case "explain":
+		return runPolicyExplain(ctx, args[1:], stdout, stderr)
+	case "-h", "--help", "help":
+		policyUsage(stderr)
+		return nil
+	}
+	fmt.Fprintf(stderr, "lanced policy: unknown subcommand %q\n", args[0])
+	policyUsage(stderr)
+	return exitError{2}
+}
+
+// writePolicyDiags renders diagnostics with source snippets.
+func writePolicyDiags(w io.Writer, set *policy.Set, diags hcl.Diagnostics) {
+	var files map[string]*hcl.File
+	if set != nil {
+		files = set.HCLFiles()
+	}
+	dw := hcl.NewDiagnosticTextWriter(w, files, 100, false)
+	_ = dw.WriteDiagnostics(diags)
+}
+
+func runPolicyCheck(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("policy check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprintln(stderr, "usage: lanced policy check DIR") }
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return exitError{2}
+	}
+	dir := fs.Arg(0)
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		fmt.Fprintf(stderr, "lanced policy check: %s is not a directory\n", dir)
+		return exitError{2}
+	}
+	set, diags := policy.LoadDirNamed(os.DirFS(dir), dir)
+	writePolicyDiags(stderr, set, diags)
+	errs, warns := 0, 0
+	for _, d := range diags {
+		sev := "warning"
+		if d.Severity == hcl.DiagError {
+			errs++
+			sev = "error"
+		} else {
+			warns++
+		}
+		// One grep-able line per problem: file:line:col.
+		where := dir
+		if d.Subject != nil {
+			where = fmt.Sprintf("%s:%d:%d", d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column)
+		}
+		fmt.Fprintf(stderr, "%s: %s: %s\n", where, sev, d.Summary)
+	}
+	if errs > 0 {
+		fmt.Fprintf(stderr, "%s: %d error(s), %d warning(s)\n", dir, errs, warns)
+		return exitError{1}
+	}
+	fmt.Fprintf(stdout, "%s: %d file(s), %d table block(s), defaults: %v; ok\n", dir, len(set.Files), len(set.Tables), set.Defaults != nil)
+	return nil
+}
+
+func runPolicyExplain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("policy explain", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	policyDir := fs.String("policy", "", "policy directory (default: none, so Lance's defaults and the table's config)")
+	asJSON := fs.Bool("json", false, "print the effective policy as JSON")
+	noTable := fs.Bool("no-table", false, "do not open the table (ignore its config keys)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: lanced policy explain URI [--policy DIR] [--json] [--no-table]")
+		fs.PrintDefaults()
+	}
+	pos, err := parseAnyOrder(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return exitError{2}
+	}
+	uri := pos[0]
+	set, err := loadPolicyDir(*policyDir, stderr)
+	if err != nil {
+		return err
+	}
+	var cfg map[string]string
+	if !*noTable {
+		b, err := store.Open(ctx, uri)
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		tbl, err := engine.OpenTable(ctx, b)
+		if err != nil {
+			return err
+		}
+		m, err := tbl.Latest(ctx)
+		if err != nil {
+			return err
+		}
+		cfg = m.PB.GetConfig()
+	}
+	eff := set.Resolve(uri, cfg)
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(eff)
+	}
+	fmt.Fprintf(stdout, "table %s\n", uri)
+	if len(eff.Matched) > 0 {
+		fmt.Fprintf(stdout, "matching table blocks (most specific first): %s\n", strings.Join(eff.Matched, ", "))
+	} else {
+		fmt.Fprintln(stdout, "matching table blocks: none")
+	}
+	for _, r := range eff.Explain() {
+		v, _ := json.Marshal(r.Value)
+		fmt.Fprintf(stdout, "  %-44s %-24s %s\n", r.Setting, v, r.Source)
+	}
+	for _, w := range eff.Warnings {
+		fmt.Fprintf(stdout, "warning: %s\n", w)
+	}
+	return nil
+}

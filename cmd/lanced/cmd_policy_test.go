@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lanced-dev/lanced/internal/scheduler/plan"
+	"github.com/lanced-dev/lanced/testenv/oracle"
+)
+
+func TestPolicyCheckAcceptsTheExamplePolicies(t *testing.T) {
+	var out, errb bytes.Buffer
+	if err := runPolicy(context.Background(), []string{"check", "../../policies"}, &out, &errb); err != nil {
+		t.Fatalf("policy check policies/: %v\n%s", err, errb.String())
+	}
+	if !strings.Contains(out.String(), "ok") {
+		t.Fatalf("output %q", out.String())
+	}
+}
+
+func TestPolicyCheckReportsEveryProblemWithFileLineColumn(t *testing.T) {
+	dir := t.TempDir()
+	src := "table \"s3://x/*\" {\n  compaction {\n    materialize_deletions_threshold = 2\n    bogus = 1\n  }\n}\n"
+	if err := os.WriteFile(filepath.Join(dir, "bad.hcl"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	err := runPolicy(context.Background(), []string{"check", dir}, &out, &errb)
+	var ee exitError
+	if !errors.As(err, &ee) || ee.code != 1 {
+		t.Fatalf("exit %v, want code 1", err)
+	}
+	for _, want := range []string{
+		filepath.Join(dir, "bad.hcl") + ":3:39: error: Value out of range",
+		filepath.Join(dir, "bad.hcl") + ":4:5: error: Unsupported argument",
+		"2 error(s)",
+	} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errb.String())
+		}
+	}
+}
+
+func TestPlanAndExplainOnARealTable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the npm oracle")
+	}
+	uri := oracle.Build(t, "backfill", t.TempDir())
+	pdir := t.TempDir()
+	pol := "table \"**\" {\n  scope = \"repack\"\n  repack {\n    max_data_files_per_fragment = 1\n  }\n}\n"
+	if err := os.WriteFile(filepath.Join(pdir, "p.hcl"), []byte(pol), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadDir(filepath.Join(uri, "_versions"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if err := runPlan(context.Background(), []string{uri, "--policy", pdir, "--json"}, &out, &errb); err != nil {
+		t.Fatalf("plan: %v\n%s", err, errb.String())
+	}
+	p, err := plan.Decode(out.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Three fragments of three files each (two backfills): one repack each.
+	if len(p.Repacks) != 3 || len(p.Rewrites) != 0 || len(p.Decisions) != 3 {
+		t.Fatalf("plan %+v", p)
+	}
+	after, _ := os.ReadDir(filepath.Join(uri, "_versions"))
+	if len(after) != len(before) {
+		t.Fatal("plan changed the table")
+	}
+	out.Reset()
+	if err := runPolicy(context.Background(), []string{"explain", uri, "--policy", pdir, "--json"}, &out, &errb); err != nil {
+		t.Fatalf("explain: %v\n%s", err, errb.String())
+	}
+	var eff struct {
+		Scope struct {
+			Value  string `json:"value"`
+			Source struct {
+				Kind string `json:"kind"`
+			} `json:"source"`
+		} `json:"scope"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &eff); err != nil || eff.Scope.Value != "repack" || eff.Scope.Source.Kind != "policy" {
+		t.Fatalf("explain: %+v %v\n%s", eff, err, out.String())
+	}
+}
