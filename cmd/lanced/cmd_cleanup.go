@@ -27,7 +27,7 @@ func init() {
 type cleanupDurationFlag struct{ d *time.Duration }
 
 func (f cleanupDurationFlag) String() string {
-	if f.d == nil {
+	if f.d == nil || *f.d == 0 {
 		return ""
 	}
 	return f.d.String()
@@ -61,14 +61,23 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintln(stderr, "usage: lanced cleanup URI [--dry-run] [--json] [--older-than D] [--keep-versions N] [--unverified-after D] [--delete-rate N]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return err
+	// Flags may come before or after the URI.
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
 	}
-	if fs.NArg() != 1 {
+	if len(pos) != 1 {
 		fs.Usage()
 		return exitError{2}
 	}
-	uri := fs.Arg(0)
+	uri := pos[0]
 	b, err := store.Open(ctx, uri)
 	if err != nil {
 		return err
