@@ -1,0 +1,283 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"gocloud.dev/pubsub"
+
+	"github.com/lanced-dev/lanced/internal/format"
+)
+
+func startNATS(t testing.TB) *nats.Conn {
+	t.Helper()
+	srv, err := server.NewServer(&server.Options{
+		JetStream: true, StoreDir: t.TempDir(), DontListen: true, NoLog: true, NoSigs: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	nc, err := nats.Connect("", nats.InProcessServer(srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close(); srv.Shutdown(); srv.WaitForShutdown() })
+	return nc
+}
+
+// flakySink records refs; it refuses the first `fail` calls.
+type flakySink struct {
+	mu    sync.Mutex
+	fail  int
+	calls int
+	refs  []format.VersionRef
+}
+
+func (s *flakySink) sink(_ context.Context, r format.VersionRef) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if s.fail > 0 {
+		s.fail--
+		return errors.New("coordinator busy")
+	}
+	s.refs = append(s.refs, r)
+	return nil
+}
+
+func (s *flakySink) wait(t *testing.T, n int) []format.VersionRef {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		s.mu.Lock()
+		refs := append([]format.VersionRef(nil), s.refs...)
+		s.mu.Unlock()
+		if len(refs) >= n || time.Now().After(deadline) {
+			return refs
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// sampleMessages are the testdata payloads a mixed feed carries, with the
+// refs they should produce under testRoots.
+func sampleMessages(t *testing.T) (bodies [][]byte, attrs []map[string]string) {
+	for _, f := range []string{"s3_direct_put.json", "sns_wrapped.json", "eventbridge_created.json", "gcs_finalize.json", "s3_test_event.json"} {
+		b, a := loadSample(t, f)
+		bodies = append(bodies, b)
+		attrs = append(attrs, a)
+	}
+	bodies = append(bodies, []byte("not an event"))
+	attrs = append(attrs, nil)
+	return bodies, attrs
+}
+
+var sampleRefs = []format.VersionRef{
+	{Table: "s3://lake/warehouse/events.lance", Version: 2},
+	{Table: "s3://lake/warehouse/events.lance", Version: 2},
+	{Table: "s3://lake/warehouse/events.lance", Version: 3},
+	{Table: "gs://lake-gcs/warehouse/events.lance", Version: 4},
+}
+
+func natsMsg(subject string, body []byte, attrs map[string]string) *nats.Msg {
+	m := nats.NewMsg(subject)
+	m.Data = body
+	for k, v := range attrs {
+		m.Header[k] = []string{v}
+	}
+	return m
+}
+
+func TestJetStreamSourceAcksAfterSink(t *testing.T) {
+	nc := startNATS(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	src, err := NewNATSSource(nc, NATSConfig{Subject: "ev.>", Stream: "EV", Durable: "w", AckWait: time.Second},
+		Options{Roots: testRoots(t), Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &flakySink{fail: 1} // the first hand-off fails: that message must come back
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx, sink.sink) }()
+
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait for the source to create its stream, then publish through it.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := js.Consumer(ctx, "EV", "w"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("consumer not created")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	bodies, attrs := sampleMessages(t)
+	for i := range bodies {
+		if _, err := js.PublishMsg(ctx, natsMsg("ev.x", bodies[i], attrs[i])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refs := sink.wait(t, len(sampleRefs))
+	if !sameRefSet(refs, sampleRefs) {
+		t.Fatalf("refs = %v, want %v", refs, sampleRefs)
+	}
+	// Everything acked: nothing pending, nothing left to deliver.
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		cons, err := js.Consumer(ctx, "EV", "w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := cons.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumAckPending == 0 && info.NumPending == 0 {
+			if info.Delivered.Consumer <= info.Delivered.Stream {
+				t.Fatalf("the refused message was not redelivered: %+v", info)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("messages left unacked: %+v", info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := counterValue(t, m.messages.WithLabelValues("jetstream", "undecodable")); got != 1 {
+		t.Fatalf("undecodable = %v, want 1", got)
+	}
+	if got := counterValue(t, m.messages.WithLabelValues("jetstream", "sink_error")); got != 1 {
+		t.Fatalf("sink_error = %v, want 1", got)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCoreNATSSource(t *testing.T) {
+	nc := startNATS(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	src, err := NewNATSSource(nc, NATSConfig{Subject: "s3.events", Queue: "lanced"}, Options{Roots: testRoots(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &flakySink{}
+	go func() { _ = src.Run(ctx, sink.sink) }()
+	// Core NATS is at-most-once: publish a probe until the subscription
+	// is live, then the samples.
+	probe, _ := loadSample(t, "s3_direct_put.json")
+	deadline := time.Now().Add(10 * time.Second)
+	for len(sink.wait(t, 0)) == 0 {
+		if err := nc.Publish("s3.events", probe); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("subscription never became live")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	before := len(sink.wait(t, 0))
+	bodies, attrs := sampleMessages(t)
+	for i := range bodies {
+		if err := nc.PublishMsg(natsMsg("s3.events", bodies[i], attrs[i])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refs := sink.wait(t, before+len(sampleRefs))
+	if !sameRefSet(refs[before:], sampleRefs) {
+		t.Fatalf("refs = %v, want %v", refs[before:], sampleRefs)
+	}
+}
+
+func TestPubSubSourceMem(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	topic, err := pubsub.OpenTopic(ctx, "mem://lanced-watch-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer topic.Shutdown(context.Background())
+	m := NewMetrics(nil)
+	src := NewPubSubSource("mem://lanced-watch-test", Options{Roots: testRoots(t), Metrics: m})
+	sink := &flakySink{fail: 1}
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx, sink.sink) }()
+	time.Sleep(50 * time.Millisecond) // mempubsub delivers only to existing subscriptions
+	bodies, attrs := sampleMessages(t)
+	for i := range bodies {
+		if err := topic.Send(ctx, &pubsub.Message{Body: bodies[i], Metadata: attrs[i]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refs := sink.wait(t, len(sampleRefs))
+	if !sameRefSet(refs, sampleRefs) {
+		t.Fatalf("refs = %v, want %v", refs, sampleRefs)
+	}
+	if got := counterValue(t, m.messages.WithLabelValues("pubsub", "undecodable")); got != 1 {
+		t.Fatalf("undecodable = %v, want 1", got)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPubSubSourceBadURL(t *testing.T) {
+	src := NewPubSubSource("nosuch://x?token=secret", Options{})
+	err := src.Run(context.Background(), func(context.Context, format.VersionRef) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "open subscription nosuch://x?…") {
+		t.Fatalf("Run = %v; want an open error naming the redacted URL", err)
+	}
+}
+
+// sameRefSet compares as multisets (the order across tables and message
+// redeliveries is not fixed).
+func sameRefSet(a, b []format.VersionRef) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	count := map[format.VersionRef]int{}
+	for _, r := range a {
+		count[r]++
+	}
+	for _, r := range b {
+		count[r]--
+	}
+	for _, n := range count {
+		if n != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
