@@ -1,0 +1,92 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/lanced-dev/lanced/internal/store/storetest"
+	"github.com/lanced-dev/lanced/testenv/oracle"
+)
+
+// TestConfigSetOpensInRealLance: a version lanced commits (an UpdateConfig
+// from `lanced config set`) opens in real Lance at the new version with the
+// same rows; real Lance then appends on top, and lanced reads that version
+// (config carried through by Lance, rows as Lance counts them). On V1 and V2
+// naming, on file:// and the S3 emulator.
+func TestConfigSetOpensInRealLance(t *testing.T) {
+	oracle.Require(t)
+	s3 := storetest.StartS3(t)
+	cases := []struct {
+		name, scenario, naming string
+		s3                     bool
+	}{
+		{"file_v2", "appends", "V2", false},
+		{"file_v1", "v1_paths", "V1", false},
+		{"s3_v2", "appends", "V2", true},
+		{"s3_v1", "v1_paths", "V1", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var lanceURI, ourURI string
+			var opts []oracle.Options
+			if c.s3 {
+				prefix := "cfg/" + c.name
+				opts = []oracle.Options{{StorageOptions: s3.LanceStorageOptions()}}
+				lanceURI = oracle.Build(t, c.scenario, s3.LanceURI(prefix), opts...)
+				ourURI = s3.URI(prefix + "/" + c.scenario + ".lance")
+			} else {
+				lanceURI = oracle.Build(t, c.scenario, t.TempDir())
+				ourURI = lanceURI
+			}
+			before := oracle.Inspect(t, lanceURI, 0, opts...)
+			n := before.Version
+
+			out := runCLI(t, "config", "set", ourURI, "lanced.test.key=yes", "owner=lanced")
+			if want := fmt.Sprintf("committed version %d\n", n+1); out != want {
+				t.Fatalf("config set printed %q, want %q", out, want)
+			}
+			after := oracle.Inspect(t, lanceURI, n+1, opts...)
+			if after.Version != n+1 || after.LatestVersion != n+1 || after.Rows != before.Rows || after.Fragments != before.Fragments {
+				t.Fatalf("real Lance at v%d: version %d latest %d rows %d fragments %d (before: %d rows, %d fragments)",
+					n+1, after.Version, after.LatestVersion, after.Rows, after.Fragments, before.Rows, before.Fragments)
+			}
+			res := oracle.RunOps(t, lanceURI, []oracle.Op{{"op": "add", "rows": 50, "seed": 11}}, opts...)
+			var added struct {
+				Version uint64 `json:"version"`
+				Rows    int64  `json:"rows"`
+			}
+			if err := json.Unmarshal(res[0], &added); err != nil {
+				t.Fatal(err)
+			}
+			if added.Version != n+2 || added.Rows != before.Rows+50 {
+				t.Fatalf("real Lance append: version %d rows %d", added.Version, added.Rows)
+			}
+			// lanced reads Lance's version on top of ours.
+			get := runCLI(t, "config", "get", ourURI)
+			if !strings.Contains(get, "lanced.test.key=yes\n") || !strings.Contains(get, "owner=lanced\n") {
+				t.Fatalf("config at v%d after Lance's append:\n%s", n+2, get)
+			}
+			rep := statsJSON(t, ourURI)
+			if rep.Version != n+2 || int64(rep.Totals.Rows) != added.Rows || rep.Naming != c.naming || rep.WriterLibrary != "lance" {
+				t.Fatalf("lanced stats at latest: version %d rows %d naming %s writer %s", rep.Version, rep.Totals.Rows, rep.Naming, rep.WriterLibrary)
+			}
+			checkStatsAgainstLance(t, rep, oracle.Inspect(t, lanceURI, 0, opts...))
+			ours := statsJSON(t, ourURI, "--version", fmt.Sprint(n+1))
+			if ours.WriterLibrary != "lanced" || ours.WriterFeatureFlags&8 == 0 {
+				t.Fatalf("our version: writer %s flags %d", ours.WriterLibrary, ours.WriterFeatureFlags)
+			}
+			// And the key can be removed again, still readable by Lance.
+			runCLI(t, "config", "unset", ourURI, "owner")
+			final := oracle.Inspect(t, lanceURI, 0, opts...)
+			if final.Version != n+3 || final.Rows != added.Rows {
+				t.Fatalf("after unset: Lance sees version %d rows %d", final.Version, final.Rows)
+			}
+			if got := runCLI(t, "config", "get", ourURI, "owner"); got != "" {
+				t.Fatalf("owner still set: %q", got)
+			}
+		})
+	}
+}
