@@ -236,3 +236,64 @@ func minus(a, b []string) []string {
 	}
 	return out
 }
+
+// TestFailedTaskOutputsGoneOnRealLanceTable: a task's uncommitted outputs
+// (copies of real data files under fresh names, and a .txn) are removed by
+// the first cleanup pass with the table's own default settings (7-day
+// window), nothing else is touched, and real Lance reads the table as before.
+func TestFailedTaskOutputsGoneOnRealLanceTable(t *testing.T) {
+	oracle.Require(t)
+	ctx := context.Background()
+	table := oracle.Build(t, "appends", t.TempDir())
+	want := oracle.Inspect(t, table, 0)
+	b, err := store.Open(ctx, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var src string
+	_ = b.List(ctx, "data/", func(o store.Object) error { src = o.Key; return nil })
+	data, err := b.Get(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outputs := []string{
+		"data/00000000000000000000000011111111111111111111111111.lance",
+		"data/00000000000000000000000022222222222222222222222222.lance",
+		"_transactions/29-00000000-0000-0000-0000-000000000001.txn",
+	}
+	j := NewTaskJournal(b, "node-1")
+	if err := j.RecordPending(ctx, "rewrite:t:29:1-2", outputs); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range outputs {
+		if err := b.Put(ctx, k, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.Abandon(ctx, "rewrite:t:29:1-2"); err != nil {
+		t.Fatal(err)
+	}
+	before := treeFiles(t, table)
+	opts, err := TableCleanupOptions(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := NewCleaner(nil, nil)
+	start := time.Now()
+	if _, _, err := c.Run(ctx, b, opts, false); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("one pass removed the failed task's outputs in %v", time.Since(start))
+	after := treeFiles(t, table)
+	gone := minus(before, after)
+	wantGone := append(slices.Clone(outputs), "_lanced/pending/rewrite:t:29:1-2.json")
+	slices.Sort(wantGone)
+	if !slices.Equal(gone, wantGone) {
+		t.Errorf("removed %v, want exactly %v", gone, wantGone)
+	}
+	got := oracle.Inspect(t, table, 0)
+	if got.Rows != want.Rows || !slices.Equal(got.Versions, want.Versions) {
+		t.Errorf("after cleanup Lance reads %d rows, versions %v; before %d, %v", got.Rows, got.Versions, want.Rows, want.Versions)
+	}
+}
