@@ -44,7 +44,7 @@ func TestPollSourceDiscoversTables(t *testing.T) {
 	touch(t, v1name(b, 2))
 	touch(t, filepath.Join(b, "_versions", "d9223372036854775811.manifest")) // detached
 	touch(t, v1name(b, 9)+"-0d5b1c1e-7a39-4c1f-9d8c-2f1c9e7b6a55")           // staging
-	touch(t, filepath.Join(root, "db1", "empty.lance", "data", "x.lance"))    // nothing committed
+	touch(t, filepath.Join(root, "db1", "empty.lance", "data", "x.lance"))   // nothing committed
 	touch(t, v2(filepath.Join(root, "db1", "__manifest"), 1))                // LanceDB namespace table
 	touch(t, v2(filepath.Join(root, "db1", "plain"), 5))                     // a table without .lance
 	touch(t, v2(filepath.Join(a, "tree", "feature"), 2))                     // a branch: not descended into
