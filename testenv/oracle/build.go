@@ -13,7 +13,9 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // scenarioNames must match the keys of `scenarios` in build.mjs
@@ -86,7 +88,33 @@ func CacheDir() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(os.TempDir(), "lanced-oracle-cache", h), nil
+	parent := filepath.Join(os.TempDir(), "lanced-oracle-cache")
+	pruneOnce.Do(func() { pruneStaleCaches(parent, h) })
+	return filepath.Join(parent, h), nil
+}
+
+var pruneOnce sync.Once
+
+// staleCacheAge is how long a cache of other scripts is kept.
+const staleCacheAge = 24 * time.Hour
+
+// pruneStaleCaches removes caches of other script versions untouched for a
+// day, so edits to the scripts do not pile up tables in the temp dir.
+func pruneStaleCaches(parent, current string) {
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !e.IsDir() || e.Name() == current {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil || time.Since(info.ModTime()) < staleCacheAge {
+			continue
+		}
+		_ = os.RemoveAll(filepath.Join(parent, e.Name()))
+	}
 }
 
 func knownScenario(s string) bool {
@@ -157,16 +185,31 @@ func buildIntoCache(ctx context.Context, scenario string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return "", fmt.Errorf("oracle: cache dir: %w", err)
+	}
+	// One builder per scenario across all test binaries: the others wait
+	// for it instead of building the same table on the shared CPUs.
+	unlock, err := lockFile(filepath.Join(root, scenario+".lock"))
+	if err != nil {
+		return "", fmt.Errorf("oracle: cache lock: %w", err)
+	}
+	defer unlock()
+
 	final := filepath.Join(root, scenario+".lance")
-	if _, err := os.Stat(filepath.Join(root, scenario+doneMarker)); err == nil {
+	marker := filepath.Join(root, scenario+doneMarker)
+	if _, err := os.Stat(marker); err == nil {
 		if _, err := os.Stat(filepath.Join(final, "_versions")); err == nil {
 			return final, nil
 		}
 		// Marked but gone (a tmp cleaner): build again.
-		os.Remove(filepath.Join(root, scenario+doneMarker))
+		if err := os.Remove(marker); err != nil {
+			return "", fmt.Errorf("oracle: cache marker: %w", err)
+		}
 	}
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return "", fmt.Errorf("oracle: cache dir: %w", err)
+	// A leftover from a builder that died before marking.
+	if err := os.RemoveAll(final); err != nil {
+		return "", fmt.Errorf("oracle: cache %s: %w", final, err)
 	}
 	tmp, err := os.MkdirTemp(root, "build-"+scenario+"-")
 	if err != nil {
@@ -177,25 +220,35 @@ func buildIntoCache(ctx context.Context, scenario string) (string, error) {
 	if _, err := runNode(ctx, "build.mjs", scenario, built, "{}"); err != nil {
 		return "", fmt.Errorf("oracle: build scenario %s: %w", scenario, err)
 	}
-	// Another process may have finished the same scenario meanwhile: a
-	// directory rename onto a non-empty directory fails, and then the
-	// existing copy (same script hash) is used.
 	if err := os.Rename(built, final); err != nil {
-		if _, statErr := os.Stat(filepath.Join(root, scenario+doneMarker)); statErr != nil {
-			// The other builder has renamed but not yet marked, or a stale
-			// partial directory is in the way: replace it.
-			if rmErr := os.RemoveAll(final); rmErr != nil {
-				return "", fmt.Errorf("oracle: cache %s: %w", final, rmErr)
-			}
-			if err := os.Rename(built, final); err != nil {
-				return "", fmt.Errorf("oracle: cache %s: %w", final, err)
-			}
-		}
+		return "", fmt.Errorf("oracle: cache %s: %w", final, err)
 	}
-	if err := os.WriteFile(filepath.Join(root, scenario+doneMarker), nil, 0o644); err != nil {
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
 		return "", fmt.Errorf("oracle: cache marker: %w", err)
 	}
 	return final, nil
+}
+
+// lockFile takes an exclusive flock(2) on path, waiting for other holders.
+func lockFile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("flock %s: %w", path, err)
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
 }
 
 // copyTree copies a directory of regular files.
