@@ -24,5 +24,6 @@
 // test binary. Nothing here reads lanced's own format code: the oracle must
 // stay independent of what it judges.
 //
-// Imports: the standard library and arrow-go only.
+// Imports: the standard library and arrow-go only (its tests also use
+// internal/store/storetest for the S3 emulator).
 package oracle
