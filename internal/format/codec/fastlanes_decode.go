@@ -103,10 +103,10 @@ func DecodeInlineBitpacked[T Word](dst []T, src []byte, n int) ([]T, error) {
 	if len(in) < 1 {
 		return dst, fmt.Errorf("%w: inline bitpacked chunk of %d bytes has no width header", ErrCorrupt, len(src))
 	}
-	w := int(in[0])
-	if w > t {
-		return dst, fmt.Errorf("%w: inline bitpacking width %d > %d", ErrCorrupt, w, t)
+	if uint64(in[0]) > uint64(t) {
+		return dst, fmt.Errorf("%w: inline bitpacking width %d > %d", ErrCorrupt, uint64(in[0]), t)
 	}
+	w := int(in[0])
 	need := BlockWords(t, w)
 	if len(in)-1 < need {
 		return dst, fmt.Errorf("%w: inline bitpacked chunk needs %d words, has %d", ErrCorrupt, need, len(in)-1)

@@ -98,7 +98,7 @@ type builder struct {
 
 func (bd *builder) defAt(i int32) int {
 	if bd.p.def == nil {
-		return 0
+		return int(bd.p.defFill)
 	}
 	return int(bd.p.def[i])
 }
@@ -115,7 +115,7 @@ func (bd *builder) node(k int, starts, ends []int32) (arrow.ArrayData, error) {
 			return nil, fmt.Errorf("%w: %d leaf slots but %d visible values", ErrCorrupt, n, bd.vb-bd.va)
 		}
 		var valid *bitmap
-		if bd.p.def != nil {
+		if bd.p.def != nil || bd.p.defFill != 0 {
 			valid = newBitmap(n)
 			for i, s := range starts {
 				valid.set(i, bd.defAt(s) <= bd.lo[k])
@@ -129,7 +129,7 @@ func (bd *builder) node(k int, starts, ends []int32) (arrow.ArrayData, error) {
 			return nil, fmt.Errorf("%w: item layer for non-struct %q (%s)", ErrCorrupt, pf.field.Name, pf.field.Type)
 		}
 		var valid *bitmap
-		if bd.p.def != nil {
+		if bd.p.def != nil || bd.p.defFill != 0 {
 			valid = newBitmap(n)
 			for i, s := range starts {
 				valid.set(i, bd.defAt(s) <= bd.lo[k])

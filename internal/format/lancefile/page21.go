@@ -18,7 +18,9 @@ type page struct {
 	rows    int
 	entries int
 	rep     []uint16 // nil: no repetition
-	def     []uint16 // nil: everything valid
+	def     []uint16 // nil: see defFill
+	// defFill is the def level of every entry when def is nil (0: valid).
+	defFill uint16
 	layers  []enc21pb.RepDefLayer
 	vals    values
 	maxRep  int
@@ -500,10 +502,10 @@ func decodeFullZip(l *enc21pb.FullZipLayout, bufs [][]byte, rows int) (*page, er
 		hasList = hasList || isListLayer(ly)
 	}
 	if bitsRep > 0 {
-		p.rep = make([]uint16, 0, n)
+		p.rep = make([]uint16, 0, min(n, len(data)))
 	}
 	if bitsDef > 0 {
-		p.def = make([]uint16, 0, n)
+		p.def = make([]uint16, 0, min(n, len(data)))
 	}
 	venc := l.GetValueCompression()
 	var fixedBytes, offBytes int
@@ -679,13 +681,8 @@ func decodeAllNull(l *enc21pb.AllNullLayout, bufs [][]byte, rows int) (*page, er
 	p := &page{layers: l.GetLayers()}
 	if len(bufs) == 0 {
 		p.entries = rows
-		p.def = make([]uint16, rows)
-		lvl := uint16(0)
 		if len(p.layers) > 0 {
-			lvl = 1
-		}
-		for i := range p.def {
-			p.def[i] = lvl
+			p.defFill = 1
 		}
 		p.vals = values{allNull: true, n: rows}
 		return p, nil

@@ -555,6 +555,9 @@ func (f *File) newFieldReader20(tree *fieldTree, fl *filepb.Field, af arrow.Fiel
 			}
 			base += ae.GetList().GetNumItems()
 		}
+		if ic := f.ColumnForField(kids[0].GetId()); ic < 0 || f.Columns[ic].Rows != base {
+			return nil, fmt.Errorf("%w: %s: list column %d holds %d items, its item column has a different row count", ErrCorrupt, f.name, ci, base)
+		}
 		return r, nil
 	}
 	return &leafReader20{col: f.newColumn20(ci), dt: af.Type}, nil

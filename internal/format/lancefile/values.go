@@ -306,6 +306,9 @@ func appendFSL(f *enc21pb.FixedSizeList, bufs [][]byte, n int, out *values, perV
 	total := 1
 	for _, d := range dims {
 		total *= d
+		if total > 1<<24 {
+			return fmt.Errorf("%w: fixed size list of more than 2^24 items", ErrCorrupt)
+		}
 	}
 	bits := int(flat.GetBitsPerValue())
 	if bits != 1 && bits%8 != 0 {
