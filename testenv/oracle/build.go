@@ -130,8 +130,11 @@ func knownScenario(s string) bool {
 // location: dest/<scenario>.lance. dest is a local directory (plain path or
 // file://; the result is then a plain absolute path) or an object-store
 // prefix such as s3://lance/some/prefix (the result is then a URI). Local
-// tables are copied from a cache built once per scenario and script hash;
-// object-store tables are built in place with the given storage options.
+// tables without options are copied from a cache built once per scenario
+// and script hash; with storage options (which real Lance also reads for
+// new tables: new_table_data_storage_version, new_table_enable_*) and on
+// object stores they are built in place, uncached. A scenario's own
+// new_table_* settings win over the caller's.
 func Build(t testing.TB, scenario, dest string, opts ...Options) string {
 	t.Helper()
 	Require(t)
@@ -142,6 +145,17 @@ func Build(t testing.TB, scenario, dest string, opts ...Options) string {
 		uri := strings.TrimRight(dest, "/") + "/" + scenario + ".lance"
 		run(t, "build.mjs", scenario, uri, optionsJSON(opts))
 		return uri
+	}
+	if len(mergeOptions(opts)) > 0 {
+		// Options can change the shape (e.g. new_table_data_storage_version
+		// "2.2"): build in place, uncached.
+		dir, err := filepath.Abs(localPath(dest))
+		if err != nil {
+			t.Fatalf("oracle: %v", err)
+		}
+		out := filepath.Join(dir, scenario+".lance")
+		run(t, "build.mjs", scenario, out, optionsJSON(opts))
+		return out
 	}
 	src, err := cachedScenario(t, scenario)
 	if err != nil {

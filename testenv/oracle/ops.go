@@ -3,6 +3,7 @@ package oracle
 import (
 	"encoding/json"
 	"testing"
+	"time"
 )
 
 // Op is one operation for ops.mjs, e.g.
@@ -53,4 +54,17 @@ func tryOps(t testing.TB, uri string, ops []Op, opts ...Options) ([]json.RawMess
 		}
 	}
 	return res, runErr
+}
+
+// Elapsed is an op result's own duration inside node (its "elapsed_ms"),
+// without process start-up: for benchmarks that compare with real Lance.
+func Elapsed(t testing.TB, res json.RawMessage) time.Duration {
+	t.Helper()
+	var r struct {
+		ElapsedMs *float64 `json:"elapsed_ms"`
+	}
+	if err := json.Unmarshal(res, &r); err != nil || r.ElapsedMs == nil {
+		t.Fatalf("oracle: no elapsed_ms in %s (%v)", res, err)
+	}
+	return time.Duration(*r.ElapsedMs * float64(time.Millisecond))
 }

@@ -313,3 +313,12 @@ func TestS3Emulator(t *testing.T) {
 	old := Scan(t, uri, rl.Version, []string{"id"}, opts)
 	wantEq(t, "rows at the old version", old.NumRows(), rl.Rows)
 }
+
+// TestBuildWithOptions: storage options reach real Lance's table creation
+// (here: data storage version 2.2 for a scenario that defaults to 2.1).
+func TestBuildWithOptions(t *testing.T) {
+	Require(t)
+	path := Build(t, "appends", t.TempDir(), Options{StorageOptions: map[string]string{"new_table_data_storage_version": "2.2"}})
+	wantFileVersions(t, path, 2, 2)
+	wantEq(t, "rows", Inspect(t, path, 0).Rows, int64(1200))
+}
