@@ -346,6 +346,10 @@ func ConcatRows(ctx context.Context, dst io.Writer, srcs ...CopySource) (Result,
 		// 2.0 struct headers: one page spanning the whole file (lance's rule)
 		fl := first.f.Field(first.f.Columns[c].FieldID)
 		header := v20 && fl != nil && fl.GetLogicalType() == "struct"
+		var headerLen uint64 // a header spans its column's entries: rows, or items under a list
+		for _, s := range ss {
+			headerLen += s.f.Columns[c].Rows
+		}
 		for _, s := range ss {
 			sc := s.f.Columns[c].Meta
 			if !proto.Equal(sc.GetEncoding(), enc) {
@@ -362,7 +366,7 @@ func ConcatRows(ctx context.Context, dst io.Writer, srcs ...CopySource) (Result,
 				if err != nil {
 					return Result{}, err
 				}
-				np.Length = rows
+				np.Length = headerLen
 				cm.Pages = append(cm.Pages, np)
 				continue
 			}

@@ -172,6 +172,8 @@ func ae(x any) *enc20pb.ArrayEncoding {
 		return &enc20pb.ArrayEncoding{ArrayEncoding: v}
 	case *enc20pb.ArrayEncoding_Struct:
 		return &enc20pb.ArrayEncoding{ArrayEncoding: v}
+	case *enc20pb.ArrayEncoding_Dictionary:
+		return &enc20pb.ArrayEncoding{ArrayEncoding: v}
 	}
 	panic(fmt.Sprintf("lancewrite: ae: unexpected %T", x))
 }
@@ -245,6 +247,10 @@ func (w *writer20) flush(c *col20) error {
 		case valNull:
 			enc = ae(&enc20pb.ArrayEncoding_Nullable{Nullable: &enc20pb.Nullable{Nullability: &enc20pb.Nullable_AllNulls{AllNulls: &enc20pb.Nullable_AllNull{}}}})
 		case valVariable:
+			if e, b, ok := dictionary20(c); ok {
+				enc, bufs = e, b
+				break
+			}
 			total := uint64(len(l.data))
 			adj := total + 1
 			ends := make([]uint64, l.nvis)
@@ -309,4 +315,50 @@ func (w *writer20) finish() ([]*file2pb.ColumnMetadata, error) {
 		out[i] = c.cm
 	}
 	return out, w.c.err
+}
+
+// dict20Threshold is lance's LANCE_DICT_ENCODING_THRESHOLD default: utf8
+// pages of at least this many values with fewer distinct values are
+// dictionary encoded (u8 indices, 1-based, 0 = null; items as Binary).
+const dict20Threshold = 100
+
+func dictionary20(c *col20) (*enc20pb.ArrayEncoding, [][]byte, bool) {
+	l := c.val
+	if l.n.f.LogicalType != "string" || l.nvis < dict20Threshold {
+		return nil, nil, false
+	}
+	ids := map[string]byte{}
+	var items [][]byte
+	idx := make([]byte, l.nvis)
+	for i := 0; i < l.nvis; i++ {
+		if !bitutil.BitIsSet(c.valid, i) {
+			continue
+		}
+		s := l.data[l.offs[i]:l.offs[i+1]]
+		id, ok := ids[string(s)]
+		if !ok {
+			if len(items) >= dict20Threshold-1 {
+				return nil, nil, false
+			}
+			items = append(items, s)
+			id = byte(len(items))
+			ids[string(s)] = id
+		}
+		idx[i] = id
+	}
+	if len(items) == 0 {
+		return nil, nil, false // all null: plain Binary (lance fails on an empty dictionary)
+	}
+	var data []byte
+	ends := make([]uint64, len(items))
+	for i, s := range items {
+		data = append(data, s...)
+		ends[i] = uint64(len(data))
+	}
+	noNulls := func(v *enc20pb.ArrayEncoding) *enc20pb.ArrayEncoding {
+		return ae(&enc20pb.ArrayEncoding_Nullable{Nullable: &enc20pb.Nullable{Nullability: &enc20pb.Nullable_NoNulls{NoNulls: &enc20pb.Nullable_NoNull{Values: v}}}})
+	}
+	itemsEnc := ae(&enc20pb.ArrayEncoding_Binary{Binary: &enc20pb.Binary{Indices: noNulls(flat20(64, 1)), Bytes: flat20(8, 2), NullAdjustment: uint64(len(data)) + 1}})
+	enc := ae(&enc20pb.ArrayEncoding_Dictionary{Dictionary: &enc20pb.Dictionary{Indices: noNulls(flat20(8, 0)), Items: itemsEnc, NumDictionaryItems: uint32(len(items))}})
+	return enc, [][]byte{idx, u64s(ends), data}, true
 }
