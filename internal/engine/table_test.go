@@ -413,4 +413,3 @@ func TestCommitRace(t *testing.T) {
 		})
 	}
 }
-
