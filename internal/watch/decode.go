@@ -78,7 +78,7 @@ func Decode(body []byte, attrs map[string]string) ([]ObjectEvent, error) {
 // decoder matches names case-insensitively, so "Message" (SNS, a string)
 // and "message" (GCS push, an object) share one RawMessage field.
 type envelope struct {
-	Records json.RawMessage `json:"Records"`
+	Records []s3Record `json:"Records"`
 
 	// S3 test event.
 	Event string `json:"Event"`
@@ -129,7 +129,7 @@ func decodeJSON(body []byte, depth int) ([]ObjectEvent, error) {
 		return nil, fmt.Errorf("parse event json: %v: %w", err, ErrUndecodable)
 	}
 	switch {
-	case len(env.Records) > 0 && string(env.Records) != "null":
+	case env.Records != nil:
 		return decodeS3Records(env.Records)
 	case env.Event == "s3:TestEvent":
 		return nil, nil
@@ -161,11 +161,7 @@ func decodeJSON(body []byte, depth int) ([]ObjectEvent, error) {
 func isJSONString(raw json.RawMessage) bool { return len(raw) > 0 && raw[0] == '"' }
 func isJSONObject(raw json.RawMessage) bool { return len(raw) > 0 && raw[0] == '{' }
 
-func decodeS3Records(raw json.RawMessage) ([]ObjectEvent, error) {
-	var recs []s3Record
-	if err := json.Unmarshal(raw, &recs); err != nil {
-		return nil, fmt.Errorf("s3 records: %v: %w", err, ErrUndecodable)
-	}
+func decodeS3Records(recs []s3Record) ([]ObjectEvent, error) {
 	out := make([]ObjectEvent, 0, len(recs))
 	for i, r := range recs {
 		if r.S3 == nil || r.S3.Bucket.Name == "" || r.S3.Object.Key == "" {
