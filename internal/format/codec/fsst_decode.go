@@ -56,8 +56,11 @@ func (d *FSSTDecoder) Decode(dst, src []byte) ([]byte, error) {
 	if !d.Compressed {
 		return append(dst, src...), nil
 	}
-	dst = slices.Grow(dst, 8*len(src))
-	var tmp [8]byte
+	// Each code expands to at most 8 bytes: write whole 8-byte symbols into
+	// spare capacity and advance by the symbol length.
+	dst = slices.Grow(dst, 8*len(src)+8)
+	n := len(dst)
+	buf := dst[:cap(dst)]
 	for i := 0; i < len(src); i++ {
 		c := src[i]
 		if c == 255 {
@@ -65,14 +68,15 @@ func (d *FSSTDecoder) Decode(dst, src []byte) ([]byte, error) {
 			if i >= len(src) {
 				return dst, fmt.Errorf("%w: fsst escape at end of input", ErrCorrupt)
 			}
-			dst = append(dst, src[i])
+			buf[n] = src[i]
+			n++
 			continue
 		}
 		if int(c) >= d.n {
 			return dst, fmt.Errorf("%w: fsst code %d beyond %d symbols", ErrCorrupt, c, d.n)
 		}
-		binary.LittleEndian.PutUint64(tmp[:], d.syms[c])
-		dst = append(dst, tmp[:d.lens[c]]...)
+		binary.LittleEndian.PutUint64(buf[n:n+8], d.syms[c])
+		n += int(d.lens[c])
 	}
-	return dst, nil
+	return buf[:n], nil
 }

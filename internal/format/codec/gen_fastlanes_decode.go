@@ -26,15 +26,14 @@ func main() {
 		ty := fmt.Sprintf("uint%d", t)
 		for w := 1; w <= t; w++ {
 			fmt.Fprintf(&b, "func unpack%d_%d(in []%s, out *[1024]%s) {\n", t, w, ty, ty)
-			fmt.Fprintf(&b, "\t_ = in[%d]\n", lanes*w-1)
+			fmt.Fprintf(&b, "\tp := (*[%d]%s)(in)\n", lanes*w, ty)
 			mask := "^" + ty + "(0)"
 			if w < t {
 				mask = fmt.Sprintf("%s(1)<<%d - 1", ty, w)
 			}
 			fmt.Fprintf(&b, "\tconst mask = %s\n", mask)
 			fmt.Fprintf(&b, "\tfor lane := 0; lane < %d; lane++ {\n", lanes)
-			fmt.Fprintf(&b, "\t\tsrc := in[lane:]\n")
-			fmt.Fprintf(&b, "\t\tcur := src[0]\n")
+			fmt.Fprintf(&b, "\t\tcur := p[lane]\n")
 			loaded := 0
 			for row := 0; row < t; row++ {
 				idx := order[row/8]*16 + (row%8)*128
@@ -42,7 +41,7 @@ func main() {
 				wi, sh := bit/t, bit%t
 				for loaded < wi {
 					loaded++
-					fmt.Fprintf(&b, "\t\tcur = src[%d]\n", lanes*loaded)
+					fmt.Fprintf(&b, "\t\tcur = p[%d+lane]\n", lanes*loaded)
 				}
 				expr := "cur"
 				if sh > 0 {
@@ -50,7 +49,7 @@ func main() {
 				}
 				if sh+w > t {
 					loaded++
-					fmt.Fprintf(&b, "\t\tnext := src[%d]\n", lanes*loaded)
+					fmt.Fprintf(&b, "\t\tnext := p[%d+lane]\n", lanes*loaded)
 					fmt.Fprintf(&b, "\t\tout[%d+lane] = (%s | next<<%d) & mask\n", idx, expr, t-sh)
 					fmt.Fprintf(&b, "\t\tcur = next\n")
 					// Re-scope "next" per row.
