@@ -1,7 +1,11 @@
 package oracle
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -40,17 +44,31 @@ func TryOps(t testing.TB, uri string, ops []Op, opts ...Options) ([]json.RawMess
 
 func tryOps(t testing.TB, uri string, ops []Op, opts ...Options) ([]json.RawMessage, error) {
 	t.Helper()
-	b, err := json.Marshal(ops)
-	if err != nil {
-		t.Fatalf("oracle: ops for %s: %v", uri, err)
-	}
 	ctx, cancel := testContext(t)
 	defer cancel()
+	res, err := RunOpsContext(ctx, uri, ops, opts...)
+	if errors.Is(err, errOpsOutput) {
+		t.Fatalf("%v", err)
+	}
+	return res, err
+}
+
+var errOpsOutput = errors.New("oracle: unreadable ops output")
+
+// RunOpsContext is RunOps without a testing.TB: safe to call from other
+// goroutines (e.g. a real-Lance writer racing lanced's committers). Call
+// Require in the test first. On failure it returns Lance's error and the
+// results of the ops that succeeded before it.
+func RunOpsContext(ctx context.Context, uri string, ops []Op, opts ...Options) ([]json.RawMessage, error) {
+	b, err := json.Marshal(ops)
+	if err != nil {
+		return nil, fmt.Errorf("oracle: ops for %s: %w", uri, err)
+	}
 	out, runErr := runNode(ctx, "ops.mjs", nodeURI(uri), string(b), optionsJSON(opts))
 	var res []json.RawMessage
-	if len(out) > 0 {
+	if len(bytes.TrimSpace(out)) > 0 {
 		if err := json.Unmarshal(out, &res); err != nil {
-			t.Fatalf("oracle: ops on %s: decode %q: %v (run error: %v)", uri, out, err, runErr)
+			return nil, fmt.Errorf("%w: ops on %s: %q: %v (run error: %v)", errOpsOutput, uri, out, err, runErr)
 		}
 	}
 	return res, runErr
