@@ -149,6 +149,7 @@ func (t *Table) CommitIndexed(ctx context.Context, readVersion uint64, txn *tabl
 	if err := t.b.Put(ctx, txnKey, txnBytes); err != nil {
 		return nil, fmt.Errorf("write transaction %s: %w", txnKey, err)
 	}
+	failpoint("commit.txn")
 	key := format.ManifestKey(naming, next.GetVersion())
 	if err := t.b.PutIfAbsent(ctx, key, data); err != nil {
 		if !errors.Is(err, store.ErrPreconditionFailed) {
@@ -163,6 +164,7 @@ func (t *Table) CommitIndexed(ctx context.Context, readVersion uint64, txn *tabl
 		}
 		return nil, t.conflict(ctx, readVersion, next.GetVersion(), latestNow)
 	}
+	failpoint("commit.manifest")
 	if t.isLocal() {
 		// Best effort, like Lance: readers probe upward from a stale hint.
 		_ = t.b.Put(ctx, format.VersionHintKey, fmt.Appendf(nil, `{"version":%d}`, next.GetVersion()))

@@ -238,6 +238,7 @@ func writeObject(ctx context.Context, b *store.Bucket, key string, out *RepackOu
 	if err := sw.Close(); err != nil {
 		return res, fmt.Errorf("upload %s: %w", key, err)
 	}
+	failpoint("repack.file")
 	out.BytesWritten += res.Size
 	return res, nil
 }

@@ -207,6 +207,7 @@ func ExecuteRewrite(ctx context.Context, tbl *Table, m *tablepb.Manifest, t *Rew
 		if err := s.sw.Close(); err != nil {
 			return fmt.Errorf("upload %s: %w", s.key, err)
 		}
+		failpoint("rewrite.file")
 		nf := &tablepb.DataFragment{
 			PhysicalRows: res.NumRows,
 			Files: []*tablepb.DataFile{{
