@@ -70,7 +70,15 @@ func ComputeLayoutStats(m *tablepb.Manifest) LayoutStats {
 	live := FieldIDSet(m.GetFields())
 	versions := map[[2]uint32]string{}
 	st := LayoutStats{Version: m.GetVersion(), Fragments: make([]FragmentLayout, 0, len(m.GetFragments()))}
+	// One backing array for every fragment's Files (sub-sliced with a
+	// capped capacity), instead of one allocation per fragment.
+	nfiles := 0
 	for _, fr := range m.GetFragments() {
+		nfiles += len(fr.GetFiles())
+	}
+	arena := make([]FileLayout, 0, nfiles)
+	for _, fr := range m.GetFragments() {
+		start := len(arena)
 		fl := FragmentLayout{ID: fr.GetId(), PhysicalRows: fr.GetPhysicalRows(), HasRowIDs: HasRowIDMeta(fr)}
 		if df := fr.GetDeletionFile(); df != nil {
 			fl.DeletedRows = df.GetNumDeletedRows()
@@ -102,12 +110,10 @@ func ComputeLayoutStats(m *tablepb.Manifest) LayoutStats {
 			f.FileVersion = v
 			slots += f.Fields + f.DeadFields
 			dead += f.DeadFields
-			fl.Files = append(fl.Files, f)
+			arena = append(arena, f)
 		}
+		fl.Files = arena[start:len(arena):len(arena)]
 		fl.DataFiles = len(fl.Files)
-		if fl.Files == nil {
-			fl.Files = []FileLayout{}
-		}
 		if slots > 0 {
 			fl.DeadSlotRatio = float64(dead) / float64(slots)
 		}

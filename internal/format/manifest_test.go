@@ -251,5 +251,8 @@ func FuzzDecodeManifest(f *testing.F) {
 		if _, err := DecodeManifest(out); err != nil {
 			t.Fatalf("re-decode: %v", err)
 		}
+		_ = ComputeLayoutStats(m.PB)
+		_ = CheckWritable(m.PB)
+		_ = MaxFieldID(m.PB)
 	})
 }
