@@ -68,6 +68,9 @@ type Root struct {
 	// the whole bucket); for file URIs the absolute path without its
 	// leading '/'.
 	Prefix string
+	// Query is the connection query of the configured URI (endpoint,
+	// region, ...), kept for opening tables; it plays no part in matching.
+	Query string
 }
 
 // URI returns the root as a URI (no trailing slash).
@@ -97,7 +100,8 @@ type Roots struct {
 }
 
 // ParseRoots parses allow-listed root URIs: s3://bucket[/prefix],
-// gs://bucket[/prefix] or file:///abs/path. A root is either a table root
+// gs://bucket[/prefix] or file:///abs/path, optionally with a connection
+// query (kept in Root.Query, see OpenURI). A root is either a table root
 // or a directory of tables. Roots are held to the same rules as event keys
 // (no "." or ".." segments, no empty segments, no '%').
 func ParseRoots(uris ...string) (*Roots, error) {
@@ -118,8 +122,8 @@ func ParseRoot(s string) (Root, error) {
 	if err != nil {
 		return Root{}, fmt.Errorf("parse root %q: %w", s, err)
 	}
-	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return Root{}, fmt.Errorf("root %q: query, fragment and user info are not allowed", s)
+	if u.Fragment != "" || u.User != nil {
+		return Root{}, fmt.Errorf("root %q: fragment and user info are not allowed", s)
 	}
 	var r Root
 	switch u.Scheme {
@@ -149,7 +153,28 @@ func ParseRoot(s string) (Root, error) {
 		return Root{}, fmt.Errorf("root %q: the file system root is not a table root", s)
 	}
 	r.Prefix = prefix
+	r.Query = u.RawQuery
 	return r, nil
+}
+
+// OpenURI returns table (a VersionRef.Table) with the connection query of
+// the most specific root containing it appended, ready for store.Open;
+// table itself when that root has no query or none contains it.
+func (rs *Roots) OpenURI(table string) string {
+	t, err := ParseRoot(table)
+	if err != nil || t.Query != "" {
+		return table
+	}
+	best := -1
+	for i, r := range rs.roots {
+		if r.contains(t.Scheme, t.Bucket, t.Prefix) && (best < 0 || len(r.Prefix) > len(rs.roots[best].Prefix)) {
+			best = i
+		}
+	}
+	if best < 0 || rs.roots[best].Query == "" {
+		return table
+	}
+	return table + "?" + rs.roots[best].Query
 }
 
 // List returns the roots.

@@ -121,7 +121,7 @@ func TestEncodedKeysThroughDecode(t *testing.T) {
 func TestParseRootRejects(t *testing.T) {
 	for _, s := range []string{
 		"", "tables", "http://x/y", "s3://", "s3:///x", "s3://b/a/../c", "s3://b/a//c",
-		"s3://b/a%2Fc", "s3://b/x?y=1", "file://host/x", "file:///", "gs://b/./x", "s3://user@b/x",
+		"s3://b/a%2Fc", "s3://b/x#frag", "file://host/x", "file:///", "gs://b/./x", "s3://user@b/x",
 	} {
 		if _, err := ParseRoot(s); err == nil {
 			t.Errorf("ParseRoot(%q) accepted", s)
@@ -181,4 +181,26 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestRootsOpenURI(t *testing.T) {
+	roots, err := ParseRoots("s3://lake/a?endpoint=http%3A%2F%2F127.0.0.1%3A9000&region=us-east-1", "s3://lake/a/b?region=eu-west-1", "gs://g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]string{
+		"s3://lake/a/t.lance":   "s3://lake/a/t.lance?endpoint=http%3A%2F%2F127.0.0.1%3A9000&region=us-east-1",
+		"s3://lake/a/b/t.lance": "s3://lake/a/b/t.lance?region=eu-west-1", // the most specific root
+		"s3://lake/ab/t.lance":  "s3://lake/ab/t.lance",                   // no root contains it
+		"gs://g/t.lance":        "gs://g/t.lance",                         // root without a query
+	}
+	for table, want := range cases {
+		if got := roots.OpenURI(table); got != want {
+			t.Errorf("OpenURI(%s) = %s, want %s", table, got, want)
+		}
+	}
+	// Matching ignores the query.
+	if r, err := roots.Ref(s3ev("lake", "a/t.lance/_versions/"+v1)); err != nil || r.Table != "s3://lake/a/t.lance" {
+		t.Fatalf("Ref = %v, %v", r, err)
+	}
 }

@@ -64,11 +64,7 @@ func NewPollSource(cfg PollConfig, opts Options) (*PollSource, error) {
 	s := &PollSource{cfg: cfg, seen: map[string]uint64{}}
 	allow := &Roots{}
 	for _, u := range cfg.URIs {
-		canon := u
-		if i := strings.IndexByte(u, '?'); i >= 0 {
-			canon = u[:i]
-		}
-		r, err := ParseRoot(canon)
+		r, err := ParseRoot(u)
 		if err != nil {
 			return nil, fmt.Errorf("poll source: %w", err)
 		}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/store"
+	"github.com/lanced-dev/lanced/internal/store/storetest"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
@@ -153,5 +155,51 @@ func TestPollSourceOnLanceTables(t *testing.T) {
 	}
 	if got := sink.wait(t, len(want)); !sameRefSet(got, want) {
 		t.Fatalf("refs = %v, want %v", got, want)
+	}
+}
+
+// TestPollSourceS3 sweeps the S3 emulator through a root URI carrying
+// connection parameters: refs name the canonical table URI, and OpenURI
+// gives the connection back.
+func TestPollSourceS3(t *testing.T) {
+	s3 := storetest.StartS3(t)
+	ctx := context.Background()
+	b, err := store.Open(ctx, s3.URI("db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for v := uint64(1); v <= 3; v++ {
+		if err := b.Put(ctx, "t.lance/"+format.ManifestKey(format.NamingV2, v), []byte("m")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Put(ctx, "u.lance/"+format.ManifestKey(format.NamingV1, 12), []byte("m")); err != nil {
+		t.Fatal(err)
+	}
+	src, err := NewPollSource(PollConfig{URIs: []string{s3.URI("db")}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &flakySink{}
+	if failed := src.Sweep(ctx, sink.sink); failed != 0 {
+		t.Fatalf("%d roots failed", failed)
+	}
+	want := []format.VersionRef{{Table: "s3://lance/db/t.lance", Version: 3}, {Table: "s3://lance/db/u.lance", Version: 12}}
+	got := sink.wait(t, 2)
+	if !sameRefSet(got, want) {
+		t.Fatalf("refs = %v, want %v", got, want)
+	}
+	roots, err := ParseRoots(s3.URI("db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := store.Open(ctx, roots.OpenURI("s3://lance/db/t.lance"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.Close()
+	if _, err := tb.Get(ctx, format.ManifestKey(format.NamingV2, 3)); err != nil {
+		t.Fatalf("open the polled table through OpenURI: %v", err)
 	}
 }
