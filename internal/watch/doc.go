@@ -5,25 +5,30 @@
 //
 // # Constructor API (what cmd/lanced wires)
 //
-//	metrics := watch.NewMetrics(reg)                          // once per process
-//	roots, err := watch.ParseRoots("s3://lake/tables", "gs://b/t") // the allow-list
+//	metrics := watch.NewMetrics(reg)                 // once per process
+//	roots, err := watch.ParseRoots(cfg.Tables...)    // the allow-list; "?query" kept
 //	opts := watch.Options{Roots: roots, Logger: log, Metrics: metrics}
 //
-//	co := watch.NewCoalescer(watch.CoalescerConfig{Debounce: 5*time.Second,
-//	        MaxDelay: time.Minute, Logger: log, Metrics: metrics}, submit)
-//	go co.Run(ctx)                      // calls submit(ctx, ref) per evaluation
-//	// ... the consumer calls co.Done(ref.Table) when the table's run ends
-//	// (or set CoalescerConfig.AutoDone when submit does the whole run).
+//	co := watch.NewCoalescer(watch.CoalescerConfig{Debounce: 5 * time.Second,
+//		MaxDelay: time.Minute, Logger: log, Metrics: metrics}, submit)
+//	go co.Run(ctx)              // calls submit(ctx, ref) once per evaluation
+//	// The consumer calls co.Done(ref.Table) when the table's run ends, or
+//	// sets CoalescerConfig.AutoDone when submit does the whole run.
 //
 //	src := watch.NewPubSubSource("awssqs://sqs.us-east-1.amazonaws.com/123/q?region=us-east-1", opts)
 //	src := watch.NewPubSubSource("gcppubsub://projects/p/subscriptions/s", opts)
 //	src, err := watch.NewNATSSource(nc, watch.NATSConfig{Subject: "s3.events.>", Stream: "LANCED_EVENTS"}, opts)
-//	src, err := watch.NewPollSource(watch.PollConfig{Interval: 10*time.Minute, Open: open}, opts)
-//	go src.Run(ctx, co.Add)             // every Source feeds the coalescer
+//	src, err := watch.NewPollSource(watch.PollConfig{URIs: cfg.Tables, Interval: 10 * time.Minute}, opts)
+//	go src.Run(ctx, co.Add)     // every Source feeds the coalescer
+//
+//	store.Open(ctx, roots.OpenURI(ref.Table)) // re-attach the root's connection query
 //
 // Sink is func(context.Context, format.VersionRef) error; Source is
-// interface{ Run(ctx, sink) error }. VersionRef.Table is the table root URI
-// (s3://bucket/prefix/table.lance, gs://…, file:///…).
+// interface{ Run(ctx, sink) error }. VersionRef.Table is the canonical
+// table root URI without any query (s3://bucket/prefix/table.lance,
+// gs://…, file:///…), the same whichever source reported it, so the
+// coalescer merges them; Roots.OpenURI adds the connection query of the
+// most specific configured root back for opening the table.
 //
 // # Decoding and filtering
 //
