@@ -87,7 +87,9 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if n == 0 {
 		n = int(eff.Compaction.CommitBatchTasks.Value)
 	}
-	sum, err := engine.Compact(ctx, tbl, m, p.Tasks(), engine.CompactOptions{CommitBatchTasks: n, Logger: log})
+	host, _ := os.Hostname()
+	journal := engine.NewTaskJournal(b, "lanced-compact@"+host)
+	sum, err := engine.Compact(ctx, tbl, m, p.Tasks(), engine.CompactOptions{CommitBatchTasks: n, Logger: log, Journal: journal})
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

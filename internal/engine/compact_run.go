@@ -18,6 +18,52 @@ type CompactOptions struct {
 	CommitBatchTasks int
 	Commit           CommitOptions
 	Logger           *slog.Logger
+	// Journal, if set, records every file a task writes before it is
+	// written, and clears the record once the task is committed or its
+	// files are deleted; after a crash, cleanup finds the leftovers there.
+	Journal *TaskJournal
+}
+
+// journalCtx returns the context a task runs in: with the journal, every
+// output is recorded under the task's key before it is created.
+func (o CompactOptions) journalCtx(ctx context.Context, key string) context.Context {
+	if o.Journal == nil {
+		return ctx
+	}
+	return withOutputRecorder(ctx, func(ctx context.Context, k string) error {
+		return o.Journal.RecordPending(ctx, key, []string{k})
+	})
+}
+
+// settle updates the journal after a commit call: committed tasks are
+// cleared, dropped ones (files already deleted) discarded, and on an
+// unknown commit outcome the rest abandoned for cleanup to judge.
+func (o CompactOptions) settle(ctx context.Context, keys []string, rep *CommitReport, commitErr error) {
+	if o.Journal == nil {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	done := map[string]bool{}
+	if rep != nil {
+		for _, k := range rep.Committed {
+			done[k] = true
+			_ = o.Journal.Clear(ctx, k)
+		}
+		for _, d := range rep.Dropped {
+			done[d.Key] = true
+			_ = o.Journal.Discard(ctx, d.Key)
+		}
+	}
+	for _, k := range keys {
+		if done[k] {
+			continue
+		}
+		if commitErr != nil {
+			_ = o.Journal.Abandon(ctx, k)
+		} else {
+			_ = o.Journal.Discard(ctx, k)
+		}
+	}
 }
 
 // Summary reports a Compact run; it is the JSON `lanced compact` prints.
@@ -143,8 +189,9 @@ func Compact(ctx context.Context, tbl *Table, m *format.Manifest, tasks []Task, 
 			key := Task{Rewrite: t}.Key()
 			t0 := time.Now()
 			log.Info("task started", "table", tbl.URI(), "task_id", key, "kind", string(KindRewrite), "read_version", t.ReadVersion, "fragments", t.Fragments)
-			out, err := ExecuteRewrite(ctx, tbl, m.PB, t)
+			out, err := ExecuteRewrite(opts.journalCtx(ctx, key), tbl, m.PB, t)
 			if err != nil {
+				opts.settle(ctx, []string{key}, nil, nil)
 				if ferr := taskErr(key, err); ferr != nil {
 					discardRewrites(ctx, tbl, outs)
 					return sum, ferr
@@ -155,6 +202,11 @@ func Compact(ctx context.Context, tbl *Table, m *format.Manifest, tasks []Task, 
 			outs = append(outs, out)
 		}
 		rep, err := CommitRewrites(ctx, tbl, m.Version(), outs, opts.Commit)
+		var keys []string
+		for _, o := range outs {
+			keys = append(keys, Task{Rewrite: o.Task}.Key())
+		}
+		opts.settle(ctx, keys, rep, err)
 		sum.noteReport(rep)
 		if err != nil {
 			return sum, err
@@ -190,8 +242,9 @@ func Compact(ctx context.Context, tbl *Table, m *format.Manifest, tasks []Task, 
 			key := Task{Repack: t}.Key()
 			t0 := time.Now()
 			log.Info("task started", "table", tbl.URI(), "task_id", key, "kind", string(KindRepack), "read_version", t.ReadVersion, "fragments", []uint64{t.Fragment})
-			out, err := ExecuteRepack(ctx, tbl, m.PB, t)
+			out, err := ExecuteRepack(opts.journalCtx(ctx, key), tbl, m.PB, t)
 			if err != nil {
+				opts.settle(ctx, []string{key}, nil, nil)
 				if ferr := taskErr(key, err); ferr != nil {
 					discardRepacks(ctx, tbl, outs)
 					return sum, ferr
@@ -202,6 +255,11 @@ func Compact(ctx context.Context, tbl *Table, m *format.Manifest, tasks []Task, 
 			outs = append(outs, out)
 		}
 		rep, err := CommitRepacks(ctx, tbl, m.Version(), outs, opts.Commit)
+		var keys []string
+		for _, o := range outs {
+			keys = append(keys, Task{Repack: o.Task}.Key())
+		}
+		opts.settle(ctx, keys, rep, err)
 		sum.noteReport(rep)
 		if err != nil {
 			return sum, err

@@ -225,6 +225,9 @@ func writeRepackFile(ctx context.Context, tbl *Table, frag *tablepb.DataFragment
 // if fn and the upload succeed. The key is recorded in out.Written first so
 // a crash between upload and commit leaves nothing unaccounted for.
 func writeObject(ctx context.Context, b *store.Bucket, key string, out *RepackOutput, fn func(io.Writer) (lancewrite.Result, error)) (lancewrite.Result, error) {
+	if err := recordOutput(ctx, key); err != nil {
+		return lancewrite.Result{}, err
+	}
 	sw, err := b.NewWriter(ctx, key)
 	if err != nil {
 		return lancewrite.Result{}, err

@@ -232,6 +232,9 @@ func ExecuteRewrite(ctx context.Context, tbl *Table, m *tablepb.Manifest, t *Rew
 	openCur := func() error {
 		name := newDataFileName()
 		key := "data/" + name
+		if err := recordOutput(ctx, key); err != nil {
+			return err
+		}
 		sw, err := b.NewWriter(ctx, key)
 		if err != nil {
 			return err
