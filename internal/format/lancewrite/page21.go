@@ -47,8 +47,14 @@ func (l *leaf) encodePage21() ([][]byte, *enc21pb.PageLayout, error) {
 		var vals mbValues = &flatValues{data: l.fixed, width: n.width}
 		switch n.width {
 		case 1, 2, 4, 8:
-			if bitWidthsSave(l.fixed, n.width) {
-				vals = &bitpackedValues{data: l.fixed, width: n.width}
+			// lance's order: RLE when runs are under half the values, else
+			// bitpacking when it shrinks the data, else flat
+			best := len(l.fixed) * 15 / 16
+			if packed := bitpackedSize(l.fixed, n.width); packed < best {
+				vals, best = &bitpackedValues{data: l.fixed, width: n.width}, packed
+			}
+			if runs := codec.RLERuns(l.fixed, n.width); runs < l.nvis/2 && runs*(n.width+1)+8*(l.nvis/maxChunkValues+1) < best {
+				vals = &rleValues{data: l.fixed, width: n.width}
 			}
 		}
 		return wrapMB(miniBlockPage(lv, l.nvis, vals, nil))

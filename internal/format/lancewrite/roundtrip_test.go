@@ -38,6 +38,7 @@ func testSchema(structs bool) *arrow.Schema {
 		f("lstr", arrow.ListOf(arrow.BinaryTypes.String)),
 		f("nested", arrow.ListOf(arrow.ListOf(arrow.PrimitiveTypes.Int64))),
 		f("none", arrow.PrimitiveTypes.Int32),
+		f("run", arrow.PrimitiveTypes.Int32), f("konst", arrow.PrimitiveTypes.Int64),
 	}
 	if structs {
 		st := arrow.StructOf(f("a", arrow.PrimitiveTypes.Int32), f("b", arrow.BinaryTypes.String))
@@ -58,9 +59,12 @@ func fill(b array.Builder, r *rand.Rand, name string, row int, nullP float64, st
 	}
 	switch b := b.(type) {
 	case *array.Int64Builder:
-		if name == "id" {
+		switch name {
+		case "id":
 			b.Append(int64(row))
-		} else {
+		case "konst":
+			b.Append(42)
+		default:
 			b.Append(r.Int64N(1000) - 500)
 		}
 	case *array.Int8Builder:
@@ -68,7 +72,11 @@ func fill(b array.Builder, r *rand.Rand, name string, row int, nullP float64, st
 	case *array.Uint16Builder:
 		b.Append(uint16(r.IntN(300)))
 	case *array.Int32Builder:
-		b.Append(int32(r.Uint32()))
+		if name == "run" {
+			b.Append(int32(row / 50))
+		} else {
+			b.Append(int32(r.Uint32()))
+		}
 	case *array.Uint64Builder:
 		b.Append(r.Uint64())
 	case *array.Float32Builder:

@@ -105,13 +105,9 @@ func leWords[T codec.Word](b []byte) []T {
 	return any(b).([]T)
 }
 
-// bitWidthsSave reports whether bitpacking 1024-value chunks of fixed-width
-// values saves space over Flat (lance skips it when no chunk shrinks).
-func bitWidthsSave(data []byte, width int) bool {
+// bitpackedSize is the size of data bitpacked in 1024-value chunks.
+func bitpackedSize(data []byte, width int) int {
 	n := len(data) / width
-	if n == 0 {
-		return false
-	}
 	packed, plain := 0, n*width
 	for s := 0; s < n; s += 1024 {
 		e := min(n, s+1024)
@@ -132,8 +128,34 @@ func bitWidthsSave(data []byte, width int) bool {
 			packed += codec.InlineBitpackedSize[uint64](w)
 		}
 	}
-	return packed < plain*15/16
+	_ = plain
+	return packed
 }
+
+// rleValues: runs of equal values (Rle{values: Flat, run_lengths: Flat{8}}),
+// two value buffers per chunk.
+type rleValues struct {
+	data  []byte
+	width int
+}
+
+func (v *rleValues) chunkLen(s, total int) int {
+	return pow2Chunk(s, total, maxChunkValues, func(s, n int) bool {
+		runs := codec.RLERuns(v.data[s*v.width:(s+n)*v.width], v.width)
+		return runs*(v.width+1) <= chunkValueBytes
+	})
+}
+
+func (v *rleValues) encode(s, e int) [][]byte {
+	vals, lens := codec.AppendRLE(nil, nil, v.data[s*v.width:e*v.width], v.width)
+	return [][]byte{vals, lens}
+}
+
+func (v *rleValues) compression() *enc21pb.CompressiveEncoding {
+	return &enc21pb.CompressiveEncoding{Compression: &enc21pb.CompressiveEncoding_Rle{Rle: &enc21pb.Rle{
+		Values: flat(8 * v.width), RunLengths: flat(8)}}}
+}
+func (v *rleValues) numBuffers() int { return 2 }
 
 // fslValues: fixed-size lists of fixed-width items, with an optional item
 // validity bitmap as a first buffer per chunk.
