@@ -116,7 +116,7 @@ func (t *Table) CommitIndexed(ctx context.Context, readVersion uint64, txn *tabl
 		return nil, err
 	}
 	if err := format.CheckWritable(latest.PB); err != nil {
-		return nil, fmt.Errorf("commit on %s: %w", t.b.URI(), err)
+		return nil, fmt.Errorf("commit on %s: manifest %s: %w", t.b.URI(), format.ManifestKey(naming, vi.Version), err)
 	}
 	next, sec, err := build(latest)
 	if err != nil {

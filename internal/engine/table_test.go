@@ -297,7 +297,8 @@ func TestCommitRefusesUnknownFeatureFlags(t *testing.T) {
 	}
 	_, err = tbl.SetConfig(ctx, map[string]string{"k": "v"}, nil)
 	var fe *format.FeatureError
-	if !errors.Is(err, format.ErrUnsupportedFeature) || !errors.As(err, &fe) || fe.Unknown != 64 {
+	if !errors.Is(err, format.ErrUnsupportedFeature) || !errors.As(err, &fe) || fe.Unknown != 64 ||
+		!strings.Contains(err.Error(), format.ManifestKey(format.NamingV2, 7)) || !strings.Contains(err.Error(), "unknown writer feature flags") {
 		t.Fatalf("err = %v", err)
 	}
 	if v, _ := tbl.LatestVersion(ctx); v != 7 {
