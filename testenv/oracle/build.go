@@ -31,6 +31,8 @@ var scenarioNames = []string{
 	"v1_paths",
 	"indexed",
 	"tags",
+	"branches",
+	"compacted",
 	"types",
 	"text",
 	"wide",

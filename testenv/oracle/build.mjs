@@ -142,6 +142,27 @@ const scenarios = {
     return t;
   },
 
+  // branch "dev" forked from v2 with one append of its own (v3 on the
+  // branch); main goes on to v4 with a third fragment and a delete.
+  async branches(ctx) {
+    const t = await appendsOf(ctx, 2, 100);
+    const branches = await t.branches();
+    const dev = await branches.create("dev", "main", 2);
+    await dev.add(baseRows(5000, 40, 50));
+    await t.add(baseRows(200, 100, 3));
+    await t.delete("id % 6 = 0");
+    return t;
+  },
+
+  // indexed, then a delete and real Lance's optimize (compaction + index
+  // remap/optimize, no cleanup: every old version and file is still there).
+  async compacted(ctx) {
+    const t = await scenarios.indexed(ctx);
+    await t.delete("id % 10 = 0");
+    await t.optimize({ cleanupOlderThan: new Date(0) });
+    return t;
+  },
+
   async types(ctx) {
     const { fields, rows } = typesTable();
     const t = await create(ctx, rows(0, 3000, 1, fields));

@@ -27,6 +27,15 @@ type Index struct {
 	DistanceType  string   `json:"distance_type"`
 }
 
+// Branch is one branch from branches().list(), with its latest version
+// and row count as real Lance reads them.
+type Branch struct {
+	ParentBranch  string `json:"parent_branch"` // "" = main
+	ParentVersion uint64 `json:"parent_version"`
+	Version       uint64 `json:"version"`
+	Rows          int64  `json:"rows"`
+}
+
 // Stats is table.stats() at the inspected version.
 type Stats struct {
 	TotalBytes    int64 `json:"totalBytes"`
@@ -74,6 +83,7 @@ type Report struct {
 	Schema       []Field
 	Indices      []Index
 	Tags         map[string]uint64
+	Branches     map[string]Branch
 	Summary      map[string]string // the raw manifest summary
 }
 
@@ -89,6 +99,7 @@ type inspectJSON struct {
 	Schema        []Field           `json:"schema"`
 	Indices       []Index           `json:"indices"`
 	Tags          map[string]uint64 `json:"tags"`
+	Branches      map[string]Branch `json:"branches"`
 }
 
 // Inspect asks real Lance about the table at version (0 = latest).
@@ -110,6 +121,7 @@ func Inspect(t testing.TB, uri string, version uint64, opts ...Options) Report {
 		Schema:        j.Schema,
 		Indices:       j.Indices,
 		Tags:          j.Tags,
+		Branches:      j.Branches,
 		Summary:       j.Summary,
 		FragmentRows:  map[uint32]int64{},
 	}
@@ -143,6 +155,9 @@ func Inspect(t testing.TB, uri string, version uint64, opts ...Options) Report {
 	}
 	if r.Tags == nil {
 		r.Tags = map[string]uint64{}
+	}
+	if r.Branches == nil {
+		r.Branches = map[string]Branch{}
 	}
 	return r
 }

@@ -13,6 +13,8 @@
 //   schema          [{name, type, nullable}] (type = apache-arrow JS toString)
 //   indices         listIndices() + indexStats()
 //   tags            tags().list() as {name: version}
+//   branches        branches().list() plus each branch's latest version and
+//                   countRows: {name: {parent_branch, parent_version, version, rows}}
 import { openTable, parseStorageOptions, main, fail, toJSON } from "./lib.mjs";
 
 main(async () => {
@@ -60,6 +62,18 @@ main(async () => {
   const tags = {};
   for (const [name, c] of Object.entries(await (await t.tags()).list())) tags[name] = c.version;
 
+  const branches = {};
+  const br = await t.branches();
+  for (const [name, c] of Object.entries(await br.list())) {
+    const b = await br.checkout(name);
+    branches[name] = {
+      parent_branch: c.parentBranch ?? "",
+      parent_version: c.parentVersion,
+      version: await b.version(),
+      rows: await b.countRows(),
+    };
+  }
+
   const out = {
     uri,
     rows: await t.countRows(),
@@ -72,6 +86,7 @@ main(async () => {
     schema,
     indices,
     tags,
+    branches,
   };
   process.stdout.write(toJSON(out) + "\n");
 });

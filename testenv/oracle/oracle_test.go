@@ -103,6 +103,28 @@ var scenarioCheck = map[string]func(t *testing.T, path string, r Report, tbl arr
 		wantEq(t, "rows at tag middle", old.Rows, int64(300))
 		wantEq(t, "version at tag middle", old.Version, uint64(3))
 	},
+	"branches": func(t *testing.T, path string, r Report, tbl arrow.Table) {
+		wantEq(t, "rows on main", r.Rows, int64(250))
+		dev, ok := r.Branches["dev"]
+		if !ok {
+			t.Fatalf("no branch dev: %v", r.Branches)
+		}
+		wantEq(t, "dev", dev, Branch{ParentBranch: "", ParentVersion: 2, Version: 3, Rows: 240})
+		if _, err := os.Stat(filepath.Join(path, "_refs", "branches", "dev.json")); err != nil {
+			t.Errorf("branch ref: %v", err)
+		}
+	},
+	"compacted": func(t *testing.T, path string, r Report, tbl arrow.Table) {
+		wantEq(t, "fragments", r.Fragments, 2)
+		wantEq(t, "deleted rows", r.DeletedRows, int64(0))
+		wantEq(t, "rows", r.Rows, int64(2070))
+		wantEq(t, "versions", len(r.Versions), int(r.Version))
+		for _, ix := range r.Indices {
+			wantEq(t, ix.Name+" unindexed rows", ix.UnindexedRows, int64(0))
+		}
+		// The pre-compaction version is still readable.
+		wantEq(t, "rows at v6", Inspect(t, path, 6).Rows, int64(2300))
+	},
 	"types": func(t *testing.T, path string, r Report, tbl arrow.Table) {
 		wantEq(t, "columns", len(r.Schema), 30)
 		wantEq(t, "rows", r.Rows, int64(4000))
