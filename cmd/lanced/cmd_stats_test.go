@@ -37,6 +37,7 @@ func statsJSON(t *testing.T, uri string, extra ...string) statsReport {
 // countRows, and table.stats().
 func TestStatsMatchesRealLance(t *testing.T) {
 	oracle.Require(t)
+	t.Parallel()
 	dir := t.TempDir()
 	for _, sc := range oracle.Scenarios() {
 		t.Run(sc, func(t *testing.T) {
@@ -48,8 +49,8 @@ func TestStatsMatchesRealLance(t *testing.T) {
 				t.Fatalf("version %d/%d, Lance %d/%d", rep.Version, rep.LatestVersion, lance.Version, lance.LatestVersion)
 			}
 			checkStatsAgainstLance(t, rep, lance)
-			// An older version too (the first one with data).
-			if rep.Version > 1 {
+			// An older version too, on the shapes where it differs most.
+			if sc == "deletes_bitmap" || sc == "dropped_column" || sc == "stable_row_ids" || sc == "v1_paths" {
 				old := statsJSON(t, path, "--version", "2")
 				checkStatsAgainstLance(t, old, oracle.Inspect(t, path, 2))
 			}
