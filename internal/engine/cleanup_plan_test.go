@@ -421,3 +421,16 @@ func checkPlanInvariants(t *testing.T, seed int, h history) {
 		}
 	}
 }
+
+// FuzzParseHumanDuration: table config values are outside input; parsing
+// never panics and never yields a negative duration.
+func FuzzParseHumanDuration(f *testing.F) {
+	for _, s := range []string{"14d", "7days 12h", "1h30m", "500ms", "", "7", "9999999999999999999y", "1 M 2 w"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if d, err := ParseHumanDuration(s); err == nil && d < 0 {
+			t.Fatalf("ParseHumanDuration(%q) = %v", s, d)
+		}
+	})
+}
