@@ -50,6 +50,7 @@ type runFlags struct {
 	config, stateDir, policies, http, natsURL, natsListen, logLevel, logFormat, nodeID string
 	tables                                                                             listFlag
 	workers                                                                            int
+	workload                                                                           string
 	checkConfig                                                                        bool
 	taskDelay                                                                          time.Duration
 }
@@ -69,6 +70,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, *flag.FlagSet, e
 	fs.StringVar(&f.logFormat, "log-format", "", "json or text")
 	fs.StringVar(&f.nodeID, "node-id", "", "this node's id in leases and results (default host-pid)")
 	fs.IntVar(&f.workers, "workers", -1, "tasks executed at once on this node (0: coordinate only)")
+	fs.StringVar(&f.workload, "workload", "maintain", `maintain: plan, rewrite, repack and commit; inspect: only read each table's latest manifest and write a report to <state_dir>/reports (observe-only)`)
 	fs.BoolVar(&f.checkConfig, "check-config", false, "validate the config file and policies, then exit")
 	fs.DurationVar(&f.taskDelay, "debug-task-delay", 0, "testing aid: each task waits this long before working")
 	if err := fs.Parse(args); err != nil {
@@ -76,6 +78,9 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, *flag.FlagSet, e
 	}
 	if fs.NArg() > 0 {
 		return nil, fs, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if f.workload != "maintain" && f.workload != "inspect" {
+		return nil, fs, fmt.Errorf("--workload %q: want maintain or inspect", f.workload)
 	}
 	return &f, fs, nil
 }
@@ -286,7 +291,7 @@ func (d *daemon) run(ctx context.Context) error {
 	}
 	baseLog := log
 	log = log.With("node", nodeID)
-	log.Info("lanced starting", "version", version, "state_dir", cfg.StateDir, "tables", cfg.Tables,
+	log.Info("lanced starting", "version", version, "workload", d.flags.workload, "state_dir", cfg.StateDir, "tables", cfg.Tables,
 		"nats", natsDesc(cfg.NATS), "workers", cfg.Workers, "policies", orNone(cfg.Policies))
 
 	var ns *server.Server
@@ -303,15 +308,25 @@ func (d *daemon) run(ctx context.Context) error {
 	}
 	defer nc.Close()
 
-	work := &inspectWorkload{stateDir: cfg.StateDir, node: func() string { return nodeID }, policies: d.currentPolicies, delay: d.flags.taskDelay}
+	var planner scheduler.Planner
+	var exec scheduler.Executor
+	var committer scheduler.Committer
+	switch d.flags.workload {
+	case "inspect":
+		w := &inspectWorkload{stateDir: cfg.StateDir, node: func() string { return nodeID }, policies: d.currentPolicies, delay: d.flags.taskDelay}
+		planner, exec, committer = w, w, w
+	default:
+		w := &maintainWorkload{policies: d.currentPolicies, log: log}
+		planner, exec, committer = w, delayed{w, d.flags.taskDelay}, w
+	}
 	q := cfg.Queue
 	node, err := scheduler.New(ctx, nc, scheduler.Config{
 		NodeID: nodeID, Workers: cfg.Workers,
 		AckWait: q.AckWait, MaxDeliver: q.MaxDeliver, LeaseTTL: q.LeaseTTL, DrainTimeout: q.DrainTimeout,
 		TableInFlight: q.TableInFlight, MaxQueueDepth: q.MaxQueueDepth, CommitBatchTasks: q.CommitBatchTasks,
 		CommitMaxWait: q.CommitMaxWait,
-		Classify:      classifyErr, Logger: baseLog, Registerer: reg,
-	}, work, work, work)
+		Classify:      engineClassify, Logger: baseLog, Registerer: reg,
+	}, planner, exec, committer)
 	if err != nil {
 		return err
 	}
@@ -494,4 +509,21 @@ func (d *daemon) logReload(diags hcl.Diagnostics, applied bool) {
 		}
 		d.log.Error("policy reload rejected, keeping previous policies", "at", loc, "err", dg.Summary+": "+dg.Detail)
 	}
+}
+
+// delayed holds every task for d before running it (--debug-task-delay).
+type delayed struct {
+	scheduler.Executor
+	d time.Duration
+}
+
+func (x delayed) Execute(ctx context.Context, t scheduler.Task) (scheduler.Result, error) {
+	if x.d > 0 {
+		select {
+		case <-time.After(x.d):
+		case <-ctx.Done():
+			return scheduler.Result{}, context.Cause(ctx)
+		}
+	}
+	return x.Executor.Execute(ctx, t)
 }

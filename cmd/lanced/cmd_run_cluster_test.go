@@ -27,7 +27,7 @@ type daemonProc struct {
 func startDaemonProc(t *testing.T, bin, name, cfgPath, state string) *daemonProc {
 	t.Helper()
 	p := &daemonProc{name: name, state: state, done: make(chan struct{})}
-	p.cmd = exec.Command(bin, "run", "--config", cfgPath, "--node-id", name, "--debug-task-delay", "1500ms")
+	p.cmd = exec.Command(bin, "run", "--config", cfgPath, "--node-id", name, "--workload", "inspect", "--debug-task-delay", "1500ms")
 	p.cmd.Env = append(os.Environ(), execMainEnv+"=1")
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {

@@ -160,7 +160,7 @@ http { listen = %q }
 	var logs syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- runDaemon(ctx, []string{"--config", cfgPath}, &logs, &logs) }()
+	go func() { done <- runDaemon(ctx, []string{"--config", cfgPath, "--workload", "inspect"}, &logs, &logs) }()
 	stopped := false
 	defer func() {
 		if stopped {

@@ -98,6 +98,9 @@ func (n *Node) maybeCommit(ctx context.Context, table string, batch []batchMsg) 
 			_ = b.msg.Ack()
 		}
 		n.mu.Lock()
+		if rep.Replan {
+			st.dirty = true
+		}
 		st.maintained = max(st.maintained, rep.Version)
 		st.latest = max(st.latest, rep.Version)
 		n.m.lag.WithLabelValues(table).Set(float64(st.latest - min(st.latest, st.maintained)))

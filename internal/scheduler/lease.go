@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -23,10 +24,13 @@ type leaseRecord struct {
 	InFlight []string `json:"in_flight,omitempty"`
 }
 
-// lease is a held coordinator lease.
+// lease is a held coordinator lease. The renewal goroutine updates rev and
+// expires while the coordinator reads them, hence the mutex.
 type lease struct {
-	table   string
-	key     string
+	table string
+	key   string
+
+	mu      sync.Mutex
 	rev     uint64
 	expires time.Time
 }
@@ -34,7 +38,15 @@ type lease struct {
 // valid reports whether the holder may still act on the lease: it stops a
 // safety margin before the deadline other nodes use.
 func (l *lease) valid(now time.Time, margin time.Duration) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	return now.Before(l.expires.Add(-margin))
+}
+
+func (l *lease) revision() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rev
 }
 
 // leaser takes, renews and releases table leases for one node.
@@ -93,20 +105,22 @@ func (l *leaser) acquire(ctx context.Context, table string) (*lease, *leaseRecor
 // records the in-flight task keys.
 func (l *leaser) renew(ctx context.Context, ls *lease, inflight []string) error {
 	val, exp := l.record(ls.table, inflight)
-	rev, err := l.kv.Update(ctx, ls.key, val, ls.rev)
+	rev, err := l.kv.Update(ctx, ls.key, val, ls.revision())
 	if err != nil {
 		if isWrongRevision(err) || errors.Is(err, jetstream.ErrKeyNotFound) {
 			return fmt.Errorf("renew lease %s: %w", ls.table, ErrLeaseLost)
 		}
 		return fmt.Errorf("renew lease %s: %w", ls.table, err)
 	}
+	ls.mu.Lock()
 	ls.rev, ls.expires = rev, exp
+	ls.mu.Unlock()
 	return nil
 }
 
 // release deletes the lease if it is still ours.
 func (l *leaser) release(ctx context.Context, ls *lease) error {
-	err := l.kv.Delete(ctx, ls.key, jetstream.LastRevision(ls.rev))
+	err := l.kv.Delete(ctx, ls.key, jetstream.LastRevision(ls.revision()))
 	if err != nil && !isWrongRevision(err) {
 		return fmt.Errorf("release lease %s: %w", ls.table, err)
 	}

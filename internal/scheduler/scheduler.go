@@ -43,6 +43,10 @@ type CommitReport struct {
 	// FilesRemoved counts files deleted by the commit (outputs of results
 	// that could not be committed, superseded files).
 	FilesRemoved int
+	// Replan asks for the table to be planned again: some results were
+	// dropped (a concurrent commit made them stale) and their work is
+	// still to do.
+	Replan bool
 }
 
 // Committer commits a batch of successful results of one table as one
