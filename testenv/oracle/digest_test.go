@@ -11,7 +11,7 @@ import (
 
 // sampleRecord builds one batch with nested, variable and fixed-width
 // columns; strType picks the string column's offset width.
-func sampleRecord(t *testing.T, strType arrow.DataType, n int, mutate func(i int, s string) string) arrow.RecordBatch {
+func sampleRecord(t testing.TB, strType arrow.DataType, n int, mutate func(i int, s string) string) arrow.RecordBatch {
 	t.Helper()
 	st := arrow.StructOf(
 		arrow.Field{Name: "a", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
