@@ -84,6 +84,12 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	defer b.Close()
 
+	// Outputs of a killed lanced process on this host go at once.
+	if !*dryRun {
+		if _, err := engine.AbandonDeadLocalOwners(ctx, b); err != nil {
+			return err
+		}
+	}
 	opts, err := engine.TableCleanupOptions(ctx, b)
 	if err != nil {
 		return err

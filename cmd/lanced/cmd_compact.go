@@ -87,8 +87,10 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if n == 0 {
 		n = int(eff.Compaction.CommitBatchTasks.Value)
 	}
-	host, _ := os.Hostname()
-	journal := engine.NewTaskJournal(b, "lanced-compact@"+host)
+	if _, err := engine.AbandonDeadLocalOwners(ctx, b); err != nil {
+		return err
+	}
+	journal := engine.NewTaskJournal(b, engine.LocalOwner("lanced-compact"))
 	sum, err := engine.Compact(ctx, tbl, m, p.Tasks(), engine.CompactOptions{CommitBatchTasks: n, Logger: log, Journal: journal})
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
