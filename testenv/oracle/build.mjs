@@ -296,6 +296,7 @@ function typesTable() {
         }))); break;
         case "ls": vecs.push(jsVector(t, Array.from({ length: n }, (_, i) => {
           const k = (start + i) % 10;
+          if ((start + i) % 50 === 25) return sentence(r, 6000, 7000); // > 32 KiB
           return k === 9 ? null : k === 0 ? "" : `large-${start + i}-` + sentence(r, 0, 4);
         }))); break;
         case "long_text": vecs.push(jsVector(t, Array.from({ length: n }, (_, i) => {
