@@ -105,9 +105,20 @@ func TestOps(t *testing.T) {
 	wantEq(t, "rows after cleanup", final.Rows, before.Rows+40)
 
 	// checkout_version reads an old version inside one ops call.
-	raw = RunOps(t, path, []Op{{"op": "add", "rows": 5, "seed": 1}, {"op": "checkout_version", "version": final.Version}, {"op": "count_rows"}})
+	raw = RunOps(t, path, []Op{
+		{"op": "add", "rows": 5, "seed": 1},
+		{"op": "alter_columns", "alterations": []map[string]any{{"path": "category", "rename": "kind"}}},
+		{"op": "checkout_version", "version": final.Version},
+		{"op": "count_rows"},
+	})
 	res = decodeResults(t, raw)
-	wantEq(t, "rows at checked-out version", res[2].Count, final.Rows)
+	wantEq(t, "rows at checked-out version", res[3].Count, final.Rows)
+	renamed := Inspect(t, path, 0)
+	var names []string
+	for _, f := range renamed.Schema {
+		names = append(names, f.Name)
+	}
+	wantEq(t, "columns after rename", strings.Join(names, ","), "id,kind,vec")
 }
 
 // TestOptimizeKeepsData: real Lance's own compaction of deletes_arrow keeps
