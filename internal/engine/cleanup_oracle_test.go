@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"encoding/json"
 	"io/fs"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lanced-dev/lanced/internal/store"
+	"github.com/lanced-dev/lanced/internal/store/storetest"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
@@ -295,5 +297,44 @@ func TestFailedTaskOutputsGoneOnRealLanceTable(t *testing.T) {
 	got := oracle.Inspect(t, table, 0)
 	if got.Rows != want.Rows || !slices.Equal(got.Versions, want.Versions) {
 		t.Errorf("after cleanup Lance reads %d rows, versions %v; before %d, %v", got.Rows, got.Versions, want.Rows, want.Versions)
+	}
+}
+
+// TestCleanupRealLanceTableOnS3: real Lance builds and compacts a table in
+// the S3 emulator; lanced cleans it through s3://; real Lance reads the
+// latest version unchanged and lists only the versions lanced kept.
+func TestCleanupRealLanceTableOnS3(t *testing.T) {
+	oracle.Require(t)
+	ctx := context.Background()
+	s3 := storetest.StartS3(t)
+	opts := oracle.Options{StorageOptions: s3.LanceStorageOptions()}
+	lanceURI := oracle.Build(t, "deletes_arrow", s3.LanceURI("db"), opts)
+	oracle.RunOps(t, lanceURI, []oracle.Op{
+		{"op": "optimize", "cleanup_older_than_ms": int64(100 * 365 * 24 * 3600 * 1000)},
+	}, opts)
+	want := oracle.Inspect(t, lanceURI, 0, opts)
+	wantDigest := oracle.Digest(oracle.Scan(t, lanceURI, 0, nil, opts))
+
+	b, err := store.Open(ctx, s3.URI("db/deletes_arrow.lance"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	o := DefaultCleanupOptions()
+	o.OlderThan = 0
+	c, _ := NewCleaner(nil, quiet)
+	plan, res, err := c.Run(ctx, b, o, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ManifestsDeleted != len(want.Versions)-1 || res.FilesDeleted == 0 {
+		t.Errorf("deleted %+v from versions %v; plan %d files", res, want.Versions, len(plan.Files))
+	}
+	got := oracle.Inspect(t, lanceURI, 0, opts)
+	if got.Rows != want.Rows || got.Version != want.Version || !slices.Equal(got.Versions, []uint64{want.Version}) {
+		t.Errorf("after cleanup Lance reads rows %d version %d versions %v; before rows %d version %d", got.Rows, got.Version, got.Versions, want.Rows, want.Version)
+	}
+	if gotDigest := oracle.Digest(oracle.Scan(t, lanceURI, 0, nil, opts)); fmt.Sprint(gotDigest) != fmt.Sprint(wantDigest) {
+		t.Errorf("column digests after cleanup %v, before %v", gotDigest, wantDigest)
 	}
 }

@@ -166,7 +166,7 @@ func ParseHumanDuration(s string) (time.Duration, error) {
 			return 0, fmt.Errorf("duration %q: unknown unit %q", in, unit)
 		}
 		total += float64(n) * mult
-		if total > math.MaxInt64 {
+		if total >= math.MaxInt64 {
 			return 0, fmt.Errorf("duration %q: too long", in)
 		}
 	}
