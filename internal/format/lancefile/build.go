@@ -318,10 +318,8 @@ func buildLeaf(dt arrow.DataType, v *values, va, vb int, valid *bitmap) (arrow.A
 		if n > 0 && (v.kind != kindFixed || v.width != w) {
 			return nil, fmt.Errorf("%w: %s column stored as %d-byte values", ErrCorrupt, dt, v.width)
 		}
-		data := []byte{}
-		if n > 0 {
-			data = append(data, v.data[va*w:vb*w]...)
-		}
+		// The page's decoded values are immutable: share them, no copy.
+		data := v.data[va*w : vb*w : vb*w]
 		return array.NewData(dt, n, []*memory.Buffer{valid.buffer(), memory.NewBufferBytes(data)}, nil, valid.nullCount(), 0), nil
 	}
 	return nil, fmt.Errorf("%w: leaf type %s", ErrUnsupportedEncoding, dt)

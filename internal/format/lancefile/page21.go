@@ -377,6 +377,9 @@ func decodeMiniBlock(l *enc21pb.MiniBlockLayout, bufs [][]byte) (*page, error) {
 		if err := decodeMiniBlockValues(l.GetValueCompression(), chunkBufs, int(nvals), target); err != nil {
 			return nil, fmt.Errorf("chunk %d values: %w", c, err)
 		}
+		if c == 0 && nchunks > 1 {
+			target.reserve(int(numItems) - target.n)
+		}
 		if target.n != int(seen) {
 			return nil, fmt.Errorf("%w: chunk %d decoded %d values in total, want %d", ErrCorrupt, c, target.n, seen)
 		}

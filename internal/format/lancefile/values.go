@@ -3,6 +3,7 @@ package lancefile
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/lanced-dev/lanced/internal/format/codec"
 	"github.com/lanced-dev/lanced/internal/format/pb/enc21pb"
@@ -85,6 +86,22 @@ func (v *values) appendVar(b []byte) error {
 	return nil
 }
 
+// reserve grows capacity for more values like the ones stored so far.
+func (v *values) reserve(more int) {
+	if more <= 0 || v.n == 0 {
+		return
+	}
+	switch v.kind {
+	case kindFixed:
+		v.data = slices.Grow(v.data, more*v.width)
+	case kindBool:
+		v.data = slices.Grow(v.data, more)
+	case kindVariable:
+		v.offs = slices.Grow(v.offs, more)
+		v.data = slices.Grow(v.data, more*len(v.data)/v.n)
+	}
+}
+
 // value returns the bytes of variable value i.
 func (v *values) value(i int) []byte { return v.data[v.offs[i]:v.offs[i+1]] }
 
@@ -101,8 +118,14 @@ func decodeMiniBlockValues(enc *enc21pb.CompressiveEncoding, bufs [][]byte, n in
 	case *enc21pb.CompressiveEncoding_Flat:
 		return appendFlat(c.Flat, bufs[0], n, out)
 	case *enc21pb.CompressiveEncoding_InlineBitpacking:
+		if c.InlineBitpacking.Values != nil {
+			return fmt.Errorf("%w: inline bitpacking with buffer compression", ErrUnsupportedEncoding)
+		}
 		return appendInlineBitpacked(c.InlineBitpacking.GetUncompressedBitsPerValue(), bufs[0], n, out)
 	case *enc21pb.CompressiveEncoding_Variable:
+		if c.Variable.Values != nil {
+			return fmt.Errorf("%w: variable with buffer compression", ErrUnsupportedEncoding)
+		}
 		return appendMiniVariable(c.Variable, bufs[0], n, out, nil)
 	case *enc21pb.CompressiveEncoding_Fsst:
 		d, err := codec.NewFSSTDecoder(c.Fsst.GetSymbolTable())
