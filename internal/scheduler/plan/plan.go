@@ -213,6 +213,14 @@ func planRepacks(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []st
 			}
 		}
 	}
+	// The file-count trigger reads the layout stats when given (seed 000:
+	// column_layout_stats' live file count).
+	statFiles := map[uint64]int{}
+	if in.Stats != nil {
+		for _, fl := range in.Stats.Fragments {
+			statFiles[fl.ID] = fl.DataFiles
+		}
+	}
 	type memo struct {
 		files [][]int32
 		why   string
@@ -223,14 +231,18 @@ func planRepacks(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []st
 		if decided[i] || inRewrite[i] || strings.HasPrefix(excluded[i], "in flight") {
 			continue
 		}
-		key = layoutKey(f, key[:0])
+		live := -1
+		if n, ok := statFiles[f.GetId()]; ok {
+			live = n
+		}
+		key = strconv.AppendInt(layoutKey(f, key[:0]), int64(live), 10)
 		var files [][]int32
 		var why string
 		if m, ok := cache[string(key)]; ok {
 			files, why = m.files, m.why
 		} else {
 			var cacheable bool
-			files, why, cacheable = planFragmentRepackC(s, f, groups, maxFiles)
+			files, why, cacheable = planFragmentRepackC(s, f, live, groups, maxFiles)
 			if cacheable && len(cache) < 1<<16 {
 				cache[string(key)] = memo{files, why}
 			}

@@ -124,14 +124,18 @@ func holdsLineage(f *tablepb.DataFile) bool {
 // none is due. groups are column groups as top-level ids (nil: none set);
 // maxFiles 0 means no file limit.
 func planFragmentRepack(s *schema, frag *tablepb.DataFragment, groups [][]int32, maxFiles uint64) ([][]int32, string) {
-	files, why, _ := planFragmentRepackC(s, frag, groups, maxFiles)
+	files, why, _ := planFragmentRepackC(s, frag, -1, groups, maxFiles)
 	return files, why
 }
 
 // planFragmentRepackC is planFragmentRepack that also says whether the
 // answer depends only on the fragment's layout signature (not on paths).
-func planFragmentRepackC(s *schema, frag *tablepb.DataFragment, groups [][]int32, maxFiles uint64) ([][]int32, string, bool) {
-	liveN := liveFileCount(s, frag)
+// liveN is the fragment's live file count from layout stats, or -1 to
+// count here.
+func planFragmentRepackC(s *schema, frag *tablepb.DataFragment, liveN int, groups [][]int32, maxFiles uint64) ([][]int32, string, bool) {
+	if liveN < 0 {
+		liveN = liveFileCount(s, frag)
+	}
 	over := maxFiles > 0 && uint64(liveN) > maxFiles
 	if groups == nil && !over {
 		if maxFiles == 0 {

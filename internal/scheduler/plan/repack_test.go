@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/pb/filepb"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/policy"
@@ -205,5 +206,32 @@ func TestRepackNonTopLevelGroupColumn(t *testing.T) {
 	}
 	if len(p.Repacks) != 1 || !reflect.DeepEqual(p.Repacks[0].Files[0].Columns, []int32{0, 3}) {
 		t.Fatalf("repacks %+v", p.Repacks)
+	}
+}
+
+// TestLiveFileCountMatchesLayoutStats: the planner's live file count is
+// format.ComputeLayoutStats' DataFiles for every seed layout, and a plan
+// given the stats decides the same as one without.
+func TestLiveFileCountMatchesLayoutStats(t *testing.T) {
+	for _, c := range []struct {
+		schema []*filepb.Field
+		frag   *tablepb.DataFragment
+	}{
+		{abcde, backfilled(0)},
+		{project(abcde, 2), backfilled(0)},
+		{project(abcde, 3, 4), backfilled(0)},
+		{project(fields(top(0, "a"), top(1, "s"), child(2, "x", 1), child(3, "y", 1)), 2), frag(0, 4, 0, v20("h.lance", 1, 1, 2), v20("a.lance", 1, 0), v20("sy.lance", 1, 1, 3))},
+	} {
+		m := manifest(2, c.schema, c.frag)
+		st := format.ComputeLayoutStats(m)
+		if got, want := liveFileCount(newSchema(c.schema), c.frag), st.Fragments[0].DataFiles; got != want {
+			t.Errorf("layout %v: planner counts %d live files, layout stats %d", layoutOf(c.frag), got, want)
+		}
+		e := pol(func(e *policy.Effective) { set(&e.Repack.MaxDataFilesPerFragment, uint64(1)) })
+		a := Compute(Input{Table: "t", Manifest: m, Policy: e})
+		b := Compute(Input{Table: "t", Manifest: m, Policy: e, Stats: &st})
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("plan with stats differs:\n%+v\n%+v", a, b)
+		}
 	}
 }

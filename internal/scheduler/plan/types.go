@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/policy"
 )
@@ -25,6 +26,10 @@ type Input struct {
 	Manifest *tablepb.Manifest
 	// Indices is the manifest's index section (may be nil).
 	Indices []*tablepb.IndexMetadata
+	// Stats are the manifest's layout stats (format.ComputeLayoutStats);
+	// optional: the planner counts live files itself when nil. The file-count
+	// trigger uses Fragments[].DataFiles.
+	Stats *format.LayoutStats
 	// Policy is the table's effective policy.
 	Policy policy.Effective
 	// InFlight are the keys (engine.Task.Key) of tasks queued or running
