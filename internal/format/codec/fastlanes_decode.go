@@ -9,6 +9,7 @@ package codec
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"unsafe"
 	//go:generate go run gen_fastlanes_decode.go
 )
@@ -72,17 +73,29 @@ func AsBytes[T Word](v []T) []byte {
 }
 
 func unpackBlock[T Word](in []T, w int, out *[1024]T) {
-	var z T
-	switch any(z).(type) {
-	case uint8:
-		Unpack8(any(in).([]uint8), w, any(out).(*[1024]uint8))
-	case uint16:
-		Unpack16(any(in).([]uint16), w, any(out).(*[1024]uint16))
-	case uint32:
-		Unpack32(any(in).([]uint32), w, any(out).(*[1024]uint32))
-	case uint64:
-		Unpack64(any(in).([]uint64), w, any(out).(*[1024]uint64))
+	// Pointer casts (not interface conversions) keep out on the caller's
+	// stack or in the caller's slice.
+	p := unsafe.Pointer(unsafe.SliceData(in))
+	o := unsafe.Pointer(out)
+	switch bitsOf[T]() {
+	case 8:
+		Unpack8(unsafe.Slice((*uint8)(p), len(in)), w, (*[1024]uint8)(o))
+	case 16:
+		Unpack16(unsafe.Slice((*uint16)(p), len(in)), w, (*[1024]uint16)(o))
+	case 32:
+		Unpack32(unsafe.Slice((*uint32)(p), len(in)), w, (*[1024]uint32)(o))
+	default:
+		Unpack64(unsafe.Slice((*uint64)(p), len(in)), w, (*[1024]uint64)(o))
 	}
+}
+
+// appendBlock unpacks one block straight into dst's spare capacity and
+// keeps the first n values.
+func appendBlock[T Word](dst []T, in []T, w, n int) []T {
+	l := len(dst)
+	dst = slices.Grow(dst, FastLanesBlock)[:l+FastLanesBlock]
+	unpackBlock(in, w, (*[1024]T)(dst[l:]))
+	return dst[:l+n]
 }
 
 func bitsOf[T Word]() int {
@@ -111,9 +124,7 @@ func DecodeInlineBitpacked[T Word](dst []T, src []byte, n int) ([]T, error) {
 	if len(in)-1 < need {
 		return dst, fmt.Errorf("%w: inline bitpacked chunk needs %d words, has %d", ErrCorrupt, need, len(in)-1)
 	}
-	var block [1024]T
-	unpackBlock(in[1:1+need], w, &block)
-	return append(dst, block[:n]...), nil
+	return appendBlock(dst, in[1:1+need], w, n), nil
 }
 
 // DecodeOutOfLineBitpacked decodes a buffer of n values packed to w bits in
@@ -130,10 +141,9 @@ func DecodeOutOfLineBitpacked[T Word](dst []T, src []byte, w, n int) ([]T, error
 	if len(in) < whole*wpc {
 		return dst, fmt.Errorf("%w: out-of-line bitpacked buffer has %d words, %d blocks need %d", ErrCorrupt, len(in), whole, whole*wpc)
 	}
-	var block [1024]T
+	dst = slices.Grow(dst, n)
 	for k := 0; k < whole; k++ {
-		unpackBlock(in[k*wpc:(k+1)*wpc], w, &block)
-		dst = append(dst, block[:]...)
+		dst = appendBlock(dst, in[k*wpc:(k+1)*wpc], w, FastLanesBlock)
 	}
 	if tail == 0 {
 		return dst, nil
@@ -143,8 +153,7 @@ func DecodeOutOfLineBitpacked[T Word](dst []T, src []byte, w, n int) ([]T, error
 	case len(rest) == tail:
 		return append(dst, rest...), nil
 	case len(rest) >= wpc:
-		unpackBlock(rest[:wpc], w, &block)
-		return append(dst, block[:tail]...), nil
+		return appendBlock(dst, rest[:wpc], w, tail), nil
 	}
 	return dst, fmt.Errorf("%w: out-of-line bitpacked tail of %d values has %d words (want %d raw or %d packed)", ErrCorrupt, tail, len(rest), tail, wpc)
 }
