@@ -26,6 +26,7 @@ func TestOracleRepackCarrierBackfill(t *testing.T) {
 		t.Skip("needs the oracle")
 	}
 	oracle.Require(t)
+	t.Parallel()
 	ctx := context.Background()
 	uri := oracle.Build(t, "backfill", t.TempDir())
 	want := oracle.Scan(t, uri, 0, nil)
