@@ -1,0 +1,245 @@
+package lancefile
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/lanced-dev/lanced/internal/format/pb/enc21pb"
+)
+
+// Mini-block layout: a chunk table (u16 per chunk), chunks of ≤ 2^k values
+// with their own rep/def levels and value buffers, an optional dictionary
+// and an optional repetition index (not needed for whole-page decoding).
+
+func decodeMiniBlock(l *enc21pb.MiniBlockLayout, bufs [][]byte) (*page, error) {
+	p := &page{layers: l.GetLayers()}
+	hasRep, hasDef := l.GetRepCompression() != nil, l.GetDefCompression() != nil
+	want := 2
+	if l.GetDictionary() != nil {
+		want++
+	}
+	if l.GetRepetitionIndexDepth() > 0 {
+		want++
+	}
+	if len(bufs) != want {
+		return nil, fmt.Errorf("%w: mini-block page has %d buffers, want %d", ErrCorrupt, len(bufs), want)
+	}
+	if l.GetValueCompression() == nil {
+		return nil, fmt.Errorf("%w: mini-block page without value compression", ErrCorrupt)
+	}
+	nb := int(l.GetNumBuffers())
+	if nb < 1 || nb > 64 {
+		return nil, fmt.Errorf("%w: mini-block with %d value buffers", ErrCorrupt, nb)
+	}
+	meta, data := bufs[0], bufs[1]
+	if len(meta)%2 != 0 {
+		return nil, fmt.Errorf("%w: chunk table of %d bytes", ErrCorrupt, len(meta))
+	}
+	nchunks := len(meta) / 2
+	numItems := l.GetNumItems()
+	if numItems > 1<<31 {
+		return nil, fmt.Errorf("%w: mini-block with %d items", ErrCorrupt, numItems)
+	}
+	var dict *values
+	var idx values
+	target := &p.vals
+	if l.GetDictionary() != nil {
+		dict = &values{}
+		if l.GetNumDictionaryItems() > 1<<31 {
+			return nil, fmt.Errorf("%w: dictionary of %d items", ErrCorrupt, l.GetNumDictionaryItems())
+		}
+		if err := decodeBlock(l.GetDictionary(), bufs[2], int(l.GetNumDictionaryItems()), dict); err != nil {
+			return nil, fmt.Errorf("dictionary: %w", err)
+		}
+		if dict.n != int(l.GetNumDictionaryItems()) {
+			return nil, fmt.Errorf("%w: dictionary decoded %d items, want %d", ErrCorrupt, dict.n, l.GetNumDictionaryItems())
+		}
+		target = &idx
+	}
+	var rep, def values
+	off, seen := 0, uint64(0)
+	chunkBufs := make([][]byte, nb)
+	for c := 0; c < nchunks; c++ {
+		w := binary.LittleEndian.Uint16(meta[2*c:])
+		nbytes := (int(w>>4) + 1) * 8
+		var nvals uint64
+		if c < nchunks-1 {
+			nvals = 1 << (w & 0xF)
+		} else {
+			if numItems < seen {
+				return nil, fmt.Errorf("%w: chunks hold more than num_items=%d values", ErrCorrupt, numItems)
+			}
+			nvals = numItems - seen
+		}
+		if nvals > 1<<16 {
+			return nil, fmt.Errorf("%w: chunk %d of %d values", ErrCorrupt, c, nvals)
+		}
+		seen += nvals
+		if off+nbytes > len(data) {
+			return nil, fmt.Errorf("%w: chunk %d [%d,+%d) beyond data buffer of %d bytes", ErrCorrupt, c, off, nbytes, len(data))
+		}
+		chunk := data[off : off+nbytes]
+		off += nbytes
+		// Header: u16 num_levels, [u16 rep bytes], [u16 def bytes], u16 × nb.
+		h := 2 + 2*nb
+		if hasRep {
+			h += 2
+		}
+		if hasDef {
+			h += 2
+		}
+		if h > len(chunk) {
+			return nil, fmt.Errorf("%w: chunk %d header beyond chunk", ErrCorrupt, c)
+		}
+		le := binary.LittleEndian
+		numLevels := int(le.Uint16(chunk))
+		o := 2
+		var repSize, defSize int
+		if hasRep {
+			repSize = int(le.Uint16(chunk[o:]))
+			o += 2
+		}
+		if hasDef {
+			defSize = int(le.Uint16(chunk[o:]))
+			o += 2
+		}
+		sizes := make([]int, nb)
+		for i := range sizes {
+			sizes[i] = int(le.Uint16(chunk[o:]))
+			o += 2
+		}
+		pad8 := func(x int) int { return (x + 7) &^ 7 }
+		o = pad8(o)
+		take := func(sz int, what string) ([]byte, error) {
+			if o+sz > len(chunk) {
+				return nil, fmt.Errorf("%w: chunk %d %s [%d,+%d) beyond chunk of %d bytes", ErrCorrupt, c, what, o, sz, len(chunk))
+			}
+			b := chunk[o : o+sz]
+			o = pad8(o + sz)
+			return b, nil
+		}
+		if hasRep {
+			b, err := take(repSize, "rep levels")
+			if err != nil {
+				return nil, err
+			}
+			if err := decodeBlock(l.GetRepCompression(), b, numLevels, &rep); err != nil {
+				return nil, fmt.Errorf("chunk %d rep levels: %w", c, err)
+			}
+		}
+		if hasDef {
+			b, err := take(defSize, "def levels")
+			if err != nil {
+				return nil, err
+			}
+			if err := decodeBlock(l.GetDefCompression(), b, numLevels, &def); err != nil {
+				return nil, fmt.Errorf("chunk %d def levels: %w", c, err)
+			}
+		}
+		for i, sz := range sizes {
+			b, err := take(sz, "value buffer")
+			if err != nil {
+				return nil, err
+			}
+			chunkBufs[i] = b
+		}
+		if err := decodeMiniBlockValues(l.GetValueCompression(), chunkBufs, int(nvals), target); err != nil {
+			return nil, fmt.Errorf("chunk %d values: %w", c, err)
+		}
+		if c == 0 && nchunks > 1 {
+			target.reserve(int(numItems) - target.n)
+		}
+		if target.n != int(seen) {
+			return nil, fmt.Errorf("%w: chunk %d decoded %d values in total, want %d", ErrCorrupt, c, target.n, seen)
+		}
+		if hasRep || hasDef {
+			p.entries += numLevels
+		}
+	}
+	if off != len(data) {
+		return nil, fmt.Errorf("%w: chunks cover %d of %d data bytes", ErrCorrupt, off, len(data))
+	}
+	if seen != numItems {
+		return nil, fmt.Errorf("%w: chunks hold %d values, num_items=%d", ErrCorrupt, seen, numItems)
+	}
+	var err error
+	if hasRep {
+		if p.rep, err = levelsFrom(&rep, p.entries); err != nil {
+			return nil, err
+		}
+	}
+	if hasDef {
+		if p.def, err = levelsFrom(&def, p.entries); err != nil {
+			return nil, err
+		}
+	}
+	if !hasRep && !hasDef {
+		p.entries = int(numItems)
+	}
+	if dict != nil {
+		if err := applyDictionary(&idx, dict, &p.vals); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// applyDictionary maps decoded indices through the dictionary into out.
+func applyDictionary(idx, dict, out *values) error {
+	if idx.kind != kindFixed {
+		return fmt.Errorf("%w: dictionary indices are not integers", ErrCorrupt)
+	}
+	get := func(i int) uint64 {
+		b := idx.data[i*idx.width:]
+		switch idx.width {
+		case 1:
+			return uint64(b[0])
+		case 2:
+			return uint64(binary.LittleEndian.Uint16(b))
+		case 4:
+			return uint64(binary.LittleEndian.Uint32(b))
+		}
+		return binary.LittleEndian.Uint64(b)
+	}
+	if idx.width > 8 {
+		return fmt.Errorf("%w: dictionary indices of %d bytes", ErrCorrupt, idx.width)
+	}
+	for i := 0; i < idx.n; i++ {
+		k := get(i)
+		if k >= uint64(dict.n) {
+			// Null slots may carry any index; only a valid one must be in range.
+			k = 0
+			if dict.n == 0 {
+				if err := out.setKind(dict.kind, dict.width); err != nil {
+					return err
+				}
+				if dict.kind == kindVariable {
+					out.offs = append(out.offs, int64(len(out.data)))
+				} else {
+					out.data = append(out.data, make([]byte, max(dict.width, 1))...)
+				}
+				out.n++
+				continue
+			}
+		}
+		switch dict.kind {
+		case kindVariable:
+			if err := out.appendVar(dict.value(int(k))); err != nil {
+				return err
+			}
+		case kindFixed:
+			if err := out.appendFixed(dict.fixedAt(int(k)), dict.width, 1); err != nil {
+				return err
+			}
+		case kindBool:
+			if err := out.setKind(kindBool, 1); err != nil {
+				return err
+			}
+			out.data = append(out.data, dict.data[k])
+			out.n++
+		default:
+			return fmt.Errorf("%w: empty dictionary", ErrCorrupt)
+		}
+	}
+	return nil
+}
