@@ -5,7 +5,7 @@
 // Prints a JSON line {"scenario":..,"uri":..,"version":..,"rows":..}.
 import {
   arrow, connectRoot, splitTableURI, parseStorageOptions, rng, sentence, field,
-  fixedVector, jsVector, makeArrowTable, concatTables, genColumn, genValue, main, fail, toJSON,
+  fixedVector, jsVector, makeArrowTable, concatTables, genColumn, genValue, main, isMain, fail, toJSON,
 } from "./lib.mjs";
 
 const A = arrow;
@@ -352,10 +352,10 @@ function typesTable() {
   return { fields, rows };
 }
 
-main(async () => {
-  const [scenario, uri, optsArg] = process.argv.slice(2);
+export async function run(argv, write) {
+  const [scenario, uri, optsArg] = argv;
   if (scenario === "--list") {
-    process.stdout.write(Object.keys(scenarios).join("\n") + "\n");
+    write(Object.keys(scenarios).join("\n") + "\n");
     return;
   }
   if (!scenario || !uri) fail("usage: build.mjs <scenario> <table-uri> [storageOptionsJSON]");
@@ -365,5 +365,7 @@ main(async () => {
   const { root, name } = splitTableURI(uri);
   const t = await fn({ root, name, storageOptions });
   const out = { scenario, uri, version: await t.version(), rows: await t.countRows() };
-  process.stdout.write(toJSON(out) + "\n");
-});
+  write(toJSON(out) + "\n");
+}
+
+if (isMain(import.meta.url)) main(run);

@@ -20,8 +20,9 @@
 //
 // Invariants: every helper is for tests and benchmarks only (it calls
 // t.Fatal on failure and t.Skip under -short); production code never
-// imports this package. Node runs with at most two concurrent processes per
-// test binary. Nothing here reads lanced's own format code: the oracle must
+// imports this package. One node process (server.mjs) per test binary runs
+// the scripts, at most two calls at a time (LANCED_ORACLE_SERVER=0: a node
+// process per call). Nothing here reads lanced's own format code: the oracle must
 // stay independent of what it judges.
 //
 // Imports: the standard library and arrow-go only (its tests also use

@@ -15,10 +15,10 @@
 //   tags            tags().list() as {name: version}
 //   branches        branches().list() plus each branch's latest version and
 //                   countRows: {name: {parent_branch, parent_version, version, rows}}
-import { openTable, parseStorageOptions, main, fail, toJSON } from "./lib.mjs";
+import { openTable, parseStorageOptions, main, isMain, fail, toJSON } from "./lib.mjs";
 
-main(async () => {
-  const [uri, versionArg, optsArg] = process.argv.slice(2);
+export async function run(argv, write) {
+  const [uri, versionArg, optsArg] = argv;
   if (!uri) fail("usage: inspect.mjs <table-uri> [version] [storageOptionsJSON]");
   const storageOptions = parseStorageOptions(optsArg);
   const t = await openTable(uri, storageOptions);
@@ -88,5 +88,7 @@ main(async () => {
     tags,
     branches,
   };
-  process.stdout.write(toJSON(out) + "\n");
-});
+  write(toJSON(out) + "\n");
+}
+
+if (isMain(import.meta.url)) main(run);

@@ -2,6 +2,8 @@
 // Lance (@lancedb/lancedb), deterministic data, and arrow-JS builders that
 // avoid the row-object path (which mangles nested types).
 import { createRequire } from "node:module";
+import { resolve } from "node:path";
+import { pathToFileURL } from "node:url";
 import * as lancedb from "@lancedb/lancedb";
 
 // apache-arrow through require(): @lancedb/lancedb is CommonJS and checks
@@ -262,15 +264,29 @@ export function genTable(schema, n, seed, opts = {}) {
   return makeArrowTable(schema.fields, vectors);
 }
 
+// UsageError is a bad invocation (exit status 2 on the command line).
+export class UsageError extends Error {}
+
 export function fail(msg) {
-  process.stderr.write(`oracle: ${msg}\n`);
-  process.exit(2);
+  throw new UsageError(msg);
 }
 
-export async function main(fn) {
+// isMain reports whether the module with this import.meta.url is the script
+// node was started with (as opposed to imported by server.mjs).
+export function isMain(metaURL) {
+  return process.argv[1] !== undefined && pathToFileURL(resolve(process.argv[1])).href === metaURL;
+}
+
+// main runs a script's run(argv, write) as a command: output to stdout,
+// errors to stderr prefixed "oracle:", exit 2 for usage errors, else 1.
+export async function main(run) {
   try {
-    await fn();
+    await run(process.argv.slice(2), (s) => process.stdout.write(s));
   } catch (e) {
+    if (e instanceof UsageError) {
+      process.stderr.write(`oracle: ${e.message}\n`);
+      process.exit(2);
+    }
     process.stderr.write(`oracle: ${e && e.stack ? e.stack : e}\n`);
     process.exit(1);
   }

@@ -27,7 +27,7 @@
 //       "where":SQL?,"columns":[..]?}                           -> {"count":N,"data":[...]}
 //   {"op":"version"}  {"op":"list_versions"}  {"op":"list_indices"}
 import {
-  arrow, lancedb, openTable, parseStorageOptions, genTable, main, fail, toJSON,
+  arrow, lancedb, openTable, parseStorageOptions, genTable, main, isMain, fail, toJSON,
 } from "./lib.mjs";
 
 function rowsToJSON(tbl) {
@@ -175,8 +175,8 @@ const handlers = {
   },
 };
 
-main(async () => {
-  const [uri, opsArg, optsArg] = process.argv.slice(2);
+export async function run(argv, write) {
+  const [uri, opsArg, optsArg] = argv;
   if (!uri || !opsArg) fail("usage: ops.mjs <table-uri> <opsJSON> [storageOptionsJSON]");
   const ops = JSON.parse(opsArg);
   if (!Array.isArray(ops)) fail("ops must be a JSON array");
@@ -185,7 +185,7 @@ main(async () => {
   for (const [i, op] of ops.entries()) {
     const h = handlers[op.op];
     if (!h) {
-      process.stdout.write(toJSON(results) + "\n");
+      write(toJSON(results) + "\n");
       fail(`op ${i}: unknown op ${JSON.stringify(op.op)}; known: ${Object.keys(handlers).join(", ")}`);
     }
     let res;
@@ -193,11 +193,13 @@ main(async () => {
     try {
       res = await h(t, op);
     } catch (e) {
-      process.stdout.write(toJSON(results) + "\n");
+      write(toJSON(results) + "\n");
       throw new Error(`op ${i} (${op.op}): ${e && e.message ? e.message : e}`);
     }
     const elapsedMs = Number(process.hrtime.bigint() - t0) / 1e6;
     results.push({ op: op.op, ...res, version: await t.version(), elapsed_ms: elapsedMs });
   }
-  process.stdout.write(toJSON(results) + "\n");
-});
+  write(toJSON(results) + "\n");
+}
+
+if (isMain(import.meta.url)) main(run);

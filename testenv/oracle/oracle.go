@@ -118,12 +118,16 @@ func runNode(ctx context.Context, script string, args ...string) ([]byte, error)
 	defer func() { <-nodeSlots }()
 	ctx, cancel := context.WithTimeout(ctx, nodeTimeout)
 	defer cancel()
+	if serverEnabled() {
+		s, err := getServer()
+		if err != nil {
+			return nil, err
+		}
+		return s.call(ctx, script, args)
+	}
 	cmd := exec.CommandContext(ctx, "node", append([]string{filepath.Join(Dir(), script)}, args...)...)
 	cmd.Dir = Dir()
-	cmd.Env = append(os.Environ(),
-		"LANCE_INCLUDE_VECTOR_CENTROIDS=false", // silences a warning from indexStats
-		"NO_COLOR=1",
-	)
+	cmd.Env = nodeEnv()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
@@ -134,6 +138,13 @@ func runNode(ctx context.Context, script string, args ...string) ([]byte, error)
 		return stdout.Bytes(), &nodeError{script: script, args: args, err: err, stderr: trimLog(stderr.String())}
 	}
 	return stdout.Bytes(), nil
+}
+
+func nodeEnv() []string {
+	return append(os.Environ(),
+		"LANCE_INCLUDE_VECTOR_CENTROIDS=false", // silences a warning from indexStats
+		"NO_COLOR=1",
+	)
 }
 
 // trimLog drops Lance's WARN lines that are noise in an error message and

@@ -7,7 +7,7 @@
 // comma-separated `columns` ("" or "*" = all), or takeRowIds/takeOffsets
 // in the order given. Prints {"rows":N,"columns":[...]}.
 import { writeFileSync } from "node:fs";
-import { arrow, openTable, parseStorageOptions, main, fail, toJSON } from "./lib.mjs";
+import { arrow, openTable, parseStorageOptions, main, isMain, fail, toJSON } from "./lib.mjs";
 
 function parseList(s, flag) {
   if (s === undefined) fail(`${flag} needs a comma-separated list`);
@@ -18,14 +18,13 @@ function parseList(s, flag) {
   });
 }
 
-main(async () => {
+export async function run(argv, write) {
   const pos = [];
   let withRowId = false;
   let withRowAddr = false;
   let takeRowIds = null;
   let takeOffsets = null;
   let where = null;
-  const argv = process.argv.slice(2);
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === "--with-rowid") withRowId = true;
@@ -63,5 +62,7 @@ main(async () => {
   // writes a schema-only file.
   const fixed = tbl.batches.length === 0 ? new arrow.Table(tbl.schema) : tbl;
   writeFileSync(out, arrow.tableToIPC(fixed, "file"));
-  process.stdout.write(toJSON({ rows: tbl.numRows, columns: tbl.schema.fields.map((f) => f.name) }) + "\n");
-});
+  write(toJSON({ rows: tbl.numRows, columns: tbl.schema.fields.map((f) => f.name) }) + "\n");
+}
+
+if (isMain(import.meta.url)) main(run);
