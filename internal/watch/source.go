@@ -35,7 +35,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.Roots == nil {
-		o.Roots = &Roots{}
+		o.Roots = NewRoots()
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -62,17 +62,17 @@ func NewPollSource(cfg PollConfig, opts Options) (*PollSource, error) {
 		cfg.Open = store.Open
 	}
 	s := &PollSource{cfg: cfg, seen: map[string]uint64{}}
-	allow := &Roots{}
+	var allow []Root
 	for _, u := range cfg.URIs {
 		r, err := ParseRoot(u)
 		if err != nil {
 			return nil, fmt.Errorf("poll source: %w", err)
 		}
 		s.roots = append(s.roots, pollRoot{uri: u, root: r})
-		allow.roots = append(allow.roots, r)
+		allow = append(allow, r)
 	}
-	if opts.Roots == nil || len(opts.Roots.roots) == 0 {
-		opts.Roots = allow
+	if opts.Roots.Len() == 0 {
+		opts.Roots = NewRoots(allow...)
 	}
 	s.opts = opts.withDefaults()
 	return s, nil
@@ -175,7 +175,7 @@ func (w *walker) dir(ctx context.Context, rel string, depth int) error {
 }
 
 func (w *walker) uri(rel string) string {
-	return joinURI(w.root.Scheme, w.root.Bucket, strings.Trim(w.root.Prefix+"/"+rel, "/"))
+	return Root{Scheme: w.root.Scheme, Bucket: w.root.Bucket, Prefix: strings.Trim(w.root.Prefix+"/"+rel, "/")}.URI()
 }
 
 // table lists rel's _versions/ and emits its latest version if it changed.
@@ -203,7 +203,7 @@ func (w *walker) table(ctx context.Context, rel string) error {
 	if w.root.Prefix == "" && rel == "" {
 		key = format.VersionsDir + "/" + latestName
 	}
-	ref, err := w.s.opts.Roots.refForKey(w.root.Scheme, w.root.Bucket, key)
+	ref, err := w.s.opts.Roots.RefForKey(w.root.Scheme, w.root.Bucket, key)
 	if err != nil {
 		w.s.opts.Metrics.dropped.WithLabelValues(DropReason(err)).Inc()
 		if errors.Is(err, ErrUnsafeKey) || errors.Is(err, ErrOutsideRoots) {

@@ -1,4 +1,4 @@
-package watch
+package event
 
 import (
 	"encoding/base64"

@@ -1,4 +1,4 @@
-package watch
+package event
 
 import (
 	"errors"
@@ -177,8 +177,19 @@ func (rs *Roots) OpenURI(table string) string {
 	return table + "?" + rs.roots[best].Query
 }
 
+// NewRoots builds an allow-list from parsed roots.
+func NewRoots(roots ...Root) *Roots { return &Roots{roots: append([]Root(nil), roots...)} }
+
 // List returns the roots.
 func (rs *Roots) List() []Root { return append([]Root(nil), rs.roots...) }
+
+// Len is the number of roots.
+func (rs *Roots) Len() int {
+	if rs == nil {
+		return 0
+	}
+	return len(rs.roots)
+}
 
 // checkKey rejects keys that could escape a root once joined into a URI
 // or path.
@@ -220,10 +231,12 @@ func (rs *Roots) Ref(ev ObjectEvent) (format.VersionRef, error) {
 	if !ev.Created {
 		return format.VersionRef{}, fmt.Errorf("%s: %w", ev.URI(), ErrNotCreated)
 	}
-	return rs.refForKey(ev.Scheme, ev.Bucket, ev.Key)
+	return rs.RefForKey(ev.Scheme, ev.Bucket, ev.Key)
 }
 
-func (rs *Roots) refForKey(scheme, bucket, key string) (format.VersionRef, error) {
+// RefForKey is Ref for a created object at scheme://bucket/key (the poll
+// source lists keys instead of receiving events).
+func (rs *Roots) RefForKey(scheme, bucket, key string) (format.VersionRef, error) {
 	if err := checkKey(key); err != nil {
 		return format.VersionRef{}, err
 	}
