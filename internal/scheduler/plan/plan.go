@@ -162,10 +162,9 @@ func Compute(in Input) *Plan {
 				MaxBytesPerFile: c.MaxBytesPerFile.Value, MaxRowsPerGroup: c.MaxRowsPerGroup.Value,
 				MaterializeDeletions: true, IndexCoverage: coverage, Rows: rows, Bytes: bytes,
 			})
-			suffix := "; rewrite task " + strconv.Itoa(n) + " of " + strconv.Itoa(len(task)) + " fragments"
 			for _, i := range task {
 				decided[i] = true
-				p.Decisions[i] = Decision{Fragment: frags[i].GetId(), Action: ActionRewrite, Task: n, Reason: reasons[i] + suffix}
+				p.Decisions[i] = Decision{Fragment: frags[i].GetId(), Action: ActionRewrite, Task: n, Reason: reasons[i]}
 			}
 		}
 	} else {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/policy"
 )
@@ -344,34 +345,60 @@ func TestRepackTaskFilesAndRemoves(t *testing.T) {
 	}
 }
 
+func benchManifest(n int) *tablepb.Manifest {
+	frags := make([]*tablepb.DataFragment, n)
+	for i := range frags {
+		switch i % 7 {
+		case 0:
+			frags[i] = deleted(uint64(i), 100000, 20000)
+		case 3:
+			frags[i] = backfilled(uint64(i))
+			frags[i].PhysicalRows = 2000000
+		default:
+			frags[i] = small(uint64(i), 1000)
+		}
+	}
+	return manifest(42, abcde, frags...)
+}
+
+// BenchmarkPlan plans a synthetic 100,000-fragment manifest (small,
+// deleted and backfilled fragments, one index) and, in the same run, decodes
+// the same manifest from its bytes: plan/decode is the planner's cost
+// relative to just reading the manifest it needs.
 func BenchmarkPlan(b *testing.B) {
-	for _, n := range []int{100000} {
-		frags := make([]*tablepb.DataFragment, n)
-		for i := range frags {
-			switch i % 7 {
-			case 0:
-				frags[i] = deleted(uint64(i), 100000, 20000)
-			case 3:
-				frags[i] = backfilled(uint64(i))
-				frags[i].PhysicalRows = 2000000
-			default:
-				frags[i] = small(uint64(i), 1000)
+	const n = 100000
+	m := benchManifest(n)
+	idx := index(b, "id_idx")
+	e := pol(func(e *policy.Effective) {
+		set(&e.Repack.MaxDataFilesPerFragment, uint64(2))
+		set(&e.Compaction.IndexCoverage, policy.CoverageUnindex)
+	})
+	raw, err := format.EncodeManifest(m, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var planNs, decodeNs float64
+	b.Run(fmt.Sprintf("op=plan/fragments=%d", n), func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			p := Compute(Input{Table: "t", Manifest: m, Policy: e, Indices: []*tablepb.IndexMetadata{idx}})
+			if p.Empty() {
+				b.Fatal("empty plan")
 			}
 		}
-		m := manifest(42, abcde, frags...)
-		idx := index(b, "id_idx")
-		e := pol(func(e *policy.Effective) {
-			set(&e.Repack.MaxDataFilesPerFragment, uint64(2))
-			set(&e.Compaction.IndexCoverage, policy.CoverageUnindex)
-		})
-		b.Run(fmt.Sprintf("fragments=%d", n), func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				p := Compute(Input{Table: "t", Manifest: m, Policy: e, Indices: []*tablepb.IndexMetadata{idx}})
-				if p.Empty() {
-					b.Fatal("empty plan")
-				}
+		planNs = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	})
+	b.Run(fmt.Sprintf("op=decode/fragments=%d", n), func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(raw)))
+		for b.Loop() {
+			if _, err := format.DecodeManifest(raw); err != nil {
+				b.Fatal(err)
 			}
-		})
+		}
+		decodeNs = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	})
+	if decodeNs > 0 {
+		b.Logf("plan/decode = %.2f (plan %.0f ms, decode %.0f ms, manifest %d bytes)", planNs/decodeNs, planNs/1e6, decodeNs/1e6, len(raw))
 	}
 }

@@ -96,10 +96,9 @@ func newIndexCoverage(indices []*tablepb.IndexMetadata, legacy map[uint64]uint32
 	return ic
 }
 
-// covering returns the positions of the indices whose bitmap holds id, as
-// Lance's indices_containing_frag (ids are compared as u32).
-func (ic *indexCoverage) covering(id uint64) []int {
-	var out []int
+// covering appends to out the positions of the indices whose bitmap holds
+// id, as Lance's indices_containing_frag (ids are compared as u32).
+func (ic *indexCoverage) covering(id uint64, out []int) []int {
 	for i, bm := range ic.maps {
 		if bm == nil || bm.Contains(uint32(id)) {
 			out = append(out, i)
@@ -150,10 +149,17 @@ type rewriteOpts struct {
 func planBins(frags []*tablepb.DataFragment, ic *indexCoverage, o rewriteOpts, excluded []string, reasons []string) [][]int {
 	var bins []*candidateBin
 	var cur *candidateBin
+	var idx []int
+	// Fragments of equal size get equal reasons; share the strings.
+	type rk struct {
+		c                 candidacy
+		physical, deleted uint64
+	}
+	memo := map[rk]string{}
 	for i, f := range frags {
 		c := notCandidate
 		var live uint64
-		idx := ic.covering(f.GetId())
+		idx = ic.covering(f.GetId(), idx[:0])
 		switch {
 		case excluded[i] != "":
 			reasons[i] = excluded[i]
@@ -169,13 +175,25 @@ func planBins(frags []*tablepb.DataFragment, ic *indexCoverage, o rewriteOpts, e
 			switch {
 			case o.materialize && ratio > o.threshold:
 				c = itself
-				reasons[i] = "deletions " + strconv.FormatFloat(100*float64(ratio), 'f', 1, 64) + "% over materialize_deletions_threshold " +
-					strconv.FormatFloat(100*float64(o.threshold), 'g', -1, 32) + "%"
 			case physical < o.target:
 				c = withNeighbors
+			}
+			key := rk{c, physical, deleted}
+			if r, ok := memo[key]; ok {
+				reasons[i] = r
+				break
+			}
+			switch c {
+			case itself:
+				reasons[i] = "deletions " + strconv.FormatFloat(100*float64(ratio), 'f', 1, 64) + "% over materialize_deletions_threshold " +
+					strconv.FormatFloat(100*float64(o.threshold), 'g', -1, 32) + "%"
+			case withNeighbors:
 				reasons[i] = "small: " + strconv.FormatUint(physical, 10) + " physical rows under target_rows_per_fragment " + strconv.FormatUint(o.target, 10)
 			default:
 				reasons[i] = "not a rewrite candidate: " + strconv.FormatUint(physical, 10) + " physical rows, " + strconv.FormatUint(deleted, 10) + " deleted"
+			}
+			if len(memo) < 1<<16 {
+				memo[key] = reasons[i]
 			}
 		}
 		switch {
@@ -192,7 +210,7 @@ func planBins(frags []*tablepb.DataFragment, ic *indexCoverage, o rewriteOpts, e
 			if cur != nil {
 				bins = append(bins, cur)
 			}
-			cur = &candidateBin{pos: []int{i}, cand: []candidacy{c}, rows: []uint64{live}, idx: idx}
+			cur = &candidateBin{pos: []int{i}, cand: []candidacy{c}, rows: []uint64{live}, idx: slices.Clone(idx)}
 		}
 	}
 	if cur != nil {
