@@ -227,6 +227,14 @@ func decodeValue(sp *spec, attr *hcl.Attribute) (any, hcl.Diagnostics) {
 		}
 		for _, e := range sp.enum {
 			if s == e {
+				if sp.name == "index_coverage" && s == CoverageRemap {
+					return s, hcl.Diagnostics{{
+						Severity: hcl.DiagWarning,
+						Summary:  "Not implemented yet",
+						Detail:   `index_coverage = "remap" (deferred index remap) is not implemented yet; the planner treats it as "keep".`,
+						Subject:  attr.Expr.Range().Ptr(),
+					}}
+				}
 				return s, nil
 			}
 		}
