@@ -50,7 +50,7 @@ func TestStatsMatchesRealLance(t *testing.T) {
 			}
 			checkStatsAgainstLance(t, rep, lance)
 			// An older version too, on the shapes where it differs most.
-			if sc == "deletes_bitmap" || sc == "dropped_column" || sc == "stable_row_ids" || sc == "v1_paths" {
+			if sc == "deletes_bitmap" || sc == "stable_row_ids" {
 				old := statsJSON(t, path, "--version", "2")
 				checkStatsAgainstLance(t, old, oracle.Inspect(t, path, 2))
 			}
