@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -35,16 +36,21 @@ func TestScanCommandMatchesLance(t *testing.T) {
 		scenario string
 		cols     []string
 		limit    string
+		version  uint64
 	}{
-		{"deletes_arrow", nil, ""},
-		{"deletes_bitmap", []string{"id"}, ""},
-		{"types", nil, "37"},
-		{"v2_0", nil, ""},
+		{"appends", []string{"id"}, "", 2},
+		{"deletes_arrow", nil, "", 0},
+		{"deletes_bitmap", []string{"id"}, "", 0},
+		{"types", nil, "37", 0},
+		{"v2_0", nil, "", 0},
 	} {
 		t.Run(c.scenario, func(t *testing.T) {
 			uri := oracle.Build(t, c.scenario, t.TempDir())
-			want := lanceJSON(t, oracle.Scan(t, uri, 0, c.cols))
+			want := lanceJSON(t, oracle.Scan(t, uri, c.version, c.cols))
 			args := []string{uri}
+			if c.version != 0 {
+				args = append(args, "--version", fmt.Sprint(c.version))
+			}
 			if c.cols != nil {
 				args = append(args, "--columns", strings.Join(c.cols, ","))
 			}
