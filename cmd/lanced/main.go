@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"sort"
 	"syscall"
 )
@@ -69,6 +70,15 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "lanced: unknown command %q\n", args[0])
 		usage(stderr)
 		return 2
+	}
+	if path := os.Getenv("LANCED_CPUPROFILE"); path != "" {
+		// Profiling for operators and benchmarks: LANCED_CPUPROFILE=file.
+		if f, err := os.Create(path); err == nil {
+			if err := pprof.StartCPUProfile(f); err == nil {
+				defer pprof.StopCPUProfile()
+			}
+			defer f.Close()
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
