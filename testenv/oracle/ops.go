@@ -65,6 +65,22 @@ func RunOpsContext(ctx context.Context, uri string, ops []Op, opts ...Options) (
 		return nil, fmt.Errorf("oracle: ops for %s: %w", uri, err)
 	}
 	out, runErr := runNode(ctx, "ops.mjs", nodeURI(uri), string(b), optionsJSON(opts))
+	return decodeOps(uri, out, runErr)
+}
+
+// RunOpsProcess is RunOpsContext in a node process of its own (not the
+// shared server, and not counted against the two-calls-at-a-time limit):
+// for races between separate real-Lance writer processes. ctx bounds it.
+func RunOpsProcess(ctx context.Context, uri string, ops []Op, opts ...Options) ([]json.RawMessage, error) {
+	b, err := json.Marshal(ops)
+	if err != nil {
+		return nil, fmt.Errorf("oracle: ops for %s: %w", uri, err)
+	}
+	out, runErr := runProcess(ctx, "ops.mjs", nodeURI(uri), string(b), optionsJSON(opts))
+	return decodeOps(uri, out, runErr)
+}
+
+func decodeOps(uri string, out []byte, runErr error) ([]json.RawMessage, error) {
 	var res []json.RawMessage
 	if len(bytes.TrimSpace(out)) > 0 {
 		if err := json.Unmarshal(out, &res); err != nil {

@@ -1,9 +1,12 @@
 package oracle
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
 )
 
 type opResult struct {
@@ -139,8 +142,9 @@ func TestOptimizeKeepsData(t *testing.T) {
 	wantEq(t, "fragments after optimize", Inspect(t, path, 0).Fragments, 1)
 }
 
-// TestConcurrentWriters: two real-Lance writers (RunOpsContext from two
-// goroutines) append to one table at once; every append lands.
+// TestConcurrentWriters: two real-Lance writers (RunOpsContext: two calls
+// in the shared server; RunOpsProcess: a node process each) append to one
+// table at once; every append lands.
 func TestConcurrentWriters(t *testing.T) {
 	Require(t)
 	path := Build(t, "v1_paths", t.TempDir())
@@ -155,18 +159,36 @@ func TestConcurrentWriters(t *testing.T) {
 	ctx, cancel := testContext(t)
 	defer cancel()
 	errs := make(chan error, 2)
-	for _, seed := range []int{1, 2} {
+	run := []func(context.Context, string, []Op, ...Options) ([]json.RawMessage, error){RunOpsContext, RunOpsContext, RunOpsProcess, RunOpsProcess}
+	for i, f := range run {
 		go func() {
-			_, err := RunOpsContext(ctx, path, ops(seed))
+			_, err := f(ctx, path, ops(i+1))
 			errs <- err
 		}()
 	}
-	for range 2 {
+	for range run {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
 	}
 	after := Inspect(t, path, 0)
-	wantEq(t, "rows", after.Rows, before.Rows+16)
-	wantEq(t, "version", after.Version, before.Version+16)
+	wantEq(t, "rows", after.Rows, before.Rows+32)
+	wantEq(t, "version", after.Version, before.Version+32)
+	ids := Scan(t, path, 0, []string{"id"})
+	seen := map[int64]bool{}
+	for _, c := range ids.Column(0).Data().Chunks() {
+		for _, v := range c.(*array.Int64).Int64Values() {
+			if seen[v] {
+				t.Fatalf("id %d twice", v)
+			}
+			seen[v] = true
+		}
+	}
+	for w := 1; w <= 4; w++ {
+		for i := 0; i < 8; i++ {
+			if !seen[int64(100000+w*100+i)] {
+				t.Errorf("writer %d append %d missing", w, i)
+			}
+		}
+	}
 }

@@ -125,6 +125,14 @@ func runNode(ctx context.Context, script string, args ...string) ([]byte, error)
 		}
 		return s.call(ctx, script, args)
 	}
+	return runProcess(ctx, script, args...)
+}
+
+// runProcess runs one script in a fresh node process.
+func runProcess(ctx context.Context, script string, args ...string) ([]byte, error) {
+	if ok, why := Available(); !ok {
+		return nil, fmt.Errorf("oracle: %s; run make oracle", why)
+	}
 	cmd := exec.CommandContext(ctx, "node", append([]string{filepath.Join(Dir(), script)}, args...)...)
 	cmd.Dir = Dir()
 	cmd.Env = nodeEnv()
