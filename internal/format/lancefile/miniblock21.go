@@ -11,9 +11,15 @@ import (
 // with their own rep/def levels and value buffers, an optional dictionary
 // and an optional repetition index (not needed for whole-page decoding).
 
-func decodeMiniBlock(l *enc21pb.MiniBlockLayout, bufs [][]byte) (*page, error) {
-	p := &page{layers: l.GetLayers()}
-	hasRep, hasDef := l.GetRepCompression() != nil, l.GetDefCompression() != nil
+// chunkRef locates one mini-block chunk inside the page's data buffer.
+type chunkRef struct {
+	off, nbytes int // byte range in buffer 1
+	first       int // values (visible items) before this chunk
+	nvals       int
+}
+
+// checkMiniBlock validates the layout and the number of page buffers.
+func checkMiniBlock(l *enc21pb.MiniBlockLayout, nbufs int) error {
 	want := 2
 	if l.GetDictionary() != nil {
 		want++
@@ -21,51 +27,36 @@ func decodeMiniBlock(l *enc21pb.MiniBlockLayout, bufs [][]byte) (*page, error) {
 	if l.GetRepetitionIndexDepth() > 0 {
 		want++
 	}
-	if len(bufs) != want {
-		return nil, fmt.Errorf("%w: mini-block page has %d buffers, want %d", ErrCorrupt, len(bufs), want)
+	if nbufs != want {
+		return fmt.Errorf("%w: mini-block page has %d buffers, want %d", ErrCorrupt, nbufs, want)
 	}
 	if l.GetValueCompression() == nil {
-		return nil, fmt.Errorf("%w: mini-block page without value compression", ErrCorrupt)
+		return fmt.Errorf("%w: mini-block page without value compression", ErrCorrupt)
 	}
-	nb := int(l.GetNumBuffers())
-	if nb < 1 || nb > 64 {
-		return nil, fmt.Errorf("%w: mini-block with %d value buffers", ErrCorrupt, nb)
+	if nb := l.GetNumBuffers(); nb < 1 || nb > 64 {
+		return fmt.Errorf("%w: mini-block with %d value buffers", ErrCorrupt, nb)
 	}
-	meta, data := bufs[0], bufs[1]
+	if l.GetNumItems() > 1<<31 || l.GetNumDictionaryItems() > 1<<31 {
+		return fmt.Errorf("%w: mini-block with %d items, %d dictionary items", ErrCorrupt, l.GetNumItems(), l.GetNumDictionaryItems())
+	}
+	return nil
+}
+
+// miniBlockChunks parses the chunk table (one u16 per chunk) against a data
+// buffer of dataLen bytes.
+func miniBlockChunks(l *enc21pb.MiniBlockLayout, meta []byte, dataLen int) ([]chunkRef, error) {
 	if len(meta)%2 != 0 {
 		return nil, fmt.Errorf("%w: chunk table of %d bytes", ErrCorrupt, len(meta))
 	}
 	nchunks := len(meta) / 2
-	numItems := l.GetNumItems()
-	if numItems > 1<<31 {
-		return nil, fmt.Errorf("%w: mini-block with %d items", ErrCorrupt, numItems)
-	}
-	var dict *values
-	var idx values
-	target := &p.vals
-	if l.GetDictionary() != nil {
-		dict = &values{}
-		if l.GetNumDictionaryItems() > 1<<31 {
-			return nil, fmt.Errorf("%w: dictionary of %d items", ErrCorrupt, l.GetNumDictionaryItems())
-		}
-		if err := decodeBlock(l.GetDictionary(), bufs[2], int(l.GetNumDictionaryItems()), dict); err != nil {
-			return nil, fmt.Errorf("dictionary: %w", err)
-		}
-		if dict.n != int(l.GetNumDictionaryItems()) {
-			return nil, fmt.Errorf("%w: dictionary decoded %d items, want %d", ErrCorrupt, dict.n, l.GetNumDictionaryItems())
-		}
-		target = &idx
-	}
-	var rep, def values
-	off, seen := 0, uint64(0)
-	chunkBufs := make([][]byte, nb)
-	for c := 0; c < nchunks; c++ {
+	numItems := int(l.GetNumItems())
+	chunks := make([]chunkRef, nchunks)
+	off, seen := 0, 0
+	for c := range chunks {
 		w := binary.LittleEndian.Uint16(meta[2*c:])
 		nbytes := (int(w>>4) + 1) * 8
-		var nvals uint64
-		if c < nchunks-1 {
-			nvals = 1 << (w & 0xF)
-		} else {
+		nvals := 1 << (w & 0xF)
+		if c == nchunks-1 {
 			if numItems < seen {
 				return nil, fmt.Errorf("%w: chunks hold more than num_items=%d values", ErrCorrupt, numItems)
 			}
@@ -74,12 +65,76 @@ func decodeMiniBlock(l *enc21pb.MiniBlockLayout, bufs [][]byte) (*page, error) {
 		if nvals > 1<<16 {
 			return nil, fmt.Errorf("%w: chunk %d of %d values", ErrCorrupt, c, nvals)
 		}
-		seen += nvals
-		if off+nbytes > len(data) {
-			return nil, fmt.Errorf("%w: chunk %d [%d,+%d) beyond data buffer of %d bytes", ErrCorrupt, c, off, nbytes, len(data))
+		if off+nbytes > dataLen {
+			return nil, fmt.Errorf("%w: chunk %d [%d,+%d) beyond data buffer of %d bytes", ErrCorrupt, c, off, nbytes, dataLen)
 		}
-		chunk := data[off : off+nbytes]
+		chunks[c] = chunkRef{off: off, nbytes: nbytes, first: seen, nvals: nvals}
 		off += nbytes
+		seen += nvals
+	}
+	if off != dataLen {
+		return nil, fmt.Errorf("%w: chunks cover %d of %d data bytes", ErrCorrupt, off, dataLen)
+	}
+	if seen != numItems {
+		return nil, fmt.Errorf("%w: chunks hold %d values, num_items=%d", ErrCorrupt, seen, numItems)
+	}
+	return chunks, nil
+}
+
+func decodeDictionary(l *enc21pb.MiniBlockLayout, b []byte) (*values, error) {
+	dict := &values{}
+	if err := decodeBlock(l.GetDictionary(), b, int(l.GetNumDictionaryItems()), dict); err != nil {
+		return nil, fmt.Errorf("dictionary: %w", err)
+	}
+	if dict.n != int(l.GetNumDictionaryItems()) {
+		return nil, fmt.Errorf("%w: dictionary decoded %d items, want %d", ErrCorrupt, dict.n, l.GetNumDictionaryItems())
+	}
+	return dict, nil
+}
+
+func decodeMiniBlock(l *enc21pb.MiniBlockLayout, bufs [][]byte) (*page, error) {
+	if err := checkMiniBlock(l, len(bufs)); err != nil {
+		return nil, err
+	}
+	chunks, err := miniBlockChunks(l, bufs[0], len(bufs[1]))
+	if err != nil {
+		return nil, err
+	}
+	var dict *values
+	if l.GetDictionary() != nil {
+		if dict, err = decodeDictionary(l, bufs[2]); err != nil {
+			return nil, err
+		}
+	}
+	return decodeChunks(l, chunks, bufs[1], 0, dict)
+}
+
+// decodeChunks decodes the given chunks; data holds their bytes starting at
+// chunk offset base.
+func decodeChunks(l *enc21pb.MiniBlockLayout, chunks []chunkRef, data []byte, base int, dict *values) (*page, error) {
+	p := &page{layers: l.GetLayers()}
+	hasRep, hasDef := l.GetRepCompression() != nil, l.GetDefCompression() != nil
+	nb := int(l.GetNumBuffers())
+	total := 0
+	for _, ch := range chunks {
+		total += ch.nvals
+	}
+	var idx values
+	target := &p.vals
+	if dict != nil {
+		target = &idx
+	}
+	var rep, def values
+	seen := 0
+	chunkBufs := make([][]byte, nb)
+	sizes := make([]int, nb)
+	for ci, ch := range chunks {
+		c := ci
+		if ch.off-base < 0 || ch.off-base+ch.nbytes > len(data) {
+			return nil, fmt.Errorf("%w: chunk at %d outside the bytes read", ErrCorrupt, ch.off)
+		}
+		chunk := data[ch.off-base : ch.off-base+ch.nbytes]
+		seen += ch.nvals
 		// Header: u16 num_levels, [u16 rep bytes], [u16 def bytes], u16 × nb.
 		h := 2 + 2*nb
 		if hasRep {
@@ -103,7 +158,6 @@ func decodeMiniBlock(l *enc21pb.MiniBlockLayout, bufs [][]byte) (*page, error) {
 			defSize = int(le.Uint16(chunk[o:]))
 			o += 2
 		}
-		sizes := make([]int, nb)
 		for i := range sizes {
 			sizes[i] = int(le.Uint16(chunk[o:]))
 			o += 2
@@ -143,24 +197,18 @@ func decodeMiniBlock(l *enc21pb.MiniBlockLayout, bufs [][]byte) (*page, error) {
 			}
 			chunkBufs[i] = b
 		}
-		if err := decodeMiniBlockValues(l.GetValueCompression(), chunkBufs, int(nvals), target); err != nil {
+		if err := decodeMiniBlockValues(l.GetValueCompression(), chunkBufs, ch.nvals, target); err != nil {
 			return nil, fmt.Errorf("chunk %d values: %w", c, err)
 		}
-		if c == 0 && nchunks > 1 {
-			target.reserve(int(numItems) - target.n)
+		if ci == 0 && len(chunks) > 1 {
+			target.reserve(total - target.n)
 		}
-		if target.n != int(seen) {
+		if target.n != seen {
 			return nil, fmt.Errorf("%w: chunk %d decoded %d values in total, want %d", ErrCorrupt, c, target.n, seen)
 		}
 		if hasRep || hasDef {
 			p.entries += numLevels
 		}
-	}
-	if off != len(data) {
-		return nil, fmt.Errorf("%w: chunks cover %d of %d data bytes", ErrCorrupt, off, len(data))
-	}
-	if seen != numItems {
-		return nil, fmt.Errorf("%w: chunks hold %d values, num_items=%d", ErrCorrupt, seen, numItems)
 	}
 	var err error
 	if hasRep {
@@ -174,7 +222,7 @@ func decodeMiniBlock(l *enc21pb.MiniBlockLayout, bufs [][]byte) (*page, error) {
 		}
 	}
 	if !hasRep && !hasDef {
-		p.entries = int(numItems)
+		p.entries = total
 	}
 	if dict != nil {
 		if err := applyDictionary(&idx, dict, &p.vals); err != nil {
