@@ -286,3 +286,17 @@ func TestRemapIsAWarning(t *testing.T) {
 		t.Fatalf("index_coverage %q", v)
 	}
 }
+
+func TestLoadDirNamedKeepsTheDirectoryInNames(t *testing.T) {
+	for _, dir := range []string{"../../policies", "./../../policies/", "../../policies/."} {
+		set, diags := LoadDirNamed(os.DirFS(dir), dir)
+		if len(diags) > 0 || len(set.Files) < 2 {
+			t.Fatalf("%s: %d files, %v", dir, len(set.Files), diags)
+		}
+		for _, f := range set.Files {
+			if !strings.HasSuffix(filepath.Dir(f.Name), "policies") {
+				t.Errorf("%s: file name %q does not carry the directory", dir, f.Name)
+			}
+		}
+	}
+}

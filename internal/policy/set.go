@@ -49,7 +49,7 @@ func LoadDir(fsys fs.FS) (*Set, hcl.Diagnostics) {
 	}
 	var names []string
 	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".hcl") || strings.HasPrefix(e.Name(), ".") {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".hcl") || strings.HasPrefix(path.Base(e.Name()), ".") {
 			continue
 		}
 		names = append(names, e.Name())
@@ -101,7 +101,8 @@ func (p prefixFS) ReadDir(name string) ([]fs.DirEntry, error) {
 }
 
 func (p prefixFS) ReadFile(name string) ([]byte, error) {
-	return fs.ReadFile(p.FS, strings.TrimPrefix(strings.TrimPrefix(name, p.dir), "/"))
+	// Only top-level entries are listed, so the base name is the file.
+	return fs.ReadFile(p.FS, path.Base(name))
 }
 
 type prefixedEntry struct {
