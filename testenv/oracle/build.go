@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -304,7 +303,7 @@ func copyFile(src, dst string) (err error) {
 		}
 	}()
 	if _, err := io.Copy(out, in); err != nil {
-		return errors.Join(fmt.Errorf("copy %s: %w", src, err))
+		return fmt.Errorf("copy %s: %w", src, err)
 	}
 	return nil
 }

@@ -5,7 +5,7 @@
 // Prints a JSON line {"scenario":..,"uri":..,"version":..,"rows":..}.
 import {
   arrow, connectRoot, splitTableURI, parseStorageOptions, rng, sentence, field,
-  fixedVector, jsVector, makeArrowTable, concatTables, genColumn, genValue, main, isMain, fail, toJSON,
+  fixedVector, jsVector, makeArrowTable, concatTables, genColumn, main, isMain, fail, toJSON,
 } from "./lib.mjs";
 
 const A = arrow;
