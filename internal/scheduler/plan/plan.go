@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/policy"
 )
@@ -83,6 +84,14 @@ func Compute(in Input) *Plan {
 	if !pol.Enabled.Value {
 		for i := range reasons {
 			reasons[i] = "maintenance disabled by policy (" + pol.Enabled.Source.String() + ")"
+		}
+		return finish()
+	}
+	// Unknown writer feature flags: lanced must not write this table.
+	if err := format.CheckWritable(m); err != nil {
+		warn(err.Error())
+		for i := range reasons {
+			reasons[i] = "table not writable by this release: " + err.Error()
 		}
 		return finish()
 	}

@@ -402,3 +402,12 @@ func BenchmarkPlan(b *testing.B) {
 		b.Logf("plan/decode = %.2f (plan %.0f ms, decode %.0f ms, manifest %d bytes)", planNs/decodeNs, planNs/1e6, decodeNs/1e6, len(raw))
 	}
 }
+
+func TestUnknownWriterFeaturesPlanNothing(t *testing.T) {
+	m := manifest(3, ab, small(0, 10), small(1, 10))
+	m.WriterFeatureFlags = 1 << 20
+	p := Compute(Input{Table: "t", Manifest: m, Policy: pol(nil)})
+	if !p.Empty() || len(p.Warnings) != 1 || !strings.Contains(p.Decisions[0].Reason, "not writable") {
+		t.Fatalf("plan %+v", p)
+	}
+}
