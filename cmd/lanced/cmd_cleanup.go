@@ -189,7 +189,7 @@ func printCleanup(w io.Writer, uri string, o engine.CleanupOptions, p *engine.Cl
 	}
 	tw.Flush()
 	if !dry {
-		fmt.Fprintf(w, "\ndeleted %d files and %d manifests (%s); %d were already gone\n", r.FilesDeleted, r.ManifestsDeleted, cleanupBytes(r.BytesRemoved), r.AlreadyGone)
+		fmt.Fprintf(w, "\ndeleted %d files and %d manifests (%s)\n", r.FilesDeleted, r.ManifestsDeleted, cleanupBytes(r.BytesRemoved))
 	}
 }
 

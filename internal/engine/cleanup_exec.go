@@ -29,6 +29,7 @@ type Cleaner struct {
 	log         *slog.Logger
 	now         func() time.Time
 	concurrency int
+	batchSize   int
 	m           *cleanupMetrics
 }
 
@@ -47,7 +48,7 @@ func NewCleaner(reg prometheus.Registerer, log *slog.Logger) (*Cleaner, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	c := &Cleaner{log: log, now: time.Now, concurrency: 8}
+	c := &Cleaner{log: log, now: time.Now, concurrency: 8, batchSize: deleteBatch}
 	if reg != nil {
 		m := &cleanupMetrics{
 			files: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -274,16 +275,16 @@ func readTags(ctx context.Context, b *store.Bucket) (map[string]uint64, error) {
 type CleanupResult struct {
 	FilesDeleted     int   `json:"files_deleted"`
 	ManifestsDeleted int   `json:"manifests_deleted"`
-	AlreadyGone      int   `json:"already_gone"`
 	BytesRemoved     int64 `json:"bytes_removed"`
 }
 
 const deleteBatch = 64
 
 // Execute deletes what plan lists: files first, then journal entries of the
-// dead tasks whose outputs went, then manifests oldest first. Deletes run in
-// batches of up to 64 in parallel, at most opts.DeleteRate per second. An
-// object already gone counts as deleted. On error it stops: what is deleted
+// dead tasks whose outputs went, then manifests oldest first. Deletes go in
+// batches of up to 64 keys (one DeleteObjects request on S3, parallel
+// deletes elsewhere), at most opts.DeleteRate keys per second. An object
+// already gone counts as deleted. On error it stops: what is deleted
 // stays deleted, every kept version stays readable, and the next run
 // finishes the job.
 func (c *Cleaner) Execute(ctx context.Context, b *store.Bucket, plan *CleanupPlan, opts CleanupOptions) (CleanupResult, error) {
@@ -294,51 +295,45 @@ func (c *Cleaner) Execute(ctx context.Context, b *store.Bucket, plan *CleanupPla
 		lim = rate.NewLimiter(rate.Limit(opts.DeleteRate), max(1, int(opts.DeleteRate)))
 	}
 	total := len(plan.Files) + len(plan.Manifests)
+	done := 0
+	size := c.batchSize
+	if lim != nil {
+		size = min(size, max(1, int(opts.DeleteRate))) // about one batch per second
+	}
 	run := func(items []FileDecision, manifests bool) error {
-		for i := 0; i < len(items); i += deleteBatch {
-			batch := items[i:min(i+deleteBatch, len(items))]
-			var mu sync.Mutex
-			g, gctx := errgroup.WithContext(ctx)
-			g.SetLimit(c.concurrency)
-			for _, d := range batch {
+		for i := 0; i < len(items); i += size {
+			batch := items[i:min(i+size, len(items))]
+			keys := make([]string, len(batch))
+			for j, d := range batch {
 				if lim != nil {
 					if err := lim.Wait(ctx); err != nil {
-						_ = g.Wait()
 						return err
 					}
 				}
-				g.Go(func() error {
-					err := b.Delete(gctx, d.Key)
-					gone := errors.Is(err, store.ErrNotFound)
-					if err != nil && !gone {
-						return fmt.Errorf("delete %s: %w", d.Key, err)
-					}
-					mu.Lock()
-					defer mu.Unlock()
-					if gone {
-						res.AlreadyGone++
-						return nil
-					}
-					res.BytesRemoved += d.Size
-					if manifests {
-						res.ManifestsDeleted++
-					} else {
-						res.FilesDeleted++
-					}
-					if c.m != nil {
-						c.m.files.WithLabelValues(d.Kind).Inc()
-						c.m.bytes.Add(float64(d.Size))
-						if manifests {
-							c.m.versions.Inc()
-						}
-					}
-					return nil
-				})
+				keys[j] = d.Key
 			}
-			if err := g.Wait(); err != nil {
+			// One DeleteObjects request on S3; missing keys count as deleted
+			// (a concurrent Lance cleanup may have been first).
+			if err := b.DeleteMany(ctx, keys); err != nil {
 				return err
 			}
-			c.log.Info("cleanup progress", "table", b.URI(), "deleted", res.FilesDeleted+res.ManifestsDeleted+res.AlreadyGone, "total", total)
+			for _, d := range batch {
+				res.BytesRemoved += d.Size
+				if manifests {
+					res.ManifestsDeleted++
+				} else {
+					res.FilesDeleted++
+				}
+				if c.m != nil {
+					c.m.files.WithLabelValues(d.Kind).Inc()
+					c.m.bytes.Add(float64(d.Size))
+					if manifests {
+						c.m.versions.Inc()
+					}
+				}
+			}
+			done += len(batch)
+			c.log.Info("cleanup progress", "table", b.URI(), "deleted", done, "total", total)
 		}
 		return nil
 	}

@@ -301,9 +301,13 @@ func TestCleanupInterruptedThenResumed(t *testing.T) {
 				return nil
 			})
 			c := futureCleaner(t, nil)
-			c.concurrency = 1
+			c.batchSize = 2
+			before := len(keys(t, b))
 			if _, _, err := c.Run(ctx, faulty, cleanAll(), false); err == nil {
 				t.Fatal("interrupted run reported success")
+			}
+			if deleted := before - len(keys(t, b)); deleted != stopAfter/2*2 {
+				t.Errorf("interrupted run deleted %d objects, want the %d of the batches before the failure", deleted, stopAfter/2*2)
 			}
 			checkVersionsComplete(t, b)
 			if _, _, err := c.Run(ctx, b, cleanAll(), false); err != nil {

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -11,8 +12,10 @@ import (
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lanced-dev/lanced/internal/store"
+	"github.com/lanced-dev/lanced/internal/store/storetest"
 )
 
 // TestPutIfAbsentRetriesConditionalRequestConflict: S3 answers a
@@ -56,5 +59,35 @@ func TestPutIfAbsentRetriesConditionalRequestConflict(t *testing.T) {
 	err = b.PutIfAbsent(ctx, "_versions/2.manifest", []byte("m"))
 	if err == nil || errors.Is(err, store.ErrPreconditionFailed) || store.CodeOf(err) != store.Unavailable {
 		t.Errorf("endless 409s: %v (code %v), want an Unavailable error", err, store.CodeOf(err))
+	}
+}
+
+// TestDeleteManyUsesDeleteObjectsOnS3: one request per 1000 keys on S3.
+func TestDeleteManyUsesDeleteObjectsOnS3(t *testing.T) {
+	s3 := storetest.StartS3(t)
+	reg := prometheus.NewRegistry()
+	b, err := store.Instrument(open(t, s3.URI("dm")), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var keys []string
+	for i := range 1200 {
+		k := fmt.Sprintf("data/%04d.lance", i)
+		keys = append(keys, k)
+		if err := b.Put(ctx, k, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.DeleteMany(ctx, keys); err != nil {
+		t.Fatal(err)
+	}
+	if n := counter(t, reg, "lanced_store_operations_total", "op=delete_objects"); n != 2 {
+		t.Errorf("DeleteObjects requests = %v, want 2 for 1200 keys", n)
+	}
+	left := 0
+	_ = b.List(ctx, "", func(store.Object) error { left++; return nil })
+	if left != 0 {
+		t.Errorf("%d objects left", left)
 	}
 }

@@ -157,6 +157,26 @@ func Run(t *testing.T, open func(t *testing.T) *store.Bucket) {
 			t.Errorf("List after Delete = %v", got)
 		}
 	})
+	t.Run("DeleteMany", func(t *testing.T) {
+		b := open(t)
+		for _, k := range []string{"m/1", "m/2", "m/3", "m/4", "m/5"} {
+			mustPut(t, b, k, []byte(k))
+		}
+		if err := b.DeleteMany(ctx, []string{"m/1", "m/3", "m/5", "m/missing"}); err != nil {
+			t.Fatalf("DeleteMany: %v", err)
+		}
+		if got := listKeys(t, b, "", false); !slices.Equal(got, []string{"m/2", "m/4"}) {
+			t.Errorf("after DeleteMany: %v", got)
+		}
+		err := b.DeleteMany(ctx, []string{"m/2", "../escape"})
+		wantInvalid(t, "DeleteMany", "../escape", err)
+		if got := listKeys(t, b, "", false); !slices.Equal(got, []string{"m/2", "m/4"}) {
+			t.Errorf("a DeleteMany with an invalid key deleted something: %v", got)
+		}
+		if err := b.DeleteMany(ctx, nil); err != nil {
+			t.Errorf("empty DeleteMany: %v", err)
+		}
+	})
 	t.Run("StreamingWriter", func(t *testing.T) {
 		b := open(t)
 		data := pattern(6 << 20) // over S3's 5 MiB multipart threshold
