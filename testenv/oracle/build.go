@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -124,7 +125,28 @@ func knownScenario(s string) bool {
 			return true
 		}
 	}
-	return false
+	return sizedPattern.MatchString(s)
+}
+
+var sizedPattern = regexp.MustCompile(`^sized-\d+x\d+-v\d+-t\d+-d\d+$`)
+
+// Sized describes a table of chosen size for benchmarks; pass
+// Sized{...}.Scenario() to Build (cached like the named scenarios). Columns:
+// the base schema (id, category, value, note), plus "vec"
+// fixed_size_list<float32, VectorDim> when VectorDim > 0 and "body" text of
+// about TextWords words when TextWords > 0. One createTable/add per fragment;
+// then, when DeleteEvery > 0, one delete of id % DeleteEvery = 0.
+type Sized struct {
+	Fragments       int
+	RowsPerFragment int
+	VectorDim       int
+	TextWords       int
+	DeleteEvery     int
+}
+
+// Scenario is the scenario name build.mjs understands for s.
+func (s Sized) Scenario() string {
+	return fmt.Sprintf("sized-%dx%d-v%d-t%d-d%d", s.Fragments, s.RowsPerFragment, s.VectorDim, s.TextWords, s.DeleteEvery)
 }
 
 // Build makes a table of the given scenario with real Lance and returns its

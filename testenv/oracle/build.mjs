@@ -213,6 +213,37 @@ const scenarios = {
   },
 };
 
+// sized builds "sized-<F>x<R>-v<D>-t<W>-d<K>": F fragments of R rows each
+// (one createTable/add per fragment, fed in batches of at most 1000 rows),
+// base columns plus a D-dim float32 vector "vec" (D > 0) and a "body" text of
+// about W words (W > 0); then, if K > 0, one `delete id % K = 0`.
+async function sized(ctx, spec) {
+  const m = /^sized-(\d+)x(\d+)-v(\d+)-t(\d+)-d(\d+)$/.exec(spec);
+  if (!m) fail(`bad sized scenario ${spec}; want sized-<F>x<R>-v<D>-t<W>-d<K>`);
+  const [frags, per, dim, words, delEvery] = m.slice(1).map(Number);
+  if (frags < 1 || per < 1) fail(`sized scenario ${spec}: need at least one fragment and row`);
+  const fields = [...baseFields];
+  if (dim > 0) fields.push(field("vec", new A.FixedSizeList(dim, new A.Field("item", new A.Float32(), true))));
+  if (words > 0) fields.push(field("body", new A.Utf8()));
+  const part = (start, n, r) => {
+    const base = baseRows(start, n, start + 1);
+    const vecs = base.schema.fields.map((_, i) => base.getChildAt(i));
+    if (dim > 0) vecs.push(vecColumn(fields[4].type, n, r));
+    if (words > 0) vecs.push(jsVector(new A.Utf8(), Array.from({ length: n }, () => sentence(r, Math.max(1, words >> 1), words + (words >> 1)))));
+    return makeArrowTable(fields, vecs);
+  };
+  const rows = (start, n, seed) => {
+    const r = rng(seed);
+    const parts = [];
+    for (let off = 0; off < n; off += 1000) parts.push(part(start + off, Math.min(1000, n - off), r));
+    return concatTables(parts);
+  };
+  const t = await create(ctx, rows(0, per, 1));
+  for (let f = 1; f < frags; f++) await t.add(rows(f * per, per, f + 1));
+  if (delEvery > 0) await t.delete(`id % ${delEvery} = 0`);
+  return t;
+}
+
 function vecColumn(type, n, r) {
   const dim = type.listSize;
   const child = new Float32Array(n * dim);
@@ -359,7 +390,7 @@ export async function run(argv, write) {
     return;
   }
   if (!scenario || !uri) fail("usage: build.mjs <scenario> <table-uri> [storageOptionsJSON]");
-  const fn = scenarios[scenario];
+  const fn = scenario.startsWith("sized-") ? (ctx) => sized(ctx, scenario) : scenarios[scenario];
   if (!fn) fail(`unknown scenario ${scenario}; known: ${Object.keys(scenarios).join(", ")}`);
   const storageOptions = parseStorageOptions(optsArg);
   const { root, name } = splitTableURI(uri);

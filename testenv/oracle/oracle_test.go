@@ -349,3 +349,18 @@ func TestBuildWithOptions(t *testing.T) {
 	wantFileVersions(t, path, 2, 2)
 	wantEq(t, "rows", Inspect(t, path, 0).Rows, int64(1949))
 }
+
+func TestSized(t *testing.T) {
+	Require(t)
+	spec := Sized{Fragments: 3, RowsPerFragment: 1500, VectorDim: 8, TextWords: 5, DeleteEvery: 7}
+	path := Build(t, spec.Scenario(), t.TempDir())
+	r := Inspect(t, path, 0)
+	wantEq(t, "fragments", r.Fragments, 3)
+	wantEq(t, "physical rows", r.PhysicalRows, int64(4500))
+	wantEq(t, "rows", r.Rows, int64(4500-643)) // 643 multiples of 7 in [0,4500)
+	var names []string
+	for _, f := range r.Schema {
+		names = append(names, f.Name)
+	}
+	wantEq(t, "columns", strings.Join(names, ","), "id,category,value,note,vec,body")
+}
