@@ -41,7 +41,7 @@ type projection struct {
 }
 
 // project resolves ids into an Arrow schema and one reader per top field.
-func (f *File) project(ids []int32) (*projection, error) {
+func (f *File) project(ids []int32, random bool) (*projection, error) {
 	keep := map[int32]bool{}
 	if ids == nil {
 		for _, fl := range f.fields {
@@ -82,7 +82,7 @@ func (f *File) project(ids []int32) (*projection, error) {
 		af := sch.Field(i)
 		var r fieldReader
 		if f.Format == Format21 {
-			r, err = f.newFieldReader21(tree, top, af)
+			r, err = f.newFieldReader21(tree, top, af, random)
 		} else {
 			r, err = f.newFieldReader20(tree, top, af)
 		}
@@ -115,7 +115,7 @@ var _ array.RecordReader = (*Reader)(nil)
 
 // NewReader streams rows of the file as record batches.
 func (f *File) NewReader(ctx context.Context, opts ReadOptions) (*Reader, error) {
-	pr, err := f.project(opts.FieldIDs)
+	pr, err := f.project(opts.FieldIDs, false)
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +196,7 @@ func (f *File) readRows(pr *projection, a, b uint64) (arrow.RecordBatch, error) 
 
 // ReadAll reads the whole projection into one record (tests, small files).
 func (f *File) ReadAll(ctx context.Context, fieldIDs []int32) (arrow.RecordBatch, error) {
-	pr, err := f.project(fieldIDs)
+	pr, err := f.project(fieldIDs, false)
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +209,7 @@ func (f *File) ReadAll(ctx context.Context, fieldIDs []int32) (arrow.RecordBatch
 // Take returns the given rows (any order, duplicates allowed) of the
 // projected fields as one record.
 func (f *File) Take(ctx context.Context, rows []uint64, fieldIDs []int32) (arrow.RecordBatch, error) {
-	pr, err := f.project(fieldIDs)
+	pr, err := f.project(fieldIDs, true)
 	if err != nil {
 		return nil, err
 	}
@@ -318,6 +318,8 @@ type column21 struct {
 	pageStart []uint64
 	cur       *page
 	curIdx    int
+	pm        *pageMeta // chunk table etc. of the last partially read page
+	random    bool      // random access: read only the chunks/rows needed
 }
 
 func (f *File) newColumn21(ci int) *column21 {
@@ -354,14 +356,29 @@ func (c *column21) read(path []pathField, a, b uint64) (arrow.ArrayData, error) 
 		if c.pageStart[pi+1] <= a {
 			continue
 		}
-		p, err := c.page(pi)
-		if err != nil {
-			release()
-			return nil, err
-		}
 		lo := max(a, c.pageStart[pi]) - c.pageStart[pi]
 		hi := min(b, c.pageStart[pi+1]) - c.pageStart[pi]
-		d, err := p.buildRows(path, int(lo), int(hi))
+		var p *page
+		first := 0
+		var err error
+		if c.random && pi != c.curIdx && hi-lo <= partialMaxRows {
+			var ok bool
+			if p, first, ok, err = c.partial(pi, int(lo), int(hi)); err != nil {
+				release()
+				return nil, fmt.Errorf("%s: column %d page %d: %w", c.f.name, c.ci, pi, wrapCorrupt(err))
+			}
+			if !ok {
+				p = nil
+			}
+		}
+		if p == nil {
+			if p, err = c.page(pi); err != nil {
+				release()
+				return nil, err
+			}
+			first = 0
+		}
+		d, err := p.buildRows(path, int(lo)-first, int(hi)-first)
 		if err != nil {
 			release()
 			return nil, fmt.Errorf("%s: column %d page %d: %w", c.f.name, c.ci, pi, err)
@@ -384,7 +401,7 @@ type fieldReader21 struct {
 	leaves []leaf21
 }
 
-func (f *File) newFieldReader21(tree *fieldTree, top *filepb.Field, af arrow.Field) (*fieldReader21, error) {
+func (f *File) newFieldReader21(tree *fieldTree, top *filepb.Field, af arrow.Field, random bool) (*fieldReader21, error) {
 	fr := &fieldReader21{dt: af.Type}
 	var walk func(fl *filepb.Field, a arrow.Field, path []pathField) error
 	walk = func(fl *filepb.Field, a arrow.Field, path []pathField) error {
@@ -398,7 +415,9 @@ func (f *File) newFieldReader21(tree *fieldTree, top *filepb.Field, af arrow.Fie
 				return fmt.Errorf("%w: %s: blob field %q", ErrUnsupportedEncoding, f.name, fl.GetName())
 			}
 			p := append(slices.Clone(path), pathField{field: a})
-			fr.leaves = append(fr.leaves, leaf21{col: f.newColumn21(ci), path: p})
+			col := f.newColumn21(ci)
+			col.random = random
+			fr.leaves = append(fr.leaves, leaf21{col: col, path: p})
 			return nil
 		}
 		switch t := a.Type.(type) {

@@ -178,3 +178,13 @@ func TestCorruptPageNamesColumnAndPage(t *testing.T) {
 		}
 	}
 }
+
+type countingReader struct {
+	r     *bytes.Reader
+	bytes int64
+}
+
+func (c *countingReader) ReadAt(p []byte, off int64) (int, error) {
+	c.bytes += int64(len(p))
+	return c.r.ReadAt(p, off)
+}

@@ -1,0 +1,124 @@
+package lancefile
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/lanced-dev/lanced/internal/format/pb/enc21pb"
+)
+
+// Random access in 2.1 without decoding whole pages, where the layout
+// allows it: mini-block pages without repetition (a chunk of n values holds
+// rows [first, first+n)) and full-zip fixed-width pages without repetition
+// (row r sits at r × row size). Other pages are decoded whole.
+
+// partialMaxRows is the largest row range served by partial reads.
+const partialMaxRows = 256
+
+// pageMeta is what a partial read needs from a page besides its chunks.
+type pageMeta struct {
+	pi     int
+	layout *enc21pb.PageLayout
+	chunks []chunkRef
+	dict   *values
+}
+
+func (c *column21) meta(pi int) (*pageMeta, error) {
+	if c.pm != nil && c.pm.pi == pi {
+		return c.pm, nil
+	}
+	pl, err := c.f.pageLayout(c.ci, pi)
+	if err != nil {
+		return nil, err
+	}
+	pm := &pageMeta{pi: pi, layout: pl}
+	bufs := PageBuffers(c.f.Columns[c.ci].Meta.GetPages()[pi])
+	if mb := pl.GetMiniBlockLayout(); mb != nil && mb.GetRepCompression() == nil && mb.GetRepetitionIndexDepth() == 0 {
+		if err := checkMiniBlock(mb, len(bufs)); err != nil {
+			return nil, err
+		}
+		meta, err := c.f.ReadBuffer(bufs[0])
+		if err != nil {
+			return nil, err
+		}
+		if pm.chunks, err = miniBlockChunks(mb, meta, int(bufs[1].Size)); err != nil {
+			return nil, err
+		}
+		if mb.GetDictionary() != nil {
+			db, err := c.f.ReadBuffer(bufs[2])
+			if err != nil {
+				return nil, err
+			}
+			if pm.dict, err = decodeDictionary(mb, db); err != nil {
+				return nil, err
+			}
+		}
+	}
+	c.pm = pm
+	return pm, nil
+}
+
+// partial decodes a part of page pi holding rows [lo,hi) (page-relative).
+// It returns the decoded rows and the page row of the first of them, or
+// ok=false when the layout needs a whole-page decode.
+func (c *column21) partial(pi, lo, hi int) (p *page, first int, ok bool, err error) {
+	pm, err := c.meta(pi)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	bufs := PageBuffers(c.f.Columns[c.ci].Meta.GetPages()[pi])
+	switch {
+	case pm.chunks != nil:
+		mb := pm.layout.GetMiniBlockLayout()
+		i0, i1 := -1, -1
+		for i, ch := range pm.chunks {
+			if i0 < 0 && ch.first+ch.nvals > lo {
+				i0 = i
+			}
+			if ch.first < hi {
+				i1 = i
+			}
+		}
+		if i0 < 0 || i1 < i0 {
+			return nil, 0, false, fmt.Errorf("%w: rows [%d,%d) not in the chunk table", ErrCorrupt, lo, hi)
+		}
+		from, to := pm.chunks[i0].off, pm.chunks[i1].off+pm.chunks[i1].nbytes
+		data, err := c.f.ReadBuffer(Buffer{bufs[1].Offset + uint64(from), uint64(to - from)})
+		if err != nil {
+			return nil, 0, false, err
+		}
+		p, err := decodeChunks(mb, pm.chunks[i0:i1+1], data, from, pm.dict)
+		if err != nil {
+			return nil, 0, false, err
+		}
+		p.rows = pm.chunks[i1].first + pm.chunks[i1].nvals - pm.chunks[i0].first
+		if err := p.index(); err != nil {
+			return nil, 0, false, err
+		}
+		return p, pm.chunks[i0].first, true, nil
+	case pm.layout.GetFullZipLayout() != nil:
+		fz := pm.layout.GetFullZipLayout()
+		if fz.GetBitsRep() != 0 || fz.GetBitsPerValue() == 0 || len(bufs) != 1 {
+			return nil, 0, false, nil
+		}
+		rowSize := bytesForBits(fz.GetBitsDef()) + int(fz.GetBitsPerValue()/8)
+		data, err := c.f.ReadBuffer(Buffer{bufs[0].Offset + uint64(lo*rowSize), uint64((hi - lo) * rowSize)})
+		if err != nil {
+			return nil, 0, false, err
+		}
+		sub := proto.Clone(fz).(*enc21pb.FullZipLayout)
+		sub.NumItems = uint32(hi - lo)
+		sub.NumVisibleItems = 0
+		p, err := decodeFullZip(sub, [][]byte{data}, hi-lo)
+		if err != nil {
+			return nil, 0, false, err
+		}
+		p.rows = hi - lo
+		if err := p.index(); err != nil {
+			return nil, 0, false, err
+		}
+		return p, lo, true, nil
+	}
+	return nil, 0, false, nil
+}
