@@ -140,3 +140,57 @@ func TestRewritePlanMatchesLanceOptimize(t *testing.T) {
 		})
 	}
 }
+
+// TestRepackPlansOnRealLanceLayouts plans repacks on tables real Lance
+// backfilled (three files per fragment) and then dropped columns from
+// (leaving a file with only a dropped column): limit 1 merges everything and
+// drops every old file, the dead one included; limit 2 keeps the largest
+// file in place and merges the backfills.
+func TestRepackPlansOnRealLanceLayouts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the npm oracle")
+	}
+	for _, scenario := range []string{"backfill", "dropped_column"} {
+		t.Run(scenario, func(t *testing.T) {
+			uri := oracle.Build(t, scenario, t.TempDir())
+			m := latest(t, uri)
+			for _, max := range []uint64{1, 2} {
+				e := policy.LanceDefaults(uri)
+				e.Scope.Value = policy.ScopeRepack
+				e.Repack.MaxDataFilesPerFragment.Value = max
+				p := plan.Compute(plan.Input{Table: uri, Manifest: m.PB, Policy: e})
+				frags := m.PB.GetFragments()
+				for i, f := range frags {
+					var largest string
+					var size uint64
+					for _, df := range f.GetFiles() {
+						if df.GetFileSizeBytes() > size {
+							largest, size = df.GetPath(), df.GetFileSizeBytes()
+						}
+					}
+					d := p.Decisions[i]
+					switch {
+					case scenario == "dropped_column" && max == 2:
+						// Two live files (base, label) and a dead one: within the limit.
+						if d.Action != plan.ActionSkip {
+							t.Fatalf("max 2, fragment %d: %+v", f.GetId(), d)
+						}
+						continue
+					case d.Action != plan.ActionRepack:
+						t.Fatalf("max %d, fragment %d: %+v", max, f.GetId(), d)
+					}
+					task := p.Repacks[d.Task]
+					if len(task.Files) != 1 {
+						t.Fatalf("max %d: %+v", max, task)
+					}
+					if max == 1 && len(task.Removes) != len(f.GetFiles()) {
+						t.Fatalf("max 1, fragment %d: removes %v of %d files", f.GetId(), task.Removes, len(f.GetFiles()))
+					}
+					if max == 2 && (slices.Contains(task.Removes, largest) || len(task.Removes) != 2) {
+						t.Fatalf("max 2, fragment %d: removes %v, largest %s", f.GetId(), task.Removes, largest)
+					}
+				}
+			}
+		})
+	}
+}
