@@ -143,6 +143,10 @@ func (c *Cleaner) Plan(ctx context.Context, b *store.Bucket, opts CleanupOptions
 			if err != nil {
 				return fmt.Errorf("cleanup %s: %w: %w", b.URI(), ErrCleanupManifestUnreadable, err)
 			}
+			// A feature we do not know may reference files we do not track.
+			if err := format.CheckWritable(m.PB); err != nil {
+				return fmt.Errorf("cleanup %s: refusing to clean: %w", b.URI(), err)
+			}
 			refs, err := manifestRefs(lm.key, int64(len(data)), m)
 			if err != nil {
 				return fmt.Errorf("cleanup %s: %w", b.URI(), err)

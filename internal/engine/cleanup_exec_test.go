@@ -214,6 +214,26 @@ func TestCleanupRefusals(t *testing.T) {
 			},
 			opts: cleanAll(), want: ErrCleanupManifestUnreadable,
 		},
+		"unknown feature flag": {
+			setup: func(b *store.Bucket) error {
+				key := format.ManifestKey(format.NamingV2, 3)
+				data, err := b.Get(ctx, key)
+				if err != nil {
+					return err
+				}
+				m, err := format.DecodeManifestFile(key, data)
+				if err != nil {
+					return err
+				}
+				m.PB.WriterFeatureFlags |= 1 << 9
+				data, err = m.Encode()
+				if err != nil {
+					return err
+				}
+				return b.Put(ctx, key, data)
+			},
+			opts: cleanAll(), want: format.ErrUnsupportedFeature,
+		},
 		"branches": {
 			setup: func(b *store.Bucket) error {
 				return b.Put(ctx, "_refs/branches/feature.json", []byte(`{"parentVersion":2}`))

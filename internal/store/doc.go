@@ -5,7 +5,8 @@
 //   - opening a URI as a Bucket rooted at a prefix (a table root or a directory
 //     of tables) and sub-roots that share the connection (Sub);
 //   - get, ranged get, ReaderAt (ranged GETs underneath), attributes, recursive
-//     and one-level listing, put, streaming put, delete;
+//     and one-level listing, put, streaming put, delete, and DeleteMany
+//     (S3 DeleteObjects, 1000 keys per request);
 //   - PutIfAbsent, the commit primitive, atomic across processes on every
 //     backend: file:// writes a temp file in the target's directory and
 //     link(2)s it into place (EEXIST means the key exists); S3 sends
