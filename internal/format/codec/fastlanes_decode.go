@@ -1,9 +1,3 @@
-// Package codec holds the compression codecs shared by the Lance data-file
-// reader (files named *_decode*.go) and writer (*_encode*.go): FastLanes
-// bit packing, FSST, RLE, byte-stream-split and the general LZ4/ZSTD frames.
-// Codecs work on byte slices only: no I/O, no knowledge of pages or files.
-// Multi-byte values are little-endian; decoders assume a little-endian host
-// (amd64, arm64) and reinterpret byte slices as word slices.
 package codec
 
 import (
