@@ -200,7 +200,7 @@ func (t *Table) finish(next *tablepb.Manifest, latest *format.Manifest, txn *tab
 // loading the transactions of (readVersion, latest].
 func (t *Table) conflict(ctx context.Context, readVersion, attempted, latest uint64) error {
 	ce := &ConflictError{ReadVersion: readVersion, Attempted: attempted}
-	n, err := t.Naming(ctx)
+	n, err := t.cachedNaming(ctx)
 	if err != nil {
 		return err
 	}

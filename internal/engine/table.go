@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -40,6 +41,10 @@ var (
 // commit concurrently. A Table is safe for concurrent use.
 type Table struct {
 	b *store.Bucket
+	// naming caches the naming scheme of the newest version seen (0 before
+	// the first listing); loads fall back to the other scheme, so a stale
+	// value after a V1->V2 migration costs one extra GET, never a wrong read.
+	naming atomic.Int32
 	// Now is the clock used for manifest timestamps (tests replace it).
 	Now func() time.Time
 }
@@ -164,6 +169,7 @@ func (t *Table) latestInfo(ctx context.Context) (VersionInfo, error) {
 	if !found {
 		return VersionInfo{}, fmt.Errorf("open %s: %w", t.b.URI(), ErrNoTable)
 	}
+	t.naming.Store(int32(best.Naming))
 	return best, nil
 }
 
@@ -194,12 +200,21 @@ func (t *Table) Naming(ctx context.Context) (format.Naming, error) {
 // format.CheckReadable before interpreting data, format.CheckWritable
 // before committing on top of it.
 func (t *Table) Load(ctx context.Context, version uint64) (*format.Manifest, error) {
-	n, err := t.Naming(ctx)
+	n, err := t.cachedNaming(ctx)
 	if err != nil {
 		return nil, err
 	}
 	m, _, err := t.load(ctx, version, n)
 	return m, err
+}
+
+// cachedNaming returns the last naming scheme seen, listing only when none
+// has been seen yet.
+func (t *Table) cachedNaming(ctx context.Context) (format.Naming, error) {
+	if n := format.Naming(t.naming.Load()); n != 0 {
+		return n, nil
+	}
+	return t.Naming(ctx)
 }
 
 // load reads version v under naming n, falling back to the other scheme (a
