@@ -5,8 +5,16 @@
 // It owns no I/O: decoders take []byte (or io.ReaderAt plus a size) and
 // encoders return []byte; the engine moves the bytes through internal/store.
 // It imports only the standard library, the protobuf runtime, the generated
-// Lance protos under internal/format/pb, arrow-go (deletion files) and
-// roaring (bitmap deletion files). It imports nothing else from lanced.
+// Lance protos under internal/format/pb, arrow-go (Arrow deletion files),
+// roaring (bitmap deletion files) and google/uuid (transaction ids). It
+// imports nothing else from lanced.
+//
+// Files by concept: naming.go (manifest keys and schemes, VersionRef),
+// manifest.go (the manifest file layout), features.go (feature flags),
+// schema.go (field helpers, fragment-id and field-id high-water marks),
+// deletion.go (deletion files), transaction.go (transactions, Lance's
+// per-commit manifest fixes), layout_stats.go (seed 000's
+// column_layout_stats), errors.go (sentinels).
 //
 // Invariants:
 //   - Messages are edited, never rebuilt from lossy structs: decoding keeps
