@@ -232,6 +232,26 @@ func buildLeaf(dt arrow.DataType, v *values, va, vb int, valid *bitmap) (arrow.A
 		return nil, fmt.Errorf("%w: no values decoded", ErrCorrupt)
 	}
 	switch t := dt.(type) {
+	case *arrow.DictionaryType:
+		// Values are stored materialized (the page dictionary is applied at
+		// decode); re-encode them as an Arrow dictionary array.
+		vd, err := buildLeaf(t.ValueType, v, va, vb, valid)
+		if err != nil {
+			return nil, err
+		}
+		defer vd.Release()
+		va := array.MakeFromData(vd)
+		defer va.Release()
+		bld := array.NewDictionaryBuilder(memory.DefaultAllocator, t)
+		defer bld.Release()
+		if err := bld.AppendArray(va); err != nil {
+			return nil, fmt.Errorf("%w: dictionary-encode %s: %v", ErrUnsupportedEncoding, dt, err)
+		}
+		out := bld.NewArray()
+		defer out.Release()
+		d := out.Data()
+		d.Retain()
+		return d, nil
 	case *arrow.BooleanType:
 		if v.kind != kindBool && n > 0 {
 			return nil, fmt.Errorf("%w: bool column stored as %d-byte values", ErrCorrupt, v.width)

@@ -244,7 +244,7 @@ func compareTable(t *testing.T, dir, table string) {
 
 func TestOracleTables(t *testing.T) {
 	dir := oracleTables(t)
-	tables := []string{"types", "layouts", "comp", "pages", "types20"}
+	tables := []string{"types", "layouts", "comp", "pages", "types20", "dict"}
 	sort.Strings(tables)
 	for _, tb := range tables {
 		t.Run(tb, func(t *testing.T) { compareTable(t, dir, tb) })

@@ -130,3 +130,17 @@ await make("types20", new arrow.Schema([
   tags: i % 5 == 0 ? null : ["a" + i, "b"], st: { x: i, y: "y" + i }, ts: 1700000000000 + i,
   lst_i: i % 4 == 0 ? null : (i % 4 == 1 ? [] : [i, i % 3 == 0 ? null : i + 1]),
 }), { storageOptions: { new_table_data_storage_version: "2.0" } });
+
+// Arrow dictionary columns (lance returns them as dictionaries).
+{
+  const n = 500;
+  if (!only.length || only.includes("dict")) {
+    const vals = Array.from({ length: n }, (_, i) => i % 11 == 0 ? null : ["red", "green", "blue"][i % 3]);
+    const tbl = new arrow.Table({
+      id: arrow.vectorFromArray(Array.from({ length: n }, (_, i) => i), new arrow.Int32()),
+      cat: arrow.vectorFromArray(vals, new arrow.Dictionary(new arrow.Utf8(), new arrow.Int32())),
+    });
+    const t = await db.createTable("dict", tbl, { mode: "overwrite" });
+    fs.writeFileSync(path.join(out, "dict.arrow"), arrow.tableToIPC(await t.query().toArrow(), "file"));
+  }
+}
