@@ -308,15 +308,19 @@ func (d *daemon) run(ctx context.Context) error {
 	}
 	defer nc.Close()
 
+	roots, err := watch.ParseRoots(cfg.Tables...)
+	if err != nil {
+		return fmt.Errorf("table roots: %w", err)
+	}
 	var planner scheduler.Planner
 	var exec scheduler.Executor
 	var committer scheduler.Committer
 	switch d.flags.workload {
 	case "inspect":
-		w := &inspectWorkload{stateDir: cfg.StateDir, node: func() string { return nodeID }, policies: d.currentPolicies, delay: d.flags.taskDelay}
+		w := &inspectWorkload{stateDir: cfg.StateDir, node: func() string { return nodeID }, policies: d.currentPolicies, delay: d.flags.taskDelay, open: roots.OpenURI}
 		planner, exec, committer = w, w, w
 	default:
-		w := &maintainWorkload{policies: d.currentPolicies, log: log}
+		w := &maintainWorkload{policies: d.currentPolicies, log: log, open: roots.OpenURI}
 		planner, exec, committer = w, delayed{w, d.flags.taskDelay}, w
 	}
 	q := cfg.Queue
@@ -363,15 +367,7 @@ func (d *daemon) run(ctx context.Context) error {
 
 	// Watch: sources → coalescer → scheduler.Submit.
 	wm := watch.NewMetrics(reg)
-	var rootURIs []string
-	for _, t := range cfg.Tables {
-		base, _, _ := strings.Cut(t, "?")
-		rootURIs = append(rootURIs, base)
-	}
-	roots, err := watch.ParseRoots(rootURIs...)
-	if err != nil {
-		return fmt.Errorf("table roots: %w", err)
-	}
+
 	wopts := watch.Options{Roots: roots, Logger: log, Metrics: wm}
 	co := watch.NewCoalescer(watch.CoalescerConfig{
 		Debounce: cfg.Debounce, MaxDelay: cfg.MaxDelay, AutoDone: true, Logger: log, Metrics: wm,
@@ -382,7 +378,11 @@ func (d *daemon) run(ctx context.Context) error {
 	for _, sc := range cfg.Sources {
 		switch sc.Kind {
 		case "poll":
-			sources = append(sources, &rootPoller{roots: cfg.Tables, interval: sc.Interval, log: log.With("source", "poll")})
+			src, err := watch.NewPollSource(watch.PollConfig{URIs: cfg.Tables, Interval: sc.Interval}, wopts)
+			if err != nil {
+				return fmt.Errorf("poll source: %w", err)
+			}
+			sources = append(sources, src)
 		case "pubsub":
 			sources = append(sources, watch.NewPubSubSource(sc.URL, wopts))
 		case "nats":

@@ -23,6 +23,13 @@ import (
 type maintainWorkload struct {
 	policies func() *policy.Set
 	log      *slog.Logger
+	// open maps a table URI to the URI to open it with (the root's
+	// connection query re-attached; watch.Roots.OpenURI).
+	open func(table string) string
+}
+
+func (w *maintainWorkload) openTable(ctx context.Context, uri string) (*engine.Table, *store.Bucket, error) {
+	return openEngineTable(ctx, w.open(uri))
 }
 
 func openEngineTable(ctx context.Context, uri string) (*engine.Table, *store.Bucket, error) {
@@ -39,7 +46,7 @@ func openEngineTable(ctx context.Context, uri string) (*engine.Table, *store.Buc
 }
 
 func (w *maintainWorkload) Plan(ctx context.Context, table string, inFlight []string) (scheduler.Plan, error) {
-	tbl, b, err := openEngineTable(ctx, table)
+	tbl, b, err := w.openTable(ctx, table)
 	if err != nil {
 		return scheduler.Plan{}, err
 	}
@@ -81,7 +88,7 @@ func (w *maintainWorkload) Execute(ctx context.Context, st scheduler.Task) (sche
 	if err := t.Validate(); err != nil {
 		return scheduler.Result{}, fmt.Errorf("task %s: %w", st.Key, err)
 	}
-	tbl, b, err := openEngineTable(ctx, t.Table())
+	tbl, b, err := w.openTable(ctx, t.Table())
 	if err != nil {
 		return scheduler.Result{}, err
 	}
@@ -156,7 +163,7 @@ func (w *maintainWorkload) Commit(ctx context.Context, table string, results []s
 		}
 		return cmp.Compare(a.rv, b.rv)
 	})
-	tbl, b, err := openEngineTable(ctx, table)
+	tbl, b, err := w.openTable(ctx, table)
 	if err != nil {
 		return rep, err
 	}

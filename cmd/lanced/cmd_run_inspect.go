@@ -47,6 +47,7 @@ type inspectWorkload struct {
 	node     func() string
 	policies func() *policy.Set
 	delay    time.Duration // --debug-task-delay: lets tests kill a worker mid-task
+	open     func(table string) string
 }
 
 // latestManifest lists the table's _versions/ and returns the newest
@@ -77,7 +78,7 @@ func latestManifest(ctx context.Context, b *store.Bucket) (uint64, string, error
 }
 
 func (w *inspectWorkload) Plan(ctx context.Context, table string, inFlight []string) (scheduler.Plan, error) {
-	b, err := store.Open(ctx, table)
+	b, err := store.Open(ctx, w.open(table))
 	if err != nil {
 		return scheduler.Plan{}, fmt.Errorf("open table %s: %w", table, err)
 	}
@@ -112,7 +113,7 @@ func (w *inspectWorkload) Execute(ctx context.Context, t scheduler.Task) (schedu
 			return scheduler.Result{}, context.Cause(ctx)
 		}
 	}
-	b, err := store.Open(ctx, it.Table)
+	b, err := store.Open(ctx, w.open(it.Table))
 	if err != nil {
 		return scheduler.Result{}, fmt.Errorf("open table %s: %w", it.Table, err)
 	}
