@@ -39,6 +39,7 @@ func testSchema(structs bool) *arrow.Schema {
 		f("nested", arrow.ListOf(arrow.ListOf(arrow.PrimitiveTypes.Int64))),
 		f("none", arrow.PrimitiveTypes.Int32),
 		f("run", arrow.PrimitiveTypes.Int32), f("konst", arrow.PrimitiveTypes.Int64),
+		f("llong", arrow.ListOf(arrow.BinaryTypes.String)),
 	}
 	if structs {
 		st := arrow.StructOf(f("a", arrow.PrimitiveTypes.Int32), f("b", arrow.BinaryTypes.String))
@@ -87,7 +88,7 @@ func fill(b array.Builder, r *rand.Rand, name string, row int, nullP float64, st
 		b.Append(r.IntN(2) == 0)
 	case *array.StringBuilder:
 		switch name {
-		case "long":
+		case "long", "llong.item":
 			b.Append(strings.Repeat(fmt.Sprintf("row %d ", row), 30+r.IntN(60)))
 		case "cat":
 			b.Append([]string{"red", "green", "blue"}[r.IntN(3)])
