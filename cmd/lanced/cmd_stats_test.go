@@ -87,6 +87,9 @@ func checkStatsAgainstLance(t *testing.T, rep statsReport, lance oracle.Report) 
 	if lance.DeletedRows >= 0 && int64(tot.DeletedRows) != lance.DeletedRows {
 		t.Errorf("v%d deleted rows %d, Lance %d", rep.Version, tot.DeletedRows, lance.DeletedRows)
 	}
+	if lance.FilesSize >= 0 && int64(tot.DataFileBytes) != lance.FilesSize {
+		t.Errorf("v%d data file bytes %d, Lance total_files_size %d", rep.Version, tot.DataFileBytes, lance.FilesSize)
+	}
 	deletionFiles := 0
 	for _, f := range rep.Fragments {
 		if f.DeletionFileKind != "" {

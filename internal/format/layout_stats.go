@@ -63,6 +63,9 @@ type LayoutTotals struct {
 	PhysicalRows uint64 `json:"physical_rows"`
 	DeletedRows  uint64 `json:"deleted_rows"`
 	DataFiles    int    `json:"data_files"`
+	// DataFileBytes sums the recorded file_size_bytes of every data file
+	// (skipped ones included), as Lance's total_files_size.
+	DataFileBytes uint64 `json:"data_file_bytes"`
 }
 
 // ComputeLayoutStats returns the layout statistics of a manifest.
@@ -90,6 +93,7 @@ func ComputeLayoutStats(m *tablepb.Manifest) LayoutStats {
 		var slots, dead int
 		for _, df := range fr.GetFiles() {
 			f := FileLayout{Path: df.GetPath(), SizeBytes: df.GetFileSizeBytes(), BaseID: df.BaseId}
+			st.Totals.DataFileBytes += f.SizeBytes
 			for _, id := range df.GetFields() {
 				if id >= 0 && live[id] {
 					f.Fields++
