@@ -144,7 +144,7 @@ func printStats(w io.Writer, r *statsReport, files bool) error {
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%.0f%%\t%s\t\n", f.ID, f.PhysicalRows, f.DeletedRows,
 			f.PhysicalRows-min(f.PhysicalRows, f.DeletedRows), f.DataFiles, bytes, 100*f.DeadSlotRatio, dashIfEmpty(f.DeletionFileKind))
 	}
-	fmt.Fprintf(tw, "total %d\t%d\t%d\t%d\t%d\t\t\t\t\n", r.Totals.Fragments, r.Totals.PhysicalRows, r.Totals.DeletedRows, r.Totals.Rows, r.Totals.DataFiles)
+	fmt.Fprintf(tw, "total %d\t%d\t%d\t%d\t%d\t%d\t\t\t\n", r.Totals.Fragments, r.Totals.PhysicalRows, r.Totals.DeletedRows, r.Totals.Rows, r.Totals.DataFiles, r.Totals.DataFileBytes)
 	if err := tw.Flush(); err != nil || !files {
 		return err
 	}
