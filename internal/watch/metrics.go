@@ -13,6 +13,7 @@ type Metrics struct {
 	dropped       *prometheus.CounterVec // reason
 	refs          *prometheus.CounterVec // source
 	sweeps        *prometheus.CounterVec // outcome
+	restarts      *prometheus.CounterVec // source
 	coalesced     prometheus.Counter
 	evaluations   prometheus.Counter
 	pendingTables prometheus.Gauge
@@ -40,6 +41,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "lanced_watch_poll_sweeps_total",
 			Help: "Poll sweeps over one root, by outcome (ok, error).",
 		}, []string{"outcome"}),
+		restarts: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "lanced_watch_source_restarts_total",
+			Help: "Times a source's subscription failed and was reopened, by source kind.",
+		}, []string{"source"}),
 		coalesced: f.NewCounter(prometheus.CounterOpts{
 			Name: "lanced_watch_coalescer_events_total",
 			Help: "Table versions received by the coalescer.",

@@ -25,6 +25,8 @@ type PubSubSource struct {
 	url  string
 	open func(ctx context.Context) (*pubsub.Subscription, error)
 	h    handler
+	// reopen is false for a subscription opened by the caller.
+	reopen bool
 	// useAttrs is false for SQS: its message attributes are not part of
 	// an S3 notification, so they may not turn a body into a GCS event.
 	useAttrs bool
@@ -36,6 +38,7 @@ func NewPubSubSource(url string, opts Options) *PubSubSource {
 		url:      url,
 		h:        handler{opts: opts.withDefaults(), source: "pubsub"},
 		useAttrs: !strings.HasPrefix(url, "awssqs:"),
+		reopen:   true,
 	}
 	s.open = func(ctx context.Context) (*pubsub.Subscription, error) { return pubsub.OpenSubscription(ctx, url) }
 	return s
@@ -56,18 +59,54 @@ func NewPubSubSourceFrom(sub *pubsub.Subscription, opts Options) *PubSubSource {
 // after its versions were handed to sink (or it was found undecodable);
 // when the sink fails the message is nacked (redelivered) if the driver
 // supports it, otherwise left to its ack deadline.
-func (s *PubSubSource) Run(ctx context.Context, sink Sink) (err error) {
+//
+// A subscription that cannot be opened at all is a configuration error and
+// returned. Once running, a failing subscription (Receive only returns
+// errors Go CDK does not retry itself: permission denied, queue deleted)
+// is logged, counted and reopened with backoff (1s doubling to 1m) until
+// ctx is done; the poll source covers the gap.
+func (s *PubSubSource) Run(ctx context.Context, sink Sink) error {
 	sub, err := s.open(ctx)
 	if err != nil {
 		return fmt.Errorf("open subscription %s: %w", redactURL(s.url), err)
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if serr := sub.Shutdown(sctx); serr != nil && err == nil && ctx.Err() == nil {
-			err = fmt.Errorf("shut down subscription %s: %w", redactURL(s.url), serr)
+	log := s.h.opts.Logger
+	backoff := time.Second
+	for {
+		rerr := s.receive(ctx, sub, sink)
+		s.shutdown(ctx, sub)
+		if ctx.Err() != nil {
+			return nil
 		}
-	}()
+		if !s.reopen {
+			return rerr
+		}
+		s.h.opts.Metrics.restarts.WithLabelValues("pubsub").Inc()
+		for {
+			log.Warn("subscription failed; reopening", "source", "pubsub", "subscription", redactURL(s.url), "err", rerr, "backoff", backoff)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, time.Minute)
+			if sub, rerr = s.open(ctx); rerr == nil {
+				break
+			}
+		}
+	}
+}
+
+func (s *PubSubSource) shutdown(ctx context.Context, sub *pubsub.Subscription) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := sub.Shutdown(sctx); err != nil && ctx.Err() == nil {
+		s.h.opts.Logger.Warn("shut down subscription", "source", "pubsub", "subscription", redactURL(s.url), "err", err)
+	}
+}
+
+// receive handles messages until Receive fails or ctx is done.
+func (s *PubSubSource) receive(ctx context.Context, sub *pubsub.Subscription, sink Sink) error {
 	log := s.h.opts.Logger
 	for {
 		msg, err := sub.Receive(ctx)
@@ -75,8 +114,6 @@ func (s *PubSubSource) Run(ctx context.Context, sink Sink) (err error) {
 			if ctx.Err() != nil {
 				return nil
 			}
-			// Receive retries transient errors itself; what reaches us
-			// is permanent (permission denied, queue gone).
 			return fmt.Errorf("receive from %s (%s): %w", redactURL(s.url), gcerrors.Code(err), err)
 		}
 		attrs := msg.Metadata

@@ -281,3 +281,52 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// TestPubSubSourceReopens: a subscription that fails after it was running
+// is reopened (with backoff) and events keep flowing.
+func TestPubSubSourceReopens(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	topic, err := pubsub.OpenTopic(ctx, "mem://lanced-watch-reopen")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer topic.Shutdown(context.Background())
+	m := NewMetrics(nil)
+	src := NewPubSubSource("mem://lanced-watch-reopen", Options{Roots: testRoots(t), Metrics: m})
+	opened := make(chan *pubsub.Subscription, 4)
+	src.open = func(ctx context.Context) (*pubsub.Subscription, error) {
+		sub, err := pubsub.OpenSubscription(ctx, "mem://lanced-watch-reopen")
+		if err == nil {
+			opened <- sub
+		}
+		return sub, err
+	}
+	sink := &flakySink{}
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx, sink.sink) }()
+	first := <-opened
+	// Kill the running subscription from outside: Receive fails for good.
+	if err := first.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-opened:
+	case <-time.After(20 * time.Second):
+		t.Fatal("subscription not reopened")
+	}
+	body, _ := loadSample(t, "s3_direct_put.json")
+	if err := topic.Send(ctx, &pubsub.Message{Body: body}); err != nil {
+		t.Fatal(err)
+	}
+	if got := sink.wait(t, 1); len(got) != 1 || got[0] != sampleRefs[0] {
+		t.Fatalf("refs after reopen = %v", got)
+	}
+	if n := counterValue(t, m.restarts.WithLabelValues("pubsub")); n != 1 {
+		t.Fatalf("restarts = %v, want 1", n)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
