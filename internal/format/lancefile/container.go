@@ -20,6 +20,8 @@ var (
 	ErrCorrupt             = errors.New("format: corrupt lance file")
 	ErrUnsupportedVersion  = errors.New("format: unsupported lance file version")
 	ErrUnsupportedEncoding = errors.New("format: unsupported lance encoding")
+	// ErrRowOutOfRange: a requested row is not in the file.
+	ErrRowOutOfRange = errors.New("format: row out of range")
 )
 
 const (

@@ -215,7 +215,7 @@ func (f *File) Take(ctx context.Context, rows []uint64, fieldIDs []int32) (arrow
 	}
 	for _, r := range rows {
 		if r >= f.numRows {
-			return nil, fmt.Errorf("%w: %s: take row %d of %d", ErrCorrupt, f.name, r, f.numRows)
+			return nil, fmt.Errorf("%w: %s: take row %d of %d", ErrRowOutOfRange, f.name, r, f.numRows)
 		}
 	}
 	// Read in sorted order (page caches stay warm), place in request order.
