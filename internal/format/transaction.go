@@ -128,15 +128,30 @@ func UpdateMaxFragmentID(m *tablepb.Manifest) {
 // fields at all goes too).
 func RemoveTombstonedFiles(m *tablepb.Manifest) {
 	for _, fr := range m.GetFragments() {
-		kept := fr.Files[:0]
+		drop := 0
 		for _, df := range fr.GetFiles() {
-			for _, id := range df.GetFields() {
-				if id != TombstoneFieldID {
-					kept = append(kept, df)
-					break
-				}
+			if !holdsLiveField(df) {
+				drop++
+			}
+		}
+		if drop == 0 {
+			continue // leave the slice alone: it may be shared with another manifest
+		}
+		kept := make([]*tablepb.DataFile, 0, len(fr.GetFiles())-drop)
+		for _, df := range fr.GetFiles() {
+			if holdsLiveField(df) {
+				kept = append(kept, df)
 			}
 		}
 		fr.Files = kept
 	}
+}
+
+func holdsLiveField(df *tablepb.DataFile) bool {
+	for _, id := range df.GetFields() {
+		if id != TombstoneFieldID {
+			return true
+		}
+	}
+	return false
 }
