@@ -3,7 +3,6 @@ package codec
 //go:generate go run bitpack_encode_gen.go
 
 import (
-	"encoding/binary"
 	"math/bits"
 )
 
@@ -44,20 +43,7 @@ func MaxBitWidth[T Word](vals []T) int {
 }
 
 func appendWords[T Word](dst []byte, ws []T) []byte {
-	t := bitsOf[T]()
-	for _, v := range ws {
-		switch t {
-		case 8:
-			dst = append(dst, byte(v))
-		case 16:
-			dst = binary.LittleEndian.AppendUint16(dst, uint16(v))
-		case 32:
-			dst = binary.LittleEndian.AppendUint32(dst, uint32(v))
-		default:
-			dst = binary.LittleEndian.AppendUint64(dst, uint64(v))
-		}
-	}
-	return dst
+	return append(dst, AsBytes(ws)...) // little-endian host, like the decoders
 }
 
 // AppendInlineBitpacked appends one InlineBitpacking mini-block chunk for up
@@ -67,16 +53,17 @@ func AppendInlineBitpacked[T Word](dst []byte, vals []T) []byte {
 	if len(vals) > FastLanesBlock {
 		panic("codec: AppendInlineBitpacked: more than 1024 values")
 	}
-	var block [1024]T
+	var block, out [1024]T
 	copy(block[:], vals)
 	w := MaxBitWidth(vals)
-	dst = appendWords(dst, []T{T(w)})
+	hdr := [1]T{T(w)}
+	dst = appendWords(dst, hdr[:])
 	if w == 0 {
 		return dst
 	}
-	out := make([]T, BlockWords(bitsOf[T](), w))
-	packBlock(w, &block, out)
-	return appendWords(dst, out)
+	k := BlockWords(bitsOf[T](), w)
+	packBlock(w, &block, out[:k])
+	return appendWords(dst, out[:k])
 }
 
 // InlineBitpackedSize is the byte size AppendInlineBitpacked produces for a

@@ -64,11 +64,11 @@ func (v *bitpackedValues) encode(s, e int) [][]byte {
 	case 1:
 		out = codec.AppendInlineBitpacked(nil, raw)
 	case 2:
-		out = codec.AppendInlineBitpacked(nil, leWords[uint16](raw))
+		out = codec.AppendInlineBitpacked(nil, codec.AsWords[uint16](raw))
 	case 4:
-		out = codec.AppendInlineBitpacked(nil, leWords[uint32](raw))
+		out = codec.AppendInlineBitpacked(nil, codec.AsWords[uint32](raw))
 	default:
-		out = codec.AppendInlineBitpacked(nil, leWords[uint64](raw))
+		out = codec.AppendInlineBitpacked(nil, codec.AsWords[uint64](raw))
 	}
 	return [][]byte{out}
 }
@@ -78,32 +78,6 @@ func (v *bitpackedValues) compression() *enc21pb.CompressiveEncoding {
 		InlineBitpacking: &enc21pb.InlineBitpacking{UncompressedBitsPerValue: uint64(8 * v.width)}}}
 }
 func (v *bitpackedValues) numBuffers() int { return 1 }
-
-// leWords decodes little-endian words (copying, so alignment never matters).
-func leWords[T codec.Word](b []byte) []T {
-	var z T
-	switch any(z).(type) {
-	case uint16:
-		out := make([]uint16, len(b)/2)
-		for i := range out {
-			out[i] = binary.LittleEndian.Uint16(b[2*i:])
-		}
-		return any(out).([]T)
-	case uint32:
-		out := make([]uint32, len(b)/4)
-		for i := range out {
-			out[i] = binary.LittleEndian.Uint32(b[4*i:])
-		}
-		return any(out).([]T)
-	case uint64:
-		out := make([]uint64, len(b)/8)
-		for i := range out {
-			out[i] = binary.LittleEndian.Uint64(b[8*i:])
-		}
-		return any(out).([]T)
-	}
-	return any(b).([]T)
-}
 
 // bitpackedSize is the size of data bitpacked in 1024-value chunks.
 func bitpackedSize(data []byte, width int) int {
@@ -118,13 +92,13 @@ func bitpackedSize(data []byte, width int) int {
 			w = codec.MaxBitWidth(raw)
 			packed += codec.InlineBitpackedSize[uint8](w)
 		case 2:
-			w = codec.MaxBitWidth(leWords[uint16](raw))
+			w = codec.MaxBitWidth(codec.AsWords[uint16](raw))
 			packed += codec.InlineBitpackedSize[uint16](w)
 		case 4:
-			w = codec.MaxBitWidth(leWords[uint32](raw))
+			w = codec.MaxBitWidth(codec.AsWords[uint32](raw))
 			packed += codec.InlineBitpackedSize[uint32](w)
 		case 8:
-			w = codec.MaxBitWidth(leWords[uint64](raw))
+			w = codec.MaxBitWidth(codec.AsWords[uint64](raw))
 			packed += codec.InlineBitpackedSize[uint64](w)
 		}
 	}
