@@ -99,13 +99,37 @@ func (c *column21) partial(pi, lo, hi int) (p *page, first int, ok bool, err err
 		return p, pm.chunks[i0].first, true, nil
 	case pm.layout.GetFullZipLayout() != nil:
 		fz := pm.layout.GetFullZipLayout()
-		if fz.GetBitsRep() != 0 || fz.GetBitsPerValue() == 0 || len(bufs) != 1 {
+		if fz.GetBitsRep() != 0 {
 			return nil, 0, false, nil
 		}
-		rowSize := bytesForBits(fz.GetBitsDef()) + int(fz.GetBitsPerValue()/8)
-		data, err := c.f.ReadBuffer(Buffer{bufs[0].Offset + uint64(lo*rowSize), uint64((hi - lo) * rowSize)})
-		if err != nil {
-			return nil, 0, false, err
+		var data []byte
+		switch {
+		case fz.GetBitsPerValue() != 0 && len(bufs) == 1:
+			rowSize := bytesForBits(fz.GetBitsDef()) + int(fz.GetBitsPerValue()/8)
+			if data, err = c.f.ReadBuffer(Buffer{bufs[0].Offset + uint64(lo*rowSize), uint64((hi - lo) * rowSize)}); err != nil {
+				return nil, 0, false, err
+			}
+		case fz.GetBitsPerOffset() != 0 && len(bufs) == 2:
+			// Variable width: the repetition index holds rows+1 byte
+			// offsets into buffer 0, 1/2/4/8 bytes each.
+			rows := c.pageStart[pi+1] - c.pageStart[pi]
+			w := bufs[1].Size / (rows + 1)
+			if w*(rows+1) != bufs[1].Size || (w != 1 && w != 2 && w != 4 && w != 8) {
+				return nil, 0, false, fmt.Errorf("%w: full-zip repetition index of %d bytes for %d rows", ErrCorrupt, bufs[1].Size, rows)
+			}
+			ix, err := c.f.ReadBuffer(Buffer{bufs[1].Offset + uint64(lo)*w, uint64(hi-lo+1) * w})
+			if err != nil {
+				return nil, 0, false, err
+			}
+			from, to := leUint(ix[:w]), leUint(ix[uint64(hi-lo)*w:])
+			if from > to || to > bufs[0].Size {
+				return nil, 0, false, fmt.Errorf("%w: full-zip repetition index range [%d,%d) outside %d bytes", ErrCorrupt, from, to, bufs[0].Size)
+			}
+			if data, err = c.f.ReadBuffer(Buffer{bufs[0].Offset + from, to - from}); err != nil {
+				return nil, 0, false, err
+			}
+		default:
+			return nil, 0, false, nil
 		}
 		sub := proto.Clone(fz).(*enc21pb.FullZipLayout)
 		sub.NumItems = uint32(hi - lo)
