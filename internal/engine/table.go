@@ -181,12 +181,19 @@ func (t *Table) LatestVersion(ctx context.Context) (uint64, error) {
 
 // Latest loads the newest committed manifest.
 func (t *Table) Latest(ctx context.Context) (*format.Manifest, error) {
-	vi, err := t.latestInfo(ctx)
-	if err != nil {
-		return nil, err
+	for attempt := 0; ; attempt++ {
+		vi, err := t.latestInfo(ctx)
+		if err != nil {
+			return nil, err
+		}
+		m, _, err := t.load(ctx, vi.Version, vi.Naming)
+		// A newer version and a concurrent cleanup can remove the version
+		// we just listed as latest: list again.
+		if errors.Is(err, store.ErrNotFound) && attempt < listAttempts {
+			continue
+		}
+		return m, err
 	}
-	m, _, err := t.load(ctx, vi.Version, vi.Naming)
-	return m, err
 }
 
 // Naming returns the manifest naming scheme of the newest version, the one
