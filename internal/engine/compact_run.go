@@ -24,24 +24,35 @@ type CompactOptions struct {
 	Journal *TaskJournal
 }
 
-// journalCtx returns the context a task runs in: with the journal, every
-// output is recorded under the task's key before it is created.
-func (o CompactOptions) journalCtx(ctx context.Context, key string) context.Context {
-	if o.Journal == nil {
+// WithTaskJournal returns the context a task runs in: every output the
+// task creates is first recorded in j under the task's key. A nil journal
+// returns ctx unchanged.
+func WithTaskJournal(ctx context.Context, j *TaskJournal, key string) context.Context {
+	if j == nil {
 		return ctx
 	}
 	return withOutputRecorder(ctx, func(ctx context.Context, k string) error {
-		return o.Journal.RecordPending(ctx, key, []string{k})
+		return j.RecordPending(ctx, key, []string{k})
 	})
 }
 
-// settle updates the journal after a commit call: committed tasks are
-// cleared, dropped ones (files already deleted) discarded, and on an
-// unknown commit outcome the rest abandoned for cleanup to judge.
+func (o CompactOptions) journalCtx(ctx context.Context, key string) context.Context {
+	return WithTaskJournal(ctx, o.Journal, key)
+}
+
 func (o CompactOptions) settle(ctx context.Context, keys []string, rep *CommitReport, commitErr error) {
-	if o.Journal == nil {
+	SettleJournal(ctx, o.Journal, keys, rep, commitErr)
+}
+
+// SettleJournal updates the journal after a commit call for the tasks keys:
+// committed tasks are cleared, dropped ones (files already deleted)
+// discarded, and on an unknown commit outcome (commitErr != nil) the rest
+// are abandoned for cleanup to judge; with no error they are discarded.
+func SettleJournal(ctx context.Context, j *TaskJournal, keys []string, rep *CommitReport, commitErr error) {
+	if j == nil {
 		return
 	}
+	o := CompactOptions{Journal: j}
 	ctx = context.WithoutCancel(ctx)
 	done := map[string]bool{}
 	if rep != nil {
