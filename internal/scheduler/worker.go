@@ -19,6 +19,9 @@ type Executor interface {
 	Execute(ctx context.Context, t Task) (Result, error)
 }
 
+// progressEvery is how often a long task logs that it is still running.
+const progressEvery = 30 * time.Second
+
 // runWorker pulls and executes tasks one at a time until stop is closed.
 // Executions started before stop run on taskBase, which the node cancels
 // with errShutdown once the drain deadline passes.
@@ -82,6 +85,7 @@ func (n *Node) handle(base context.Context, m jetstream.Msg) {
 		defer close(hbDone)
 		tick := time.NewTicker(n.cfg.AckWait / 3)
 		defer tick.Stop()
+		began, lastLog := time.Now(), time.Now()
 		for {
 			select {
 			case <-ctx.Done():
@@ -90,6 +94,10 @@ func (n *Node) handle(base context.Context, m jetstream.Msg) {
 				if err := m.InProgress(); err != nil {
 					cancel(fmt.Errorf("heartbeat: %w", err))
 					return
+				}
+				if time.Since(lastLog) >= progressEvery {
+					lastLog = time.Now()
+					log.Info("task in progress", "duration", time.Since(began).Round(time.Second))
 				}
 			}
 		}
