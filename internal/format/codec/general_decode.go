@@ -37,8 +37,10 @@ func Decompress(scheme Scheme, src []byte) ([]byte, error) {
 			return nil, fmt.Errorf("%w: lz4 frame of %d bytes", ErrCorrupt, len(src))
 		}
 		size := binary.LittleEndian.Uint32(src)
-		if uint64(size) > maxDecompressed {
-			return nil, fmt.Errorf("%w: lz4 frame claims %d bytes", ErrCorrupt, size)
+		// An LZ4 block expands at most ~255×: refuse claims beyond that
+		// before allocating.
+		if uint64(size) > maxDecompressed || uint64(size) > 255*uint64(len(src))+64 {
+			return nil, fmt.Errorf("%w: lz4 frame of %d bytes claims %d bytes", ErrCorrupt, len(src), size)
 		}
 		out := make([]byte, size)
 		n, err := lz4.UncompressBlock(src[4:], out)
@@ -65,7 +67,7 @@ func Decompress(scheme Scheme, src []byte) ([]byte, error) {
 		}
 		var dst []byte
 		if want >= 0 {
-			dst = make([]byte, 0, want)
+			dst = make([]byte, 0, min(want, 1<<24))
 		}
 		out, err := d.DecodeAll(frame, dst)
 		if err != nil {
