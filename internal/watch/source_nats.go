@@ -147,6 +147,35 @@ func (s *NATSSource) runJetStream(ctx context.Context, sink Sink) error {
 	} else if err != nil {
 		return fmt.Errorf("look up stream %s: %w", s.cfg.Stream, err)
 	}
+	log := s.h.opts.Logger
+	backoff := time.Second
+	first := true
+	for {
+		err := s.consume(ctx, js, sink)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if first && err != nil && !errors.Is(err, errConsumeBroken) {
+			return err // the consumer could not be set up at all
+		}
+		first = false
+		s.h.opts.Metrics.restarts.WithLabelValues("jetstream").Inc()
+		log.Warn("jetstream consumer failed; recreating", "source", "jetstream", "stream", s.cfg.Stream, "err", err, "backoff", backoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Minute)
+	}
+}
+
+// errConsumeBroken marks a consumer that worked and then failed.
+var errConsumeBroken = errors.New("consumer stopped")
+
+// consume sets up the durable consumer and handles messages until ctx is
+// done or the iterator fails.
+func (s *NATSSource) consume(ctx context.Context, js jetstream.JetStream, sink Sink) error {
 	cons, err := js.CreateOrUpdateConsumer(ctx, s.cfg.Stream, jetstream.ConsumerConfig{
 		Durable:       s.cfg.Durable,
 		FilterSubject: s.cfg.Subject,
@@ -170,7 +199,10 @@ func (s *NATSSource) runJetStream(ctx context.Context, sink Sink) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("receive from stream %s: %w", s.cfg.Stream, err)
+			if errors.Is(err, jetstream.ErrNoHeartbeat) {
+				continue // the iterator re-pulls by itself (server restart, slow link)
+			}
+			return fmt.Errorf("receive from stream %s: %w: %w", s.cfg.Stream, errConsumeBroken, err)
 		}
 		if herr := s.h.handle(ctx, msg.Data(), headerAttrs(msg.Headers()), sink); herr != nil {
 			if ctx.Err() != nil {

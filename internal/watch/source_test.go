@@ -330,3 +330,51 @@ func TestPubSubSourceReopens(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestJetStreamSourceRecreatesConsumer: the durable consumer is deleted
+// under a running source; it is recreated and events keep flowing.
+func TestJetStreamSourceRecreatesConsumer(t *testing.T) {
+	nc := startNATS(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "EV", Subjects: []string{"ev.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	m := NewMetrics(nil)
+	src, err := NewNATSSource(nc, NATSConfig{Subject: "ev.>", Stream: "EV", Durable: "w"}, Options{Roots: testRoots(t), Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &flakySink{}
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx, sink.sink) }()
+	body, _ := loadSample(t, "s3_direct_put.json")
+	if _, err := js.Publish(ctx, "ev.a", body); err != nil {
+		t.Fatal(err)
+	}
+	if got := sink.wait(t, 1); len(got) != 1 {
+		t.Fatalf("refs = %v", got)
+	}
+	if err := js.DeleteConsumer(ctx, "EV", "w"); err != nil {
+		t.Fatal(err)
+	}
+	body, _ = loadSample(t, "eventbridge_created.json")
+	if _, err := js.Publish(ctx, "ev.b", body); err != nil {
+		t.Fatal(err)
+	}
+	got := sink.wait(t, 2)
+	if len(got) < 2 || got[len(got)-1] != sampleRefs[2] {
+		t.Fatalf("refs after the consumer was deleted = %v", got)
+	}
+	if n := counterValue(t, m.restarts.WithLabelValues("jetstream")); n < 1 {
+		t.Fatalf("restarts = %v", n)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
