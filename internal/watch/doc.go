@@ -51,6 +51,9 @@
 //     (lanced_watch_messages_total{outcome="undecodable"}) and acknowledged.
 //   - A key can only name its own table: the table is the key's prefix
 //     before "/_versions/", never anything the key points elsewhere.
+//   - Message sources survive a failing subscription or consumer: it is
+//     reopened with backoff (lanced_watch_source_restarts_total); only a
+//     subscription that cannot be opened at start returns from Run.
 //   - The coalescer emits at most one evaluation per table per debounce
 //     window and never hands out a table that is still busy.
 //
