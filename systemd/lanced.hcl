@@ -72,6 +72,7 @@ queue {
   commit_batch_tasks = 8     # results per commit (policy commit_batch_tasks overrides)
   commit_max_wait    = "10s"
   drain_timeout      = "30s" # on SIGTERM, in-flight tasks get this long
+  replicas           = 1     # JetStream replicas (3 on a 3-node NATS cluster)
 }
 
 http {

@@ -328,8 +328,8 @@ func (d *daemon) run(ctx context.Context) error {
 		NodeID: nodeID, Workers: cfg.Workers,
 		AckWait: q.AckWait, MaxDeliver: q.MaxDeliver, LeaseTTL: q.LeaseTTL, DrainTimeout: q.DrainTimeout,
 		TableInFlight: q.TableInFlight, MaxQueueDepth: q.MaxQueueDepth, CommitBatchTasks: q.CommitBatchTasks,
-		CommitMaxWait: q.CommitMaxWait,
-		Classify:      engineClassify, Logger: baseLog, Registerer: reg,
+		CommitMaxWait: q.CommitMaxWait, Replicas: q.Replicas,
+		Classify: engineClassify, Logger: baseLog, Registerer: reg,
 	}, planner, exec, committer)
 	if err != nil {
 		return err

@@ -57,7 +57,7 @@ type sourceConfig struct {
 type queueConfig struct {
 	AckWait, LeaseTTL, DrainTimeout, CommitMaxWait time.Duration
 	MaxDeliver, TableInFlight, MaxQueueDepth       int
-	CommitBatchTasks                               int
+	CommitBatchTasks, Replicas                     int
 }
 
 // defaultRunConfig is what `lanced run --tables DIR` uses with no file.
@@ -81,7 +81,7 @@ func defaultRunConfig() runConfig {
 		Queue: queueConfig{
 			AckWait: 60 * time.Second, LeaseTTL: 30 * time.Second, DrainTimeout: 30 * time.Second,
 			CommitMaxWait: 10 * time.Second, MaxDeliver: 5, TableInFlight: 4, MaxQueueDepth: 1000,
-			CommitBatchTasks: 8,
+			CommitBatchTasks: 8, Replicas: 1,
 		},
 		HTTP:     "127.0.0.1:9464",
 		LogLevel: "info",
@@ -145,6 +145,7 @@ type queueBlock struct {
 	CommitBatchTasks *int     `hcl:"commit_batch_tasks,optional"`
 	CommitMaxWait    *string  `hcl:"commit_max_wait,optional"`
 	DrainTimeout     *string  `hcl:"drain_timeout,optional"`
+	Replicas         *int     `hcl:"replicas,optional"`
 	Body             hcl.Body `hcl:",body"`
 }
 
@@ -385,6 +386,10 @@ func applyFile(cfg *runConfig, fc *fileConfig, dir string) hcl.Diagnostics {
 		positive(&diags, b.Body, "table_in_flight", b.TableInFlight, &q.TableInFlight, false)
 		positive(&diags, b.Body, "max_queue_depth", b.MaxQueueDepth, &q.MaxQueueDepth, false)
 		positive(&diags, b.Body, "commit_batch_tasks", b.CommitBatchTasks, &q.CommitBatchTasks, false)
+		positive(&diags, b.Body, "replicas", b.Replicas, &q.Replicas, false)
+		if q.Replicas > 5 {
+			diags = append(diags, diagAt(b.Body, "replicas", "Too many replicas", "JetStream allows at most 5 replicas."))
+		}
 		if q.AckWait < time.Second {
 			diags = append(diags, diagAt(b.Body, "ack_wait", "ack_wait too short", "ack_wait must be at least 1s."))
 		}
