@@ -36,14 +36,15 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintln(stderr, "usage: lanced compact URI [--policy DIR] [--scope all|rewrite|repack] [--json] [--commit-batch N] [-v]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseAnyOrder(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
+	if len(pos) != 1 {
 		fs.Usage()
 		return exitError{2}
 	}
-	uri := fs.Arg(0)
+	uri := pos[0]
 	var set *policy.Set
 	if *policyDir != "" {
 		s, diags := policy.LoadDirNamed(os.DirFS(*policyDir), *policyDir)
