@@ -21,6 +21,9 @@ const (
 	// dictionary encoding is tried from this many values on, and used when
 	// it is below dictRatio of the plain size (lance's dict-size-ratio 0.8).
 	dictMinValues = 100
+	// pages with a value over this size compress every value with zstd
+	// (lance's per-value General compression for full-zip)
+	perValueZstdLen = 32 * 1024
 	dictRatio     = 0.8
 )
 
@@ -236,9 +239,21 @@ func (l *leaf) fullZipFixed(lv levels, rowBytes int, fsl bool) ([][]byte, *enc21
 // fullZipVariable writes u32 length-prefixed values (FSST-coded when worth it).
 func (l *leaf) fullZipVariable(lv levels) ([][]byte, *enc21pb.PageLayout, error) {
 	offs, data := l.offs, l.data
-	table, fo, fd, ok := fsstCode(l.stringsOf(), len(l.data), l.maxLen)
-	if ok {
-		offs, data = fo, fd
+	var table []byte
+	var ok, zstd bool
+	if l.maxLen > perValueZstdLen && len(l.data) >= perValueZstdLen {
+		// lance compresses every value of such a page on its own with zstd
+		zo, zd, err := zstdValues(l.stringsOf())
+		if err != nil {
+			return nil, nil, err
+		}
+		offs, data, zstd = zo, zd, true
+	} else {
+		var fo []int64
+		var fd []byte
+		if table, fo, fd, ok = fsstCode(l.stringsOf(), len(l.data), l.maxLen); ok {
+			offs, data = fo, fd
+		}
 	}
 	large := l.large()
 	return l.fullZip(lv, func(out []byte, slot int, valid bool) []byte {
@@ -259,7 +274,10 @@ func (l *leaf) fullZipVariable(lv levels) ([][]byte, *enc21pb.PageLayout, error)
 		}
 		z.Details = &enc21pb.FullZipLayout_BitsPerOffset{BitsPerOffset: bitsOff}
 		z.ValueCompression = variableOf(large)
-		if ok {
+		if zstd {
+			z.ValueCompression = &enc21pb.CompressiveEncoding{Compression: &enc21pb.CompressiveEncoding_General{General: &enc21pb.General{
+				Compression: &enc21pb.BufferCompression{Scheme: enc21pb.CompressionScheme_COMPRESSION_ALGORITHM_ZSTD}, Values: variableOf(large)}}}
+		} else if ok {
 			z.ValueCompression = &enc21pb.CompressiveEncoding{Compression: &enc21pb.CompressiveEncoding_Fsst{Fsst: &enc21pb.Fsst{SymbolTable: table, Values: variableOf(large)}}}
 		}
 	}, true)
@@ -350,4 +368,18 @@ func bytepacked(vals []uint64, maxVal uint64) []byte {
 		}
 	}
 	return out
+}
+
+// zstdValues compresses every value on its own (u64 size + zstd frame).
+func zstdValues(strs [][]byte) ([]int64, []byte, error) {
+	offs := make([]int64, 1, len(strs)+1)
+	var data []byte
+	for _, s := range strs {
+		var err error
+		if data, err = codec.AppendZstd(data, s); err != nil {
+			return nil, nil, fmt.Errorf("lancewrite: zstd: %w", err)
+		}
+		offs = append(offs, int64(len(data)))
+	}
+	return offs, data, nil
 }
