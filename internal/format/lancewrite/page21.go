@@ -24,7 +24,7 @@ const (
 	// pages with a value over this size compress every value with zstd
 	// (lance's per-value General compression for full-zip)
 	perValueZstdLen = 32 * 1024
-	dictRatio     = 0.8
+	dictRatio       = 0.8
 )
 
 // encodePage21 encodes the buffered rows of a leaf as one 2.1 page.
