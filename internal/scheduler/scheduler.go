@@ -214,7 +214,7 @@ func (n *Node) coordinate(ctx context.Context, wg *sync.WaitGroup) {
 		case <-tick.C:
 		case <-n.wake:
 		}
-		if time.Since(lastRefresh) > 5*time.Second {
+		if time.Since(lastRefresh) > min(5*time.Second, n.cfg.LeaseTTL) {
 			lastRefresh = time.Now()
 			n.refreshGauges(ctx)
 		}
@@ -233,4 +233,5 @@ func (n *Node) refreshGauges(ctx context.Context) {
 	if err := n.refreshHolds(rctx); err != nil && !errors.Is(err, context.Canceled) {
 		n.log.Debug("refresh holds", "err", err)
 	}
+	n.sweepOrphans(rctx)
 }

@@ -1,0 +1,73 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// sweepOrphans finds tables whose coordinator went away with work left
+// over and marks them dirty, so a live node takes the lease and finishes:
+//   - results waiting in LANCED_RESULTS for a table nobody here coordinates
+//     (the holder died after its tasks were queued);
+//   - expired leases (the holder died, perhaps before it queued anything).
+//
+// The poll source only announces tables whose version changed, so without
+// this sweep such a table would wait for its next commit.
+func (n *Node) sweepOrphans(ctx context.Context) {
+	if n.planner == nil {
+		return
+	}
+	info, err := n.q.results.Info(ctx, jetstream.WithSubjectFilter(resultSubjectPrefix+">"))
+	if err == nil {
+		for subj, count := range info.State.Subjects {
+			if count == 0 {
+				continue
+			}
+			id := strings.TrimPrefix(subj, resultSubjectPrefix)
+			if n.coordinatesID(id) {
+				continue
+			}
+			m, err := n.q.results.GetLastMsgForSubject(ctx, subj)
+			if err != nil {
+				continue
+			}
+			if table := m.Header.Get(hdrTable); table != "" && TableID(table) == id {
+				n.noteVersion(table, 0)
+			}
+		}
+	}
+	lister, err := n.q.leases.ListKeys(ctx)
+	if err != nil {
+		return
+	}
+	now := n.cfg.Now().UnixNano()
+	for key := range lister.Keys() {
+		if n.coordinatesID(key) {
+			continue
+		}
+		e, err := n.q.leases.Get(ctx, key)
+		if err != nil {
+			continue
+		}
+		var rec leaseRecord
+		if json.Unmarshal(e.Value(), &rec) == nil && rec.Table != "" && rec.Expires < now {
+			n.noteVersion(rec.Table, 0)
+		}
+	}
+}
+
+// coordinatesID reports whether this node runs the coordinator of the
+// table with the given id.
+func (n *Node) coordinatesID(id string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for t, st := range n.tables {
+		if st.running && TableID(t) == id {
+			return true
+		}
+	}
+	return false
+}
