@@ -50,6 +50,7 @@ type FragmentReader struct {
 	// in that file's batches, or file -1 for an all-null column.
 	srcOf    []colSource
 	physical uint64
+	batch    uint64
 	pos      uint64
 	cur      arrow.RecordBatch
 	err      error
@@ -78,7 +79,10 @@ func ScanFragment(ctx context.Context, b *store.Bucket, schema []*filepb.Field, 
 	if err != nil {
 		return nil, fmt.Errorf("scan fragment %d: %w", frag.GetId(), err)
 	}
-	fr := &FragmentReader{ctx: ctx, schema: sch, physical: frag.GetPhysicalRows()}
+	fr := &FragmentReader{ctx: ctx, schema: sch, physical: frag.GetPhysicalRows(), batch: lancefile.DefaultBatchRows}
+	if opts.BatchRows > 0 {
+		fr.batch = uint64(opts.BatchRows)
+	}
 	fr.refs.Store(1)
 	defer func() {
 		if err != nil {
@@ -242,8 +246,8 @@ func (fr *FragmentReader) step() (arrow.RecordBatch, error) {
 		n = batches[i].NumRows()
 	}
 	if n < 0 {
-		// Only all-null columns: step by the default batch size.
-		n = int64(min(uint64(lancefile.DefaultBatchRows), fr.physical-fr.pos))
+		// Only all-null columns: step by the batch size.
+		n = int64(min(fr.batch, fr.physical-fr.pos))
 	}
 	start := fr.pos
 	fr.pos += uint64(n)
