@@ -239,6 +239,8 @@ func Compact(ctx context.Context, tbl *Table, m *format.Manifest, tasks []Task, 
 				}
 			}
 			sum.FilesAdded += len(o.Group.New)
+			sum.FilesCopied += o.Copied
+			sum.FilesReencoded += o.Reencoded
 			sum.RowsRewritten += o.RowsWritten
 			sum.BytesRead += o.BytesRead
 			sum.BytesWritten += o.BytesWritten

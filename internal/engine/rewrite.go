@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/lanced-dev/lanced/internal/format"
@@ -58,6 +59,9 @@ type RewriteOutput struct {
 	RowsWritten  uint64
 	BytesRead    int64
 	BytesWritten int64
+	// Copied counts new files made by page copy (rewrite_copy.go),
+	// Reencoded those written by decoding and re-encoding rows.
+	Copied, Reencoded int
 }
 
 // checkKnownFields refuses fragments and data files with protobuf fields this
@@ -193,25 +197,12 @@ func ExecuteRewrite(ctx context.Context, tbl *Table, m *tablepb.Manifest, t *Rew
 		lin = &lineage{}
 	}
 	var cur *fileSink
-	closeCur := func() error {
-		if cur == nil {
-			return nil
-		}
-		s := cur
-		cur = nil
-		res, err := s.w.Close()
-		if err != nil {
-			_ = abortWriter(s.sw)
-			return fmt.Errorf("write %s: %w", s.key, err)
-		}
-		if err := s.sw.Close(); err != nil {
-			return fmt.Errorf("upload %s: %w", s.key, err)
-		}
-		failpoint("rewrite.file")
+	// addFragment records one written file as a new fragment.
+	addFragment := func(name string, res lancewrite.Result) error {
 		nf := &tablepb.DataFragment{
 			PhysicalRows: res.NumRows,
 			Files: []*tablepb.DataFile{{
-				Path:             s.name,
+				Path:             name,
 				Fields:           res.Fields,
 				ColumnIndices:    res.ColumnIndices,
 				FileMajorVersion: res.Major,
@@ -228,6 +219,40 @@ func ExecuteRewrite(ctx context.Context, tbl *Table, m *tablepb.Manifest, t *Rew
 		out.RowsWritten += res.NumRows
 		out.BytesWritten += res.Size
 		return nil
+	}
+	// takeFragment accounts one old fragment the task consumes; deleted
+	// are its deleted rows (nil if none).
+	takeFragment := func(f *tablepb.DataFragment, deleted *roaring.Bitmap) error {
+		out.Group.Old = append(out.Group.Old, f)
+		for _, df := range f.GetFiles() {
+			out.BytesRead += int64(df.GetFileSizeBytes())
+		}
+		if lin != nil {
+			meta, err := decodeRowMeta(f)
+			if err != nil {
+				return err
+			}
+			lin.keep(meta, deleted)
+		}
+		return nil
+	}
+	closeCur := func() error {
+		if cur == nil {
+			return nil
+		}
+		s := cur
+		cur = nil
+		res, err := s.w.Close()
+		if err != nil {
+			_ = abortWriter(s.sw)
+			return fmt.Errorf("write %s: %w", s.key, err)
+		}
+		if err := s.sw.Close(); err != nil {
+			return fmt.Errorf("upload %s: %w", s.key, err)
+		}
+		failpoint("rewrite.file")
+		out.Reencoded++
+		return addFragment(s.name, res)
 	}
 	openCur := func() error {
 		name := newDataFileName()
@@ -249,22 +274,29 @@ func ExecuteRewrite(ctx context.Context, tbl *Table, m *tablepb.Manifest, t *Rew
 		cur = &fileSink{key: key, name: name, sw: sw, n: cw, w: w}
 		return nil
 	}
-	for _, f := range frags {
-		out.Group.Old = append(out.Group.Old, f)
-		for _, df := range f.GetFiles() {
-			out.BytesRead += int64(df.GetFileSizeBytes())
+	done := 0
+	if groups := copyGroups(m, frags, ver, target, t.MaxBytesPerFile); groups != nil {
+		done, err = copyRewrite(ctx, tbl, groups, out, func(g []*tablepb.DataFragment, name string, res lancewrite.Result) error {
+			for _, f := range g {
+				if err := takeFragment(f, nil); err != nil {
+					return err
+				}
+				out.RowsRead += f.GetPhysicalRows()
+			}
+			return addFragment(name, res)
+		})
+		if err != nil {
+			return out, err
 		}
+	}
+	for _, f := range frags[done:] {
 		scan, err := openLiveRows(ctx, tbl, fields, f)
 		if err != nil {
 			return out, fmt.Errorf("read fragment %d: %w", f.GetId(), err)
 		}
-		if lin != nil {
-			meta, err := decodeRowMeta(f)
-			if err != nil {
-				scan.Close()
-				return out, err
-			}
-			lin.keep(meta, scan.Deleted())
+		if err := takeFragment(f, scan.Deleted()); err != nil {
+			scan.Close()
+			return out, err
 		}
 		err = func() error {
 			defer scan.Close()
