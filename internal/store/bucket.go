@@ -59,8 +59,8 @@ var (
 
 // Open opens a bucket rooted at uri:
 //   - file:///abs/path or a bare absolute path (the directory must exist);
-//   - mem://name (process-wide: every Open of the same name sees the same
-//     objects);
+//   - mem://name/prefix (process-wide: every Open of the same name sees the
+//     same objects);
 //   - s3://bucket/prefix?endpoint=...&region=...&use_path_style=true&... (the
 //     query is gocloud.dev's s3blob URL parameters);
 //   - gs://bucket/prefix (gocloud.dev's gcsblob URL parameters).
@@ -76,9 +76,13 @@ func Open(ctx context.Context, uri string) (*Bucket, error) {
 	case "file":
 		return openFile(u)
 	case "mem":
-		name := strings.Trim(u.Host+u.Path, "/")
+		name := u.Host
 		if name == "" {
 			return nil, fmt.Errorf("store: open %q: mem:// needs a name", uri)
+		}
+		prefix := strings.Trim(u.Path, "/")
+		if err := checkPrefix(prefix); err != nil {
+			return nil, fmt.Errorf("store: open %q: %w", uri, err)
 		}
 		memMu.Lock()
 		bkt, ok := memBuckets[name]
@@ -87,7 +91,12 @@ func Open(ctx context.Context, uri string) (*Bucket, error) {
 			memBuckets[name] = bkt
 		}
 		memMu.Unlock()
-		return &Bucket{uri: &url.URL{Scheme: "mem", Host: name}, bkt: bkt}, nil
+		b := &Bucket{uri: &url.URL{Scheme: "mem", Host: name}, bkt: bkt}
+		if prefix != "" {
+			b.prefix = prefix + "/"
+			b.uri = withPath(b.uri, prefix)
+		}
+		return b, nil
 	case "s3", "gs":
 		if u.Host == "" {
 			return nil, fmt.Errorf("store: open %q: no bucket name", uri)

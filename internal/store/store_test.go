@@ -102,6 +102,14 @@ func TestMemSharedByName(t *testing.T) {
 	if got, err := b.Get(context.Background(), "k"); err != nil || string(got) != "v" {
 		t.Errorf("second Open of the same mem name: Get = %q, %v", got, err)
 	}
+	sub := a.Sub("t.lance")
+	if err := sub.Put(context.Background(), "x", []byte("y")); err != nil {
+		t.Fatal(err)
+	}
+	again := open(t, sub.URI())
+	if got, err := again.Get(context.Background(), "x"); err != nil || string(got) != "y" || sub.URI() != "mem://shared-by-name/t.lance" {
+		t.Errorf("reopened mem Sub %s: Get = %q, %v", sub.URI(), got, err)
+	}
 }
 
 func TestFileTempFilesAreHiddenAndRemoved(t *testing.T) {
