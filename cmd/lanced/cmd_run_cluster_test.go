@@ -7,11 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
 // daemonProc is one `lanced run` OS process with its JSON log.
@@ -27,7 +28,7 @@ type daemonProc struct {
 func startDaemonProc(t *testing.T, bin, name, cfgPath, state string) *daemonProc {
 	t.Helper()
 	p := &daemonProc{name: name, state: state, done: make(chan struct{})}
-	p.cmd = exec.Command(bin, "run", "--config", cfgPath, "--node-id", name, "--workload", "inspect", "--debug-task-delay", "1500ms")
+	p.cmd = exec.Command(bin, "run", "--config", cfgPath, "--node-id", name, "--debug-task-delay", "1500ms")
 	p.cmd.Env = append(os.Environ(), execMainEnv+"=1")
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {
@@ -98,10 +99,12 @@ func TestTwoDaemonProcessesShareWorkAndSurviveKill9(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	oracle.Require(t)
 	tables := filepath.Join(root, "tables")
 	const nTables = 8
+	var uris []string
 	for i := range nTables {
-		copyRealTable(t, "appends_v2", filepath.Join(tables, fmt.Sprintf("t%d.lance", i)))
+		uris = append(uris, oracle.Build(t, "appends", filepath.Join(tables, fmt.Sprintf("t%d", i))))
 	}
 	natsAddr := freeAddr(t)
 	write := func(name, natsBlock string) string {
@@ -171,18 +174,21 @@ http { listen = "" }
 
 	// a finishes the victim task and every table gets inspected.
 	waitUntil(t, 60*time.Second, "a to finish b's task "+victim, func() bool { return a.has("task done", "task_id", victim) })
-	waitUntil(t, 60*time.Second, "every table maintained", func() bool {
-		n := 0
-		for i := range nTables {
-			id := tableIDOf(filepath.Join(tables, fmt.Sprintf("t%d.lance", i)))
-			_, errA := os.Stat(filepath.Join(root, "a", "reports", id+".json"))
-			_, errB := os.Stat(filepath.Join(root, "b", "reports", id+".json"))
-			if errA == nil || errB == nil {
-				n++
+	waitUntil(t, 90*time.Second, "every table compacted", func() bool {
+		for _, uri := range uris {
+			if !a.has("version committed", "table", "file://"+uri) && !b.has("version committed", "table", "file://"+uri) {
+				return false
 			}
 		}
-		return n == nTables
+		return true
 	})
+	// Real Lance judges: every table compacted to one fragment, no row lost.
+	for _, uri := range uris {
+		rep := oracle.Inspect(t, uri, 0)
+		if rep.Rows != 1200 || rep.Fragments != 1 {
+			t.Errorf("%s: %d rows in %d fragments after the daemons, want 1200 in 1", uri, rep.Rows, rep.Fragments)
+		}
+	}
 	// Work was spread: both processes executed tasks.
 	for _, p := range []*daemonProc{a, b} {
 		if !p.has("task started", "", "") {
@@ -222,8 +228,4 @@ http { listen = "" }
 			}
 		}
 	}
-}
-
-func tableIDOf(path string) string {
-	return schedulerTableID("file://" + strings.TrimSuffix(path, "/"))
 }

@@ -270,8 +270,6 @@ http { listen = %q }
 	}
 }
 
-var schedulerTableID = scheduler.TableID
-
 // execMainEnv makes the test binary act as the lanced binary, so tests can
 // start real daemon processes without a separate build.
 const execMainEnv = "LANCED_TEST_EXEC_MAIN"
