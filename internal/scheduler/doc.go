@@ -25,6 +25,10 @@
 //     table's results (stream LANCED_RESULTS, subject lanced.result.<table id>,
 //     one durable consumer per table so a new holder inherits results the old
 //     one never saw) and commits them in micro-batches through the Committer.
+//   - Orphans: every few seconds each node looks for results waiting for a
+//     table nobody coordinates and for expired leases (their holder died)
+//     and marks those tables for evaluation, so a dead coordinator's work is
+//     finished without waiting for the table's next commit.
 //   - Holds: a table whose task reported corruption is held in the KV bucket
 //     LANCED_HOLDS (all nodes skip it) and lanced_table_halted{table} is 1.
 //
