@@ -211,7 +211,7 @@ func compareTable(t *testing.T, dir, table string) {
 	}
 	// Random takes equal the rows of real Lance's scan.
 	rng := rand.New(rand.NewPCG(1, uint64(len(table))))
-	rows := make([]uint64, 50)
+	rows := make([]uint64, 120)
 	for i := range rows {
 		rows[i] = rng.Uint64N(f.NumRows())
 	}
@@ -244,7 +244,7 @@ func compareTable(t *testing.T, dir, table string) {
 
 func TestOracleTables(t *testing.T) {
 	dir := oracleTables(t)
-	tables := []string{"types", "layouts", "comp", "pages", "types20", "dict"}
+	tables := []string{"types", "layouts", "comp", "pages", "types20", "dict", "longlist"}
 	sort.Strings(tables)
 	for _, tb := range tables {
 		t.Run(tb, func(t *testing.T) { compareTable(t, dir, tb) })

@@ -22,6 +22,12 @@ type pageMeta struct {
 	layout *enc21pb.PageLayout
 	chunks []chunkRef
 	dict   *values
+	// With repetition (lists): per chunk, rows starting before it, rows
+	// starting in it, and whether its last row continues into the next chunk.
+	repIndexed  bool
+	rowBefore   []int
+	rowsStarted []int
+	trailer     []bool
 }
 
 func (c *column21) meta(pi int) (*pageMeta, error) {
@@ -34,7 +40,7 @@ func (c *column21) meta(pi int) (*pageMeta, error) {
 	}
 	pm := &pageMeta{pi: pi, layout: pl}
 	bufs := PageBuffers(c.f.Columns[c.ci].Meta.GetPages()[pi])
-	if mb := pl.GetMiniBlockLayout(); mb != nil && mb.GetRepCompression() == nil && mb.GetRepetitionIndexDepth() == 0 {
+	if mb := pl.GetMiniBlockLayout(); mb != nil && (mb.GetRepCompression() == nil && mb.GetRepetitionIndexDepth() == 0 || mb.GetRepCompression() != nil && mb.GetRepetitionIndexDepth() == 1) {
 		if err := checkMiniBlock(mb, len(bufs)); err != nil {
 			return nil, err
 		}
@@ -54,6 +60,11 @@ func (c *column21) meta(pi int) (*pageMeta, error) {
 				return nil, err
 			}
 		}
+		if mb.GetRepetitionIndexDepth() == 1 {
+			if err := pm.loadRepIndex(c, bufs[len(bufs)-1]); err != nil {
+				return nil, err
+			}
+		}
 	}
 	c.pm = pm
 	return pm, nil
@@ -69,6 +80,8 @@ func (c *column21) partial(pi, lo, hi int) (p *page, first int, ok bool, err err
 	}
 	bufs := PageBuffers(c.f.Columns[c.ci].Meta.GetPages()[pi])
 	switch {
+	case pm.repIndexed:
+		return c.partialRepeated(pm, bufs, lo, hi)
 	case pm.chunks != nil:
 		mb := pm.layout.GetMiniBlockLayout()
 		i0, i1 := -1, -1
@@ -145,4 +158,145 @@ func (c *column21) partial(pi, lo, hi int) (p *page, first int, ok bool, err err
 		return p, lo, true, nil
 	}
 	return nil, 0, false, nil
+}
+
+// loadRepIndex reads the mini-block repetition index: per chunk (depth 1)
+// u64 rows finished in the chunk and u64 trailing level entries of a row
+// that continues into the next chunk.
+func (pm *pageMeta) loadRepIndex(c *column21, b Buffer) error {
+	n := len(pm.chunks)
+	if b.Size != uint64(16*n) {
+		return fmt.Errorf("%w: repetition index of %d bytes for %d chunks", ErrCorrupt, b.Size, n)
+	}
+	ix, err := c.f.ReadBuffer(b)
+	if err != nil {
+		return err
+	}
+	pm.rowBefore = make([]int, n+1)
+	pm.rowsStarted = make([]int, n)
+	pm.trailer = make([]bool, n)
+	for k := 0; k < n; k++ {
+		finished := leUint(ix[16*k : 16*k+8])
+		partial := leUint(ix[16*k+8 : 16*k+16])
+		if finished > 1<<31 {
+			return fmt.Errorf("%w: repetition index chunk %d finishes %d rows", ErrCorrupt, k, finished)
+		}
+		pm.trailer[k] = partial > 0
+		started := int(finished)
+		if pm.trailer[k] {
+			started++
+		}
+		if k > 0 && pm.trailer[k-1] {
+			started--
+		}
+		if started < 0 {
+			return fmt.Errorf("%w: repetition index chunk %d starts %d rows", ErrCorrupt, k, started)
+		}
+		pm.rowsStarted[k] = started
+		pm.rowBefore[k+1] = pm.rowBefore[k] + started
+	}
+	pm.repIndexed = true
+	return nil
+}
+
+// partialRepeated decodes the chunks holding rows [lo,hi) of a mini-block
+// page with lists: from the chunk where row lo starts through the chunk where
+// row hi-1 ends, dropping a leading continuation of an earlier row.
+func (c *column21) partialRepeated(pm *pageMeta, bufs []Buffer, lo, hi int) (*page, int, bool, error) {
+	n := len(pm.chunks)
+	if pm.rowBefore[n] != int(c.pageStart[pm.pi+1]-c.pageStart[pm.pi]) {
+		return nil, 0, false, nil // index disagrees with the page: decode it whole
+	}
+	i0, i1 := -1, -1
+	for k := 0; k < n; k++ {
+		if pm.rowsStarted[k] == 0 {
+			continue
+		}
+		if i0 < 0 && pm.rowBefore[k+1] > lo {
+			i0 = k
+		}
+		if pm.rowBefore[k] < hi {
+			i1 = k
+		}
+	}
+	if i0 < 0 || i1 < i0 {
+		return nil, 0, false, fmt.Errorf("%w: rows [%d,%d) not in the repetition index", ErrCorrupt, lo, hi)
+	}
+	for i1 < n-1 && pm.trailer[i1] {
+		i1++
+	}
+	from, to := pm.chunks[i0].off, pm.chunks[i1].off+pm.chunks[i1].nbytes
+	data, err := c.f.ReadBuffer(Buffer{bufs[1].Offset + uint64(from), uint64(to - from)})
+	if err != nil {
+		return nil, 0, false, err
+	}
+	p, err := decodeChunks(pm.layout.GetMiniBlockLayout(), pm.chunks[i0:i1+1], data, from, pm.dict)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	if err := p.dropPreamble(); err != nil {
+		return nil, 0, false, err
+	}
+	if err := p.index(); err != nil {
+		return nil, 0, false, err
+	}
+	return p, pm.rowBefore[i0], true, nil
+}
+
+// dropPreamble removes the level entries (and their values) before the
+// first row start, and sets rows to the number of rows started.
+func (p *page) dropPreamble() error {
+	maxRep := 0
+	for _, l := range p.layers {
+		if isListLayer(l) {
+			maxRep++
+		}
+	}
+	if maxRep == 0 || p.rep == nil {
+		return fmt.Errorf("%w: repetition index on a page without lists", ErrCorrupt)
+	}
+	j := 0
+	for j < len(p.rep) && int(p.rep[j]) != maxRep {
+		j++
+	}
+	mvd := maxVisibleDef(p.layers)
+	vis := 0
+	for i := 0; i < j; i++ {
+		if p.def == nil || int(p.def[i]) <= mvd {
+			vis++
+		}
+	}
+	p.rep = p.rep[j:]
+	if p.def != nil {
+		p.def = p.def[j:]
+	}
+	p.entries -= j
+	if vis > p.vals.n {
+		return fmt.Errorf("%w: preamble holds %d values of %d", ErrCorrupt, vis, p.vals.n)
+	}
+	v := &p.vals
+	switch {
+	case v.allNull:
+	case v.kind == kindFixed:
+		v.data = v.data[vis*v.width:]
+	case v.kind == kindBool:
+		v.data = v.data[vis:]
+	case v.kind == kindVariable:
+		v.offs = v.offs[vis:]
+	}
+	cum := 1
+	for li, d := range v.fslDims {
+		cum *= d
+		if v.fslValid[li] != nil {
+			v.fslValid[li] = v.fslValid[li][vis*cum:]
+		}
+	}
+	v.n -= vis
+	p.rows = 0
+	for _, r := range p.rep {
+		if int(r) == maxRep {
+			p.rows++
+		}
+	}
+	return nil
 }

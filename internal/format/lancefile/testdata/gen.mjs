@@ -144,3 +144,11 @@ await make("types20", new arrow.Schema([
     fs.writeFileSync(path.join(out, "dict.arrow"), arrow.tableToIPC(await t.query().toArrow(), "file"));
   }
 }
+
+// Lists longer than a mini-block chunk: rows span several chunks.
+await make("longlist", new arrow.Schema([
+  F("id", new arrow.Int32(), false),
+  F("ll", new arrow.List(F("item", new arrow.Int64()))),
+]), 1, 300, (i) => ({
+  id: i, ll: i % 7 == 3 ? null : Array.from({ length: i % 5 == 0 ? 1500 + i : 3 }, (_, k) => BigInt(i * 10000 + k)),
+}));
