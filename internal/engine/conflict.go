@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 
+	"github.com/lanced-dev/lanced/internal/format"
+
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"google.golang.org/protobuf/proto"
 )
@@ -34,45 +36,6 @@ func (v Verdict) String() string {
 		return "incompatible"
 	}
 	return fmt.Sprintf("verdict(%d)", int(v))
-}
-
-// opName names a transaction's operation the way Lance's messages do.
-func opName(t *tablepb.Transaction) string {
-	switch t.GetOperation().(type) {
-	case *tablepb.Transaction_Append_:
-		return "Append"
-	case *tablepb.Transaction_Delete_:
-		return "Delete"
-	case *tablepb.Transaction_Overwrite_:
-		return "Overwrite"
-	case *tablepb.Transaction_CreateIndex_:
-		return "CreateIndex"
-	case *tablepb.Transaction_Rewrite_:
-		return "Rewrite"
-	case *tablepb.Transaction_Merge_:
-		return "Merge"
-	case *tablepb.Transaction_Restore_:
-		return "Restore"
-	case *tablepb.Transaction_ReserveFragments_:
-		return "ReserveFragments"
-	case *tablepb.Transaction_Update_:
-		return "Update"
-	case *tablepb.Transaction_Project_:
-		return "Project"
-	case *tablepb.Transaction_UpdateConfig_:
-		return "UpdateConfig"
-	case *tablepb.Transaction_DataReplacement_:
-		return "DataReplacement"
-	case *tablepb.Transaction_UpdateMemWalState_:
-		return "UpdateMemWalState"
-	case *tablepb.Transaction_Clone_:
-		return "Clone"
-	case *tablepb.Transaction_UpdateBases_:
-		return "UpdateBases"
-	case nil:
-		return "unknown"
-	}
-	return "unknown"
 }
 
 // touchedFragments returns the ids of existing fragments that a committed
@@ -120,7 +83,7 @@ func intersects(ids []uint64, set map[uint64]bool) (uint64, bool) {
 // old fragments are oldIDs (Lance's check_rewrite_txn, table A, for a Rewrite
 // that carries no fragment-reuse index).
 func ClassifyForRewrite(oldIDs map[uint64]bool, theirs *tablepb.Transaction) (Verdict, string) {
-	name := opName(theirs)
+	name := format.OperationName(theirs)
 	switch op := theirs.GetOperation().(type) {
 	case *tablepb.Transaction_Append_, *tablepb.Transaction_ReserveFragments_,
 		*tablepb.Transaction_Project_, *tablepb.Transaction_Clone_,
@@ -174,7 +137,7 @@ func ClassifyForRewrite(oldIDs map[uint64]bool, theirs *tablepb.Transaction) (Ve
 // manifest with the one the repack read (RepackRebase). Only operations that
 // replace the table, or that we do not know, are final here.
 func ClassifyForRepack(frags map[uint64]bool, theirs *tablepb.Transaction) (Verdict, string) {
-	name := opName(theirs)
+	name := format.OperationName(theirs)
 	switch theirs.GetOperation().(type) {
 	case *tablepb.Transaction_Append_, *tablepb.Transaction_ReserveFragments_,
 		*tablepb.Transaction_Project_, *tablepb.Transaction_Clone_,
