@@ -10,7 +10,16 @@
 //     writes the .txn and put-if-absents the next manifest, returning a
 //     *ConflictError with the concurrent transactions when it loses;
 //   - task types, execution (rewrite, repack), conflict classification,
-//     manifest application and verification, and cleanup.
+//     manifest application and verification, and cleanup;
+//   - cleanup (cleanup_plan.go pure, cleanup_exec.go I/O): Lance 8.0.0's
+//     cleanup_old_versions rules, checked file for file against real Lance;
+//     any unreadable manifest, unknown feature flag, base path or branch
+//     aborts with nothing deleted; files go before manifests;
+//   - the pending-output journal (cleanup_journal.go): tasks record files
+//     they wrote but have not committed in the table's own store under
+//     _lanced/pending/<task id>.json (outside Lance's directories, so any
+//     node can recover any other's dead task); cleanup deletes the
+//     unreferenced files of abandoned or stale entries in its next pass.
 //
 // Invariants:
 //   - Nothing becomes visible before the manifest put succeeds; a lost or
