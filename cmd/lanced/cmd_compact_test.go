@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -17,44 +15,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-
 	"github.com/lanced-dev/lanced/internal/engine"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/store"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
-// rowsDigest is an order-insensitive digest of real Lance's read.
-func rowsDigest(tbl arrow.Table) (string, int) {
-	rdr := array.NewTableReader(tbl, 64*1024)
-	defer rdr.Release()
-	var rows []string
-	for rdr.Next() {
-		rec := rdr.RecordBatch()
-		for r := 0; r < int(rec.NumRows()); r++ {
-			var sb strings.Builder
-			for c, col := range rec.Columns() {
-				sb.WriteString(rec.Schema().Field(c).Name)
-				sb.WriteByte('=')
-				if col.IsNull(r) {
-					sb.WriteString("<null>")
-				} else {
-					sb.WriteString(col.ValueStr(r))
-				}
-				sb.WriteByte(0x1f)
-			}
-			rows = append(rows, sb.String())
-		}
-	}
-	slices.Sort(rows)
-	h := sha256.New()
-	for _, r := range rows {
-		h.Write([]byte(r + "\n"))
-	}
-	return hex.EncodeToString(h.Sum(nil)), len(rows)
-}
+var rowsDigest = oracle.RowSetDigest
 
 const crashPolicy = `
 defaults {

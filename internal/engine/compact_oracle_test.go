@@ -2,15 +2,8 @@ package engine_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"slices"
-	"strings"
 	"testing"
-
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/lanced-dev/lanced/internal/engine"
 	"github.com/lanced-dev/lanced/internal/format"
@@ -20,45 +13,8 @@ import (
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
-// rowSetDigest is an order-insensitive digest of a table's rows: compaction
-// moves rewritten fragments to the end of the scan order (Lance's own
-// optimize does the same), so rows are compared as a multiset. It also
-// returns the row count.
-func rowSetDigest(tbl arrow.Table) (string, int) {
-	var cols []arrow.Array
-	names := make([]string, tbl.NumCols())
-	for i := 0; i < int(tbl.NumCols()); i++ {
-		names[i] = tbl.Schema().Field(i).Name
-	}
-	rows := make([]string, 0, tbl.NumRows())
-	rdr := array.NewTableReader(tbl, 64*1024)
-	defer rdr.Release()
-	for rdr.Next() {
-		rec := rdr.RecordBatch()
-		cols = rec.Columns()
-		for r := 0; r < int(rec.NumRows()); r++ {
-			var sb strings.Builder
-			for c, col := range cols {
-				sb.WriteString(names[c])
-				sb.WriteByte('=')
-				if col.IsNull(r) {
-					sb.WriteString("<null>")
-				} else {
-					sb.WriteString(col.ValueStr(r))
-				}
-				sb.WriteByte('\x1f')
-			}
-			rows = append(rows, sb.String())
-		}
-	}
-	slices.Sort(rows)
-	h := sha256.New()
-	for _, r := range rows {
-		h.Write([]byte(r))
-		h.Write([]byte{'\n'})
-	}
-	return hex.EncodeToString(h.Sum(nil)), len(rows)
-}
+// rowSetDigest: see oracle.RowSetDigest.
+var rowSetDigest = oracle.RowSetDigest
 
 type compactCase struct {
 	scenario string
