@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
@@ -124,13 +125,20 @@ func openLiveRows(ctx context.Context, tbl *Table, fields []*filepb.Field, frag 
 		ri := len(s.readers)
 		s.readers = append(s.readers, r)
 		rs := r.Schema()
+		// The reader returns the projected fields in file order; find ours
+		// by field id (a renamed column keeps its id, not its name).
+		byID := map[string]int{}
+		for i, f := range rs.Fields() {
+			if v, ok := f.Metadata.GetValue(lancefile.FieldIDKey); ok {
+				byID[v] = i
+			}
+		}
 		for k, ti := range cols {
-			// The reader returns the projected fields in file order; find ours by name.
-			idx := rs.FieldIndices(tops[ti].GetName())
-			if len(idx) != 1 {
+			i, ok := byID[strconv.Itoa(int(tops[ti].GetId()))]
+			if !ok {
 				return s, fmt.Errorf("%s: field %q (id %d) not found in the read", key, tops[ti].GetName(), want[k])
 			}
-			s.colSrc[ti] = [2]int{ri, idx[0]}
+			s.colSrc[ti] = [2]int{ri, i}
 		}
 	}
 	return s, nil
