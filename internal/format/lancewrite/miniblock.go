@@ -3,6 +3,7 @@ package lancewrite
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/lanced-dev/lanced/internal/format/codec"
 	"github.com/lanced-dev/lanced/internal/format/pb/enc21pb"
@@ -67,6 +68,14 @@ func pad(b []byte, to int, fill byte) []byte {
 	return b
 }
 
+// padFrom pads b with fill until len(b)-start is a multiple of to.
+func padFrom(b []byte, start, to int, fill byte) []byte {
+	for (len(b)-start)%to != 0 {
+		b = append(b, fill)
+	}
+	return b
+}
+
 // miniBlockPage encodes one mini-block page from levels and value slots.
 func miniBlockPage(lv levels, nvis int, vals mbValues, dict *dictPage) ([][]byte, *enc21pb.MiniBlockLayout, error) {
 	layout := &enc21pb.MiniBlockLayout{
@@ -84,7 +93,8 @@ func miniBlockPage(lv levels, nvis int, vals mbValues, dict *dictPage) ([][]byte
 		layout.DefCompression = oolBitpacked(defW)
 	}
 	var meta, data, repIndex []byte
-	pos := 0 // next level entry
+	n0bytes := -1 // size of the first chunk
+	pos := 0      // next level entry
 	for s := 0; s < nvis || (s == 0 && nvis == 0); {
 		n := vals.chunkLen(s, nvis)
 		last := s+n >= nvis
@@ -120,7 +130,13 @@ func miniBlockPage(lv levels, nvis int, vals mbValues, dict *dictPage) ([][]byte
 		if lv.def != nil {
 			db = codec.AppendOutOfLineBitpacked(nil, lv.def[pos:end], defW)
 		}
-		chunk := make([]byte, 0, 64)
+		// The chunk is encoded in place at the end of data (no copy); data
+		// is sized once from the first chunk (chunks are of similar size).
+		cstart := len(data)
+		if s > 0 && cstart == n0bytes {
+			data = slices.Grow(data, n0bytes*((nvis-s)/max(n, 1)+1))
+		}
+		chunk := data
 		nlev := 0
 		if lv.rep != nil || lv.def != nil {
 			nlev = end - pos
@@ -138,16 +154,23 @@ func miniBlockPage(lv levels, nvis int, vals mbValues, dict *dictPage) ([][]byte
 			}
 			chunk = binary.LittleEndian.AppendUint16(chunk, uint16(len(vb)))
 		}
-		chunk = pad(chunk, 8, chunkFill)
-		for _, b := range append([][]byte{rb, db}, vbufs...) {
-			if b == nil {
-				continue
+		chunk = padFrom(chunk, cstart, 8, chunkFill)
+		for _, b := range [][]byte{rb, db} {
+			if b != nil {
+				chunk = padFrom(append(chunk, b...), cstart, 8, chunkFill)
 			}
-			chunk = append(chunk, b...)
-			chunk = pad(chunk, 8, chunkFill)
 		}
-		if len(chunk) > maxChunkBytes {
-			return nil, nil, fmt.Errorf("lancewrite: mini-block chunk of %d bytes (max %d)", len(chunk), maxChunkBytes)
+		for _, b := range vbufs {
+			if b != nil {
+				chunk = padFrom(append(chunk, b...), cstart, 8, chunkFill)
+			}
+		}
+		clen := len(chunk) - cstart
+		if clen > maxChunkBytes {
+			return nil, nil, fmt.Errorf("lancewrite: mini-block chunk of %d bytes (max %d)", clen, maxChunkBytes)
+		}
+		if s == 0 {
+			n0bytes = clen
 		}
 		logN := 0
 		if !last {
@@ -158,8 +181,8 @@ func miniBlockPage(lv levels, nvis int, vals mbValues, dict *dictPage) ([][]byte
 				return nil, nil, fmt.Errorf("lancewrite: internal: chunk of %d values is not a power of two", n)
 			}
 		}
-		meta = binary.LittleEndian.AppendUint16(meta, uint16((len(chunk)/8-1)<<4|logN))
-		data = append(data, chunk...)
+		meta = binary.LittleEndian.AppendUint16(meta, uint16((clen/8-1)<<4|logN))
+		data = chunk
 		if lv.rep != nil {
 			r := lv.rep[pos:end]
 			var finished, partial uint64
