@@ -156,6 +156,8 @@ http { listen = %q }
 		t.Fatal(err)
 	}
 	notify := listenNotify(t)
+	t.Setenv("WATCHDOG_USEC", "400000") // WATCHDOG=1 every 200ms
+	t.Setenv("WATCHDOG_PID", "")
 
 	var logs syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
@@ -179,6 +181,9 @@ http { listen = %q }
 	}
 	if code, body := httpGet("http://" + addr + "/readyz"); code != 200 {
 		t.Fatalf("/readyz after READY=1: %d %s", code, body)
+	}
+	if got := readNotify(t, notify, 5*time.Second); got != "WATCHDOG=1" {
+		t.Fatalf("sd_notify after READY: %q, want WATCHDOG=1", got)
 	}
 	if code, _ := httpGet("http://" + addr + "/healthz"); code != 200 {
 		t.Fatalf("/healthz: %d", code)
