@@ -200,8 +200,8 @@ func (l *leaf) appendNullSlot() {
 
 func (l *leaf) growBits(n int) {
 	need := int(bitutil.BytesForBits(int64(n)))
-	for len(l.bits) < need {
-		l.bits = append(l.bits, 0)
+	if k := need - len(l.bits); k > 0 {
+		l.bits = append(l.bits, make([]byte, k)...)
 	}
 }
 
@@ -209,13 +209,11 @@ func (l *leaf) growBits(n int) {
 // from `from` valid if valid is set.
 func (l *leaf) growItemValid(n int, valid bool, from int) {
 	need := int(bitutil.BytesForBits(int64(n)))
-	for len(l.itemValid) < need {
-		l.itemValid = append(l.itemValid, 0)
+	if k := need - len(l.itemValid); k > 0 {
+		l.itemValid = append(l.itemValid, make([]byte, k)...)
 	}
-	if valid {
-		for b := from; b < n; b++ {
-			bitutil.SetBit(l.itemValid, b)
-		}
+	if valid && n > from {
+		bitutil.SetBitsTo(l.itemValid, int64(from), int64(n-from), true)
 	}
 }
 
@@ -289,6 +287,10 @@ func (l *leaf) appendValues(a arrow.Array, from, to int) error {
 			}
 			return int64(int32(binary.LittleEndian.Uint32(ob[4*k:])))
 		}
+		l.offs = slices.Grow(l.offs, count)
+		if s, e := at(off+from), at(off+to); s >= 0 && e >= s && e <= int64(len(vals)) {
+			l.data = slices.Grow(l.data, int(e-s))
+		}
 		for i := from; i < to; i++ {
 			if nulls && a.IsNull(i) {
 				l.offs = append(l.offs, int64(len(l.data)))
@@ -319,6 +321,16 @@ func (l *leaf) appendValues(a arrow.Array, from, to int) error {
 		ioff := items.Data().Offset()
 		raw := ibufs[1].Bytes()
 		itemNulls := items.NullN() > 0
+		l.fixed = slices.Grow(l.fixed, count*dim*w)
+		if !nulls && !itemNulls {
+			// one contiguous run of items: copy it whole
+			s, _ := fa.ValueOffsets(from)
+			l.fixed = append(l.fixed, raw[(ioff+int(s))*w:(ioff+int(s)+count*dim)*w]...)
+			l.growItemValid((l.nvis+count)*dim, true, l.nvis*dim)
+			l.nvalid += count
+			l.nvis += count
+			return nil
+		}
 		for i := from; i < to; i++ {
 			slot := l.nvis + i - from
 			if nulls && fa.IsNull(i) {
