@@ -34,8 +34,15 @@ func (s fsstSym) mask() uint64 {
 
 // FSSTEncoder compresses strings with a trained symbol table.
 type FSSTEncoder struct {
-	syms    []fsstSym
-	byFirst [256][]uint8 // codes starting with a byte, longest first
+	syms []fsstSym
+	// single[b] is the code of the one-byte symbol b, or -1.
+	single [256]int16
+	// Symbols of two or more bytes, grouped by their first two bytes
+	// (little endian u16 key): codes long[start[k]:start[k+1]], longest
+	// first. Two bytes of prefix leave a handful of candidates where one
+	// byte left dozens (match was half of a text column's rewrite).
+	start []uint32
+	long  []uint8
 }
 
 func load8(b []byte) uint64 {
@@ -50,13 +57,35 @@ func load8(b []byte) uint64 {
 }
 
 func newFSSTEncoder(syms []fsstSym) *FSSTEncoder {
-	e := &FSSTEncoder{syms: syms}
-	for c, s := range syms {
-		f := byte(s.val)
-		e.byFirst[f] = append(e.byFirst[f], uint8(c))
+	e := &FSSTEncoder{syms: syms, start: make([]uint32, 1<<16+1)}
+	for b := range e.single {
+		e.single[b] = -1
 	}
-	for f := range e.byFirst {
-		slices.SortFunc(e.byFirst[f], func(a, b uint8) int { return int(syms[b].n) - int(syms[a].n) })
+	var long []uint8
+	for c, s := range syms {
+		if s.n == 1 {
+			if e.single[byte(s.val)] < 0 {
+				e.single[byte(s.val)] = int16(c)
+			}
+			continue
+		}
+		e.start[int(uint16(s.val))+1]++
+		long = append(long, uint8(c))
+	}
+	for k := 1; k < len(e.start); k++ {
+		e.start[k] += e.start[k-1]
+	}
+	e.long = make([]uint8, len(long))
+	fill := make([]uint32, 1<<16)
+	for _, c := range long {
+		k := uint16(syms[c].val)
+		e.long[e.start[k]+fill[k]] = c
+		fill[k]++
+	}
+	for k := 0; k < 1<<16; k++ {
+		if g := e.long[e.start[k]:e.start[k+1]]; len(g) > 1 {
+			slices.SortFunc(g, func(a, b uint8) int { return int(syms[b].n) - int(syms[a].n) })
+		}
 	}
 	return e
 }
@@ -64,12 +93,18 @@ func newFSSTEncoder(syms []fsstSym) *FSSTEncoder {
 // match returns the code of the longest symbol at the start of b and its
 // length, or (-1, 1) if none matches.
 func (e *FSSTEncoder) match(b []byte) (int, int) {
-	w := load8(b)
-	for _, c := range e.byFirst[b[0]] {
-		s := e.syms[c]
-		if int(s.n) <= len(b) && (w^s.val)&s.mask() == 0 {
-			return int(c), int(s.n)
+	if len(b) >= 2 {
+		w := load8(b)
+		k := uint16(w)
+		for _, c := range e.long[e.start[k]:e.start[int(k)+1]] {
+			s := e.syms[c]
+			if int(s.n) <= len(b) && (w^s.val)&s.mask() == 0 {
+				return int(c), int(s.n)
+			}
 		}
+	}
+	if c := e.single[b[0]]; c >= 0 {
+		return int(c), 1
 	}
 	return -1, 1
 }
