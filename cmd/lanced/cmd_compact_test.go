@@ -108,9 +108,22 @@ func TestCompactSurvivesKill9(t *testing.T) {
 		"rewrite.file:1", "commit.txn:1", "commit.manifest:1",
 		"repack.file:1", "repack.file:2", "repack.file:3", "commit.txn:2", "commit.manifest:2",
 	}
+	// Random kills land inside a real run: time an uninterrupted run of
+	// the same binary on a scratch copy first.
+	scratch := filepath.Join(dir, "scratch", "backfill.lance")
+	if err := os.CopyFS(scratch, os.DirFS(base)); err != nil {
+		t.Fatal(err)
+	}
+	timed := exec.Command(os.Args[0], "compact", "--policy", polDir, "file://"+scratch)
+	timed.Env = append(os.Environ(), execMainEnv+"=1")
+	t0 := time.Now()
+	if out, err := timed.CombinedOutput(); err != nil {
+		t.Fatalf("uninterrupted run: %v\n%s", err, out)
+	}
+	runMS := max(int(time.Since(t0).Milliseconds()), 20)
 	rng := rand.New(rand.NewPCG(7, 11))
 	for i := 0; i < 12; i++ {
-		points = append(points, fmt.Sprintf("random:%d", rng.IntN(400)))
+		points = append(points, fmt.Sprintf("random:%d", runMS/4+rng.IntN(runMS)))
 	}
 	for i, point := range points {
 		path := filepath.Join(dir, fmt.Sprintf("t%02d", i), "backfill.lance")

@@ -422,6 +422,25 @@ func inCleanedDirs(key string) bool {
 	return false
 }
 
+// stagingTarget returns the key a local write's hidden staging file
+// ("dir/.<name>.<random hex>.lanced.tmp", see internal/store) was going to
+// become.
+func stagingTarget(key string) (string, bool) {
+	dir, base := "", key
+	if i := strings.LastIndexByte(key, '/'); i >= 0 {
+		dir, base = key[:i+1], key[i+1:]
+	}
+	if !strings.HasPrefix(base, ".") || !strings.HasSuffix(base, tempSuffix) {
+		return "", false
+	}
+	rest := strings.TrimSuffix(base[1:], tempSuffix)
+	i := strings.LastIndexByte(rest, '.')
+	if i <= 0 {
+		return "", false
+	}
+	return dir + rest[:i], true
+}
+
 // judge decides one listed file: Lance's path_if_not_referenced, behind the
 // read_dir_all filter (modified at or before the earliest retained commit),
 // plus lanced's own stale temp files and failed-task outputs.
@@ -436,6 +455,12 @@ func (p *planner) judge(f ListedFile) (FileDecision, bool) {
 	// unless some manifest references them (its commit landed after all).
 	if _, ok := p.pending[f.Key]; ok && !p.isReferencedAnywhere(f.Key) {
 		return del(kindOf(f.Key), DeleteFailedTaskOutput)
+	}
+	// The staging file of a dead task's output that was killed mid-upload.
+	if target, ok := stagingTarget(f.Key); ok {
+		if _, ok := p.pending[target]; ok {
+			return del(KindTemp, DeleteFailedTaskOutput)
+		}
 	}
 	if p.haveKept && f.ModTime.After(p.earliest) {
 		return FileDecision{}, false

@@ -434,3 +434,13 @@ func FuzzParseHumanDuration(f *testing.F) {
 		}
 	})
 }
+
+func TestStagingTarget(t *testing.T) {
+	got, ok := stagingTarget("data/.abc.lance.896dcd3bd27258c5" + tempSuffix)
+	if !ok || got != "data/abc.lance" {
+		t.Fatalf("got %q %v", got, ok)
+	}
+	if _, ok := stagingTarget("data/abc.lance"); ok {
+		t.Fatal("a data file is not a staging file")
+	}
+}
