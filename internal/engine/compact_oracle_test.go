@@ -80,6 +80,9 @@ func TestCompactOracleScenarios(t *testing.T) {
 		{scenario: "v1_paths", wantRewrite: true},
 		{scenario: "indexed", tune: func(e *policy.Effective) { e.Compaction.IndexCoverage.Value = policy.CoverageUnindex }, wantRewrite: true},
 		{scenario: "types", wantRewrite: true},
+		{scenario: "text", wantRewrite: true},
+		{scenario: "wide", wantRewrite: true},
+		{scenario: "tags", wantRewrite: true},
 	}
 	for _, c := range cases {
 		t.Run(c.scenario, func(t *testing.T) {
