@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -185,6 +186,15 @@ http { listen = %q }
 	if got := readNotify(t, notify, 5*time.Second); got != "WATCHDOG=1" {
 		t.Fatalf("sd_notify after READY: %q, want WATCHDOG=1", got)
 	}
+	go func() { // keep reading, as systemd does
+		buf := make([]byte, 4096)
+		for {
+			_ = notify.SetReadDeadline(time.Time{})
+			if _, err := notify.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
 	if code, _ := httpGet("http://" + addr + "/healthz"); code != 200 {
 		t.Fatalf("/healthz: %d", code)
 	}
@@ -259,6 +269,22 @@ http { listen = %q }
 		t.Fatal(err)
 	}
 	waitUntil(t, 10*time.Second, "reload applied", func() bool { return logs.find("policies reloaded", nil) != nil })
+	// SIGHUP reloads too (systemctl reload).
+	count := func() int {
+		n := 0
+		for _, l := range logs.lines() {
+			if l["msg"] == "policies reloaded" {
+				n++
+			}
+		}
+		return n
+	}
+	time.Sleep(time.Second) // let fsnotify's settle timer pass
+	before := count()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "reload on SIGHUP", func() bool { return count() > before })
 
 	cancel()
 	select {
@@ -268,6 +294,10 @@ http { listen = %q }
 			t.Fatalf("daemon exit: %v", err)
 		}
 	case <-time.After(30 * time.Second):
+		ls := logs.lines()
+		for _, l := range ls[max(0, len(ls)-15):] {
+			t.Log(l)
+		}
 		t.Fatal("daemon did not drain")
 	}
 	if logs.find("lanced stopped", nil) == nil {

@@ -24,6 +24,9 @@ func sdNotify(state string) (bool, error) {
 		return false, fmt.Errorf("sd_notify dial: %w", err)
 	}
 	defer conn.Close()
+	// Never let a stuck receiver block the daemon (a full socket queue
+	// blocks a datagram send).
+	_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
 	if _, err := conn.Write([]byte(state)); err != nil {
 		return false, fmt.Errorf("sd_notify write: %w", err)
 	}

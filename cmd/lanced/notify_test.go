@@ -60,3 +60,18 @@ func TestWatchdogIntervalIsHalfTheTimeoutForThisProcess(t *testing.T) {
 		t.Fatalf("watchdog meant for pid 1 applied here: %s", got)
 	}
 }
+
+func TestSdNotifyDoesNotBlockOnAFullSocket(t *testing.T) {
+	listenNotify(t) // never read
+	start := time.Now()
+	var err error
+	for i := 0; i < 2000 && err == nil; i++ {
+		_, err = sdNotify("WATCHDOG=1")
+	}
+	if err == nil {
+		t.Skip("the socket queue never filled")
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("sd_notify blocked for %s", d)
+	}
+}
