@@ -289,30 +289,28 @@ func ExecuteRewrite(ctx context.Context, tbl *Table, m *tablepb.Manifest, t *Rew
 			return out, err
 		}
 	}
-	for _, f := range frags[done:] {
-		scan, err := openLiveRows(ctx, tbl, fields, f)
-		if err != nil {
-			return out, fmt.Errorf("read fragment %d: %w", f.GetId(), err)
-		}
-		if err := takeFragment(f, scan.Deleted()); err != nil {
-			scan.Close()
-			return out, err
-		}
-		err = func() error {
-			defer scan.Close()
-			for {
-				rec, err := scan.Next(ctx)
-				if err == io.EOF {
-					return nil
-				}
-				if err != nil {
-					return fmt.Errorf("read fragment %d: %w", f.GetId(), err)
-				}
-				out.RowsRead += uint64(rec.NumRows())
-				if err := writeSplit(rec, target, t.MaxBytesPerFile, &cur, openCur, closeCur); err != nil {
-					return err
+	if done < len(frags) {
+		items, stop := scanFragments(ctx, tbl, fields, frags[done:])
+		err := func() error {
+			defer stop()
+			for it := range items {
+				switch {
+				case it.err != nil:
+					return it.err
+				case it.frag != nil:
+					if err := takeFragment(it.frag, it.deleted); err != nil {
+						return err
+					}
+				default:
+					out.RowsRead += uint64(it.rec.NumRows())
+					err := writeSplit(it.rec, target, t.MaxBytesPerFile, &cur, openCur, closeCur)
+					it.rec.Release()
+					if err != nil {
+						return err
+					}
 				}
 			}
+			return ctx.Err()
 		}()
 		if err != nil {
 			return out, err

@@ -8,6 +8,8 @@
 //     fragments against `cp` of the bytes the repack moves.
 //
 // Usage: go run ./testenv/bench [-frags 200] [-rows 5000] [-repack-frags 8] [-repack-rows 100000] [-backfills 3]
+// [-sized sized-60x5000-v0-t40-d0,sized-60x5000-v128-t0-d0] (more rewrite
+// tables, built by testenv/oracle/build.mjs: text-heavy, vectors, deletions)
 // (needs `make oracle`). Results are printed as ratios; noisy machines make
 // single runs noisy, so it repeats each measurement and keeps the best.
 package main
@@ -22,11 +24,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 )
 
 type run struct {
+	out   []byte
 	wall  time.Duration
 	cpu   time.Duration // user + system: what the process itself spent, whatever else the machine runs
 	rssKB int64
@@ -44,7 +48,21 @@ func measure(dir string, name string, args ...string) run {
 	}
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	return run{wall: wall, cpu: cpu, rssKB: ru.Maxrss}
+	return run{out: out, wall: wall, cpu: cpu, rssKB: ru.Maxrss}
+}
+
+// loadAvg is /proc/loadavg's 1, 5 and 15 minute load averages: how busy
+// the machine was (other processes skew wall times, not CPU times).
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func copyTree(src, dst string) {
@@ -90,8 +108,10 @@ func main() {
 	rrows := flag.Int("repack-rows", 100000, "rows per fragment in the repack table")
 	backfills := flag.Int("backfills", 3, "add_columns backfills in the repack table")
 	reps := flag.Int("reps", 3, "repetitions (best is kept)")
+	sized := flag.String("sized", "", "comma-separated oracle Sized scenarios to rewrite as well (e.g. sized-60x5000-v0-t40-d0)")
 	flag.Parse()
 
+	loadStart := loadAvg()
 	root, err := os.Getwd()
 	if err != nil {
 		log.Fatal(err)
@@ -129,6 +149,49 @@ func main() {
 		return measure(root, bin, "compact", "--scope", "rewrite", "--json", "file://"+c)
 	})
 
+	// More rewrite tables: the oracle's Sized scenarios.
+	var extra []map[string]any
+	for _, name := range strings.Split(*sized, ",") {
+		if name = strings.TrimSpace(name); name == "" {
+			continue
+		}
+		sb := filepath.Join(work, name, "t.lance")
+		log.Printf("building rewrite table %s", name)
+		measure(oracleDir, "node", "build.mjs", name, sb)
+		l := best(*reps, func(i int) run {
+			c := filepath.Join(work, fmt.Sprintf("%s-lance%d", name, i), "t.lance")
+			copyTree(sb, c)
+			return measure(oracleDir, "node", "../bench/optimize.mjs", c)
+		})
+		var copied, reenc int
+		o := best(*reps, func(i int) run {
+			c := filepath.Join(work, fmt.Sprintf("%s-ours%d", name, i), "t.lance")
+			copyTree(sb, c)
+			r := measure(root, bin, "compact", "--scope", "rewrite", "--json", "file://"+c)
+			var sum struct {
+				Copied    int `json:"files_page_copied"`
+				Reencoded int `json:"files_reencoded"`
+			}
+			_ = json.Unmarshal(r.out, &sum)
+			copied, reenc = sum.Copied, sum.Reencoded
+			return r
+		})
+		extra = append(extra, map[string]any{
+			"table":                      fmt.Sprintf("%s, %.1f MiB", name, float64(dirBytes(sb))/(1<<20)),
+			"lance_optimize_seconds":     l.wall.Seconds(),
+			"lance_optimize_cpu_seconds": l.cpu.Seconds(),
+			"lance_optimize_rss_mib":     float64(l.rssKB) / 1024,
+			"lanced_rewrite_seconds":     o.wall.Seconds(),
+			"lanced_rewrite_cpu_seconds": o.cpu.Seconds(),
+			"lanced_rewrite_rss_mib":     float64(o.rssKB) / 1024,
+			"rewrite_time_ratio":         o.wall.Seconds() / l.wall.Seconds(),
+			"rewrite_cpu_ratio":          o.cpu.Seconds() / l.cpu.Seconds(),
+			"rewrite_rss_ratio":          float64(o.rssKB) / float64(l.rssKB),
+			"files_page_copied":          copied,
+			"files_reencoded":            reenc,
+		})
+	}
+
 	// Repack: backfilled fragments, against cp of the moved bytes.
 	rbase := filepath.Join(work, "rp", "t.lance")
 	log.Printf("building repack table: %d fragments x %d rows, %d backfills", *rfrags, *rrows, *backfills)
@@ -151,6 +214,9 @@ func main() {
 	})
 
 	res := map[string]any{
+		"load_average_start":            loadStart,
+		"load_average_end":              loadAvg(),
+		"sized_rewrites":                extra,
 		"machine":                       fmt.Sprintf("%s/%s, %d CPUs", runtime.GOOS, runtime.GOARCH, runtime.NumCPU()),
 		"rewrite_table":                 fmt.Sprintf("%d fragments x %d rows, %.1f MiB", *frags, *rows, float64(tableBytes)/(1<<20)),
 		"lance_optimize_seconds":        lance.wall.Seconds(),
