@@ -474,7 +474,13 @@ func (d *daemon) run(ctx context.Context) error {
 	}
 	_, _ = sdNotify("STOPPING=1")
 	stopWatch()
-	watchers.Wait()
+	wdone := make(chan struct{})
+	go func() { watchers.Wait(); close(wdone) }()
+	select {
+	case <-wdone:
+	case <-time.After(10 * time.Second):
+		log.Warn("event sources did not stop in time; draining anyway")
+	}
 	stopRun()
 	select {
 	case err := <-nodeDone:
