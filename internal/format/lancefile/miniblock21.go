@@ -3,6 +3,7 @@ package lancefile
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/lanced-dev/lanced/internal/format/pb/enc21pb"
 )
@@ -251,6 +252,19 @@ func applyDictionary(idx, dict, out *values) error {
 	}
 	if idx.width > 8 {
 		return fmt.Errorf("%w: dictionary indices of %d bytes", ErrCorrupt, idx.width)
+	}
+	if dict.kind == kindVariable && dict.n > 0 && len(dict.offs) > dict.n {
+		// size the output once: the values' bytes are known from the indices
+		total := 0
+		for i := 0; i < idx.n; i++ {
+			if k := get(i); k < uint64(dict.n) {
+				if d := dict.offs[k+1] - dict.offs[k]; d > 0 {
+					total += int(d)
+				}
+			}
+		}
+		out.data = slices.Grow(out.data, total)
+		out.offs = slices.Grow(out.offs, idx.n)
 	}
 	for i := 0; i < idx.n; i++ {
 		k := get(i)
