@@ -321,6 +321,10 @@ func (d *daemon) run(ctx context.Context) error {
 		planner, exec, committer = w, w, w
 	default:
 		w := &maintainWorkload{policies: d.currentPolicies, log: log, open: roots.OpenURI}
+		if w.journal, w.cleanup, err = d.cleanupParts(nc, reg, log, roots.OpenURI); err != nil {
+			return err
+		}
+		defer w.cleanup.Close()
 		planner, exec, committer = w, delayed{w, d.flags.taskDelay}, w
 	}
 	q := cfg.Queue

@@ -26,6 +26,10 @@ type maintainWorkload struct {
 	// open maps a table URI to the URI to open it with (the root's
 	// connection query re-attached; watch.Roots.OpenURI).
 	open func(table string) string
+	// journal records each execution's outputs (nil: no journal);
+	// cleanup runs cleanup after commits and empty plans (nil: none).
+	journal *journalKeeper
+	cleanup *cleanupRunner
 }
 
 func (w *maintainWorkload) openTable(ctx context.Context, uri string) (*engine.Table, *store.Bucket, error) {
@@ -65,6 +69,9 @@ func (w *maintainWorkload) Plan(ctx context.Context, table string, inFlight []st
 		in.Indices = m.Indices.GetIndices()
 	}
 	p := plan.Compute(in)
+	if len(p.Tasks()) == 0 {
+		w.cleanup.Trigger(table)
+	}
 	for _, warn := range p.Warnings {
 		w.log.Warn("plan warning", "table", table, "version", m.Version(), "err", warn)
 	}
@@ -102,22 +109,26 @@ func (w *maintainWorkload) Execute(ctx context.Context, st scheduler.Task) (sche
 	}
 	var res engine.Result
 	var read, written int64
+	jctx, jid := w.journal.begin(ctx, t.Table(), b, st.Key)
 	switch {
 	case t.Rewrite != nil:
-		out, err := engine.ExecuteRewrite(ctx, tbl, m.PB, t.Rewrite)
+		out, err := engine.ExecuteRewrite(jctx, tbl, m.PB, t.Rewrite)
 		if err != nil {
+			w.journal.discard(ctx, t.Table(), b, jid)
 			return scheduler.Result{}, err
 		}
 		res.Rewrite, read, written = out, out.BytesRead, out.BytesWritten
 	case t.Repack != nil:
-		out, err := engine.ExecuteRepack(ctx, tbl, m.PB, t.Repack)
+		out, err := engine.ExecuteRepack(jctx, tbl, m.PB, t.Repack)
 		if err != nil {
+			w.journal.discard(ctx, t.Table(), b, jid)
 			return scheduler.Result{}, err
 		}
 		res.Repack, read, written = out, out.BytesRead, out.BytesWritten
 	}
-	payload, err := json.Marshal(res)
+	payload, err := encodeResult(res, jid)
 	if err != nil {
+		w.journal.discard(ctx, t.Table(), b, jid)
 		return scheduler.Result{}, fmt.Errorf("encode result %s: %w", st.Key, err)
 	}
 	return scheduler.Result{Payload: payload, BytesRead: read, BytesWritten: written}, nil
@@ -134,11 +145,31 @@ func (w *maintainWorkload) Commit(ctx context.Context, table string, results []s
 	rewrites := map[uint64][]*engine.RewriteOutput{}
 	repacks := map[uint64][]*engine.RepackOutput{}
 	var groups []group
+	tbl, b, err := w.openTable(ctx, table)
+	if err != nil {
+		return rep, err
+	}
+	defer b.Close()
+	// No cleanup of this table while its commit checks outputs and commits.
+	defer w.cleanup.lockTable(table)()
+	journals := map[string]string{} // engine task key -> journal id
 	for _, r := range results {
-		var er engine.Result
-		if err := json.Unmarshal(r.Payload, &er); err != nil {
+		er, jid, err := decodeResult(r.Payload)
+		if err != nil {
 			return rep, fmt.Errorf("decode result %s: %w", r.Task.Key, err)
 		}
+		ok, err := outputsPresent(ctx, b, er.Written())
+		if err != nil {
+			return rep, err
+		}
+		if !ok {
+			// Cleanup took the task for dead and reclaimed its outputs.
+			w.journal.settle(ctx, b, map[string]string{er.Task().Key(): jid}, nil, nil)
+			rep.Replan = true
+			w.log.Warn("result outputs missing, task dropped", "table", table, "task_id", r.Task.Key)
+			continue
+		}
+		journals[er.Task().Key()] = jid
 		switch {
 		case er.Rewrite != nil:
 			rv := er.Rewrite.Task.ReadVersion
@@ -163,26 +194,25 @@ func (w *maintainWorkload) Commit(ctx context.Context, table string, results []s
 		}
 		return cmp.Compare(a.rv, b.rv)
 	})
-	tbl, b, err := w.openTable(ctx, table)
-	if err != nil {
-		return rep, err
-	}
-	defer b.Close()
 	for _, g := range groups {
 		var er *engine.CommitReport
 		var cerr error
 		written := map[string]int{}
+		ids := map[string]string{}
 		if g.kind == engine.KindRewrite {
 			for _, o := range rewrites[g.rv] {
-				written[engine.Task{Rewrite: o.Task}.Key()] = len(o.Written)
+				k := engine.Task{Rewrite: o.Task}.Key()
+				written[k], ids[k] = len(o.Written), journals[k]
 			}
 			er, cerr = engine.CommitRewrites(ctx, tbl, g.rv, rewrites[g.rv], engine.CommitOptions{Logger: w.log})
 		} else {
 			for _, o := range repacks[g.rv] {
-				written[engine.Task{Repack: o.Task}.Key()] = len(o.Written)
+				k := engine.Task{Repack: o.Task}.Key()
+				written[k], ids[k] = len(o.Written), journals[k]
 			}
 			er, cerr = engine.CommitRepacks(ctx, tbl, g.rv, repacks[g.rv], engine.CommitOptions{Logger: w.log})
 		}
+		w.journal.settle(ctx, b, ids, er, cerr)
 		if er != nil {
 			rep.Version = max(rep.Version, er.Version)
 			rep.Rebased += er.Rebased
@@ -199,6 +229,9 @@ func (w *maintainWorkload) Commit(ctx context.Context, table string, results []s
 		if cerr != nil {
 			return rep, cerr
 		}
+	}
+	if rep.Version != 0 {
+		w.cleanup.Trigger(table)
 	}
 	return rep, nil
 }
