@@ -16,16 +16,26 @@ import (
 // (appends) is re-encoded instead (the page rule in rewrite_copy.go).
 func TestRewriteCopyOracle(t *testing.T) {
 	oracle.Require(t)
+	vec := oracle.Sized{Fragments: 5, RowsPerFragment: 2000, VectorDim: 256}.Scenario()
 	cases := []struct {
-		scenario string
-		copied   bool
+		name, scenario string
+		opts           oracle.Options
+		copied         bool
 	}{
-		{oracle.Sized{Fragments: 5, RowsPerFragment: 2000, VectorDim: 256}.Scenario(), true},
-		{"appends", false},
+		{name: vec, scenario: vec, copied: true},
+		// stable row ids: the copy carries every row's id (real Lance's _rowid)
+		{name: "stable-" + vec, scenario: vec, copied: true,
+			opts: oracle.Options{StorageOptions: map[string]string{"new_table_enable_stable_row_ids": "true"}}},
+		{name: "appends", scenario: "appends", copied: false},
 	}
 	for _, c := range cases {
-		t.Run(c.scenario, func(t *testing.T) {
-			path := oracle.Build(t, c.scenario, t.TempDir())
+		t.Run(c.name, func(t *testing.T) {
+			path := oracle.Build(t, c.scenario, t.TempDir(), c.opts)
+			ids := oracle.ScanWith(t, path, oracle.ScanOptions{WithRowID: true})
+			wantIDs := oracle.Digest(ids)["_rowid"]
+			if wantIDs == "" {
+				t.Fatalf("no _rowid column in real Lance's scan")
+			}
 			before := oracle.Inspect(t, path, 0)
 			want := oracle.Digest(oracle.Scan(t, path, 0, nil))
 			wantSome := oracle.Digest(oracle.ScanWith(t, path, oracle.ScanOptions{Where: "id % 7 = 2"}))
@@ -55,6 +65,9 @@ func TestRewriteCopyOracle(t *testing.T) {
 			}
 			if got := oracle.Digest(oracle.ScanWith(t, path, oracle.ScanOptions{Where: "id % 7 = 2"})); !maps.Equal(got, wantSome) {
 				t.Fatalf("filtered read differs after the rewrite")
+			}
+			if got := oracle.Digest(oracle.ScanWith(t, path, oracle.ScanOptions{WithRowID: true}))["_rowid"]; c.opts.StorageOptions != nil && got != wantIDs {
+				t.Fatalf("stable row ids changed in the rewrite")
 			}
 			if r := oracle.Inspect(t, path, before.Version); r.Rows != before.Rows {
 				t.Fatalf("version %d reads %d rows, had %d", before.Version, r.Rows, before.Rows)
