@@ -1,0 +1,308 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/policy"
+	"github.com/lanced-dev/lanced/internal/scheduler"
+	"github.com/lanced-dev/lanced/testenv/oracle"
+)
+
+func noPolicies(t *testing.T) func() *policy.Set {
+	s, diags := policy.NewSet(nil)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	return func() *policy.Set { return s }
+}
+
+func pendingEntries(t *testing.T, tableDir string) []engine.PendingEntry {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(tableDir, engine.PendingDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []engine.PendingEntry
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(tableDir, engine.PendingDir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pe engine.PendingEntry
+		if err := json.Unmarshal(data, &pe); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, pe)
+	}
+	return out
+}
+
+func exists(t *testing.T, path string) bool {
+	t.Helper()
+	_, err := os.Stat(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// A task executed by the daemon's workload records its outputs in the
+// journal; when its commit is dropped (real Lance compacted the same
+// fragments first) its files and its journal entry are gone, and real
+// Lance reads the table unchanged.
+func TestDaemonJournalDroppedCommitLeavesNoFile(t *testing.T) {
+	oracle.Require(t)
+	ctx := context.Background()
+	path := oracle.Build(t, "appends", t.TempDir())
+	uri := "file://" + path
+	want, wantRows := oracle.RowSetDigest(oracle.Scan(t, path, 0, nil))
+	log := slog.New(slog.DiscardHandler)
+	w := &maintainWorkload{policies: noPolicies(t), log: log, open: func(s string) string { return s },
+		journal: newJournalKeeper("", log)}
+	p, err := w.Plan(ctx, uri, nil)
+	if err != nil || len(p.Tasks) == 0 {
+		t.Fatalf("plan: %d tasks, %v", len(p.Tasks), err)
+	}
+	var results []scheduler.Result
+	var written []string
+	for _, task := range p.Tasks {
+		r, err := w.Execute(ctx, task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Task = task
+		results = append(results, r)
+		er, jid, err := decodeResult(r.Payload)
+		if err != nil || jid == "" || !strings.HasPrefix(jid, task.Key+"~") {
+			t.Fatalf("result envelope: journal %q, %v", jid, err)
+		}
+		written = append(written, er.Written()...)
+	}
+	// Recorded before the commit, owned by this process.
+	entries := pendingEntries(t, path)
+	if len(entries) != len(results) || len(written) == 0 {
+		t.Fatalf("%d journal entries for %d tasks (%d files)", len(entries), len(results), len(written))
+	}
+	for _, e := range entries {
+		if e.Owner != engine.LocalOwner("lanced") || len(e.Files) == 0 {
+			t.Fatalf("journal entry %+v", e)
+		}
+	}
+	for _, f := range written {
+		if !exists(t, filepath.Join(path, f)) {
+			t.Fatalf("output %s missing before commit", f)
+		}
+	}
+	oracle.RunOps(t, path, []oracle.Op{{"op": "optimize"}})
+	rep, err := w.Commit(ctx, uri, results)
+	if err == nil && !rep.Replan {
+		t.Fatalf("commit over real Lance's compaction: %+v, want the tasks dropped", rep)
+	}
+	for _, f := range written {
+		if exists(t, filepath.Join(path, f)) {
+			t.Errorf("output %s of a dropped task still exists", f)
+		}
+	}
+	if e := pendingEntries(t, path); len(e) != 0 {
+		t.Errorf("journal entries left: %+v", e)
+	}
+	got, gotRows := oracle.RowSetDigest(oracle.Scan(t, path, 0, nil))
+	if got != want || gotRows != wantRows {
+		t.Fatalf("real Lance reads %d rows (%s), want %d (%s)", gotRows, got, wantRows, want)
+	}
+}
+
+// A lanced run killed right after uploading a rewrite output leaves a
+// journal entry; the next daemon cleanup of the table (another process on
+// this host) removes the dead task's files at once, not after the 7-day
+// in-flight window, and real Lance still reads the table.
+func TestDaemonCleanupRemovesKilledWorkersFiles(t *testing.T) {
+	oracle.Require(t)
+	root := t.TempDir()
+	tables := filepath.Join(root, "tables")
+	path := oracle.Build(t, "appends", tables)
+	want, wantRows := oracle.RowSetDigest(oracle.Scan(t, path, 0, nil))
+	cfgPath := filepath.Join(root, "lanced.hcl")
+	cfg := `
+state_dir = "state"
+tables    = ["tables"]
+source "poll" { interval = "1s" }
+events {
+  debounce  = "100ms"
+  max_delay = "500ms"
+}
+http { listen = "" }
+`
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "run", "--config", cfgPath)
+	cmd.Env = append(os.Environ(), execMainEnv+"=1", "LANCED_FAILPOINT=rewrite.file")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("lanced run was not killed at the failpoint (err %v):\n%s", err, out.String())
+	}
+	entries := pendingEntries(t, path)
+	if len(entries) == 0 {
+		t.Fatalf("no journal entry after the kill")
+	}
+	var orphans []string
+	for _, e := range entries {
+		if e.Abandoned || !strings.HasPrefix(e.Owner, "lanced@") {
+			t.Fatalf("journal entry %+v", e)
+		}
+		for _, f := range e.Files {
+			if exists(t, filepath.Join(path, f)) {
+				orphans = append(orphans, f)
+			}
+		}
+	}
+	if len(orphans) == 0 {
+		t.Fatalf("the killed task left no file to reclaim: %+v", entries)
+	}
+
+	log := slog.New(slog.DiscardHandler)
+	cleaner, err := engine.NewCleaner(nil, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jk := newJournalKeeper("", log)
+	cr := newCleanupRunner(cleaner, log, noPolicies(t), func(s string) string { return s }, nil, jk)
+	defer cr.Close()
+	uri := "file://" + path
+	cr.runDue(uri, cr.state(uri))
+	for _, f := range orphans {
+		if exists(t, filepath.Join(path, f)) {
+			t.Errorf("file %s of the killed task survived the cleanup", f)
+		}
+	}
+	if e := pendingEntries(t, path); len(e) != 0 {
+		t.Errorf("journal entries left: %+v", e)
+	}
+	got, gotRows := oracle.RowSetDigest(oracle.Scan(t, path, 0, nil))
+	if got != want || gotRows != wantRows {
+		t.Fatalf("real Lance reads %d rows (%s), want %d (%s)", gotRows, got, wantRows, want)
+	}
+}
+
+// The daemon cleans a table after compacting it, with the policy's
+// retention: older_than 0 and keep_versions 1 leave only the latest
+// version and its files; real Lance reads it whole and keeps writing.
+func TestDaemonCleansOldVersionsByPolicy(t *testing.T) {
+	oracle.Require(t)
+	root := t.TempDir()
+	tables := filepath.Join(root, "tables")
+	path := oracle.Build(t, "appends", tables)
+	want, wantRows := oracle.RowSetDigest(oracle.Scan(t, path, 0, nil))
+	before := oracle.Inspect(t, path, 0)
+	policies := filepath.Join(root, "policies")
+	if err := os.MkdirAll(policies, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pol := `
+table "**/appends.lance" {
+  cleanup {
+    older_than    = "0"
+    keep_versions = 1
+  }
+  schedule { min_interval = "1s" }
+}
+`
+	if err := os.WriteFile(filepath.Join(policies, "p.hcl"), []byte(pol), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(root, "lanced.hcl")
+	cfg := `
+state_dir = "state"
+tables    = ["tables"]
+policies  = "policies"
+source "poll" { interval = "1s" }
+events {
+  debounce  = "100ms"
+  max_delay = "500ms"
+}
+queue { commit_max_wait = "300ms" }
+http { listen = "" }
+`
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runDaemon(ctx, []string{"--config", cfgPath}, &logs, &logs) }()
+	cleanedAfterCommit := func() bool {
+		var committed float64
+		for _, l := range logs.lines() {
+			switch l["msg"] {
+			case "version committed":
+				committed, _ = l["version"].(float64)
+			case "table cleaned":
+				if v, _ := l["version"].(float64); committed > 0 && v >= committed {
+					if n, _ := l["versions_removed"].(float64); n > 0 {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for !cleanedAfterCommit() && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("daemon: %v", err)
+	}
+	if !cleanedAfterCommit() {
+		for i, l := range logs.lines() {
+			if i < 300 {
+				t.Logf("%v", l)
+			}
+		}
+		t.Fatal("no cleanup after the daemon's commit")
+	}
+	after := oracle.Inspect(t, path, 0)
+	if len(after.Versions) != 1 || after.Fragments != 1 || after.Version <= before.Version {
+		t.Fatalf("after cleanup: versions %v, %d fragments, version %d (before %d)", after.Versions, after.Fragments, after.Version, before.Version)
+	}
+	data, err := os.ReadDir(filepath.Join(path, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) != after.DataFiles {
+		t.Errorf("data/ holds %d files, the one kept version references %d", len(data), after.DataFiles)
+	}
+	got, gotRows := oracle.RowSetDigest(oracle.Scan(t, path, 0, nil))
+	if got != want || gotRows != wantRows {
+		t.Fatalf("real Lance reads %d rows (%s), want %d (%s)", gotRows, got, wantRows, want)
+	}
+	oracle.RunOps(t, path, []oracle.Op{{"op": "add", "rows": 5, "seed": 9}})
+	if n := oracle.Inspect(t, path, 0).Rows; n != int64(wantRows)+5 {
+		t.Fatalf("after a real-Lance append: %d rows", n)
+	}
+}
