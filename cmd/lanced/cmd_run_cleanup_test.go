@@ -234,6 +234,7 @@ table "**/appends.lance" {
 	if err := os.WriteFile(filepath.Join(policies, "p.hcl"), []byte(pol), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	addr := freeAddr(t)
 	cfgPath := filepath.Join(root, "lanced.hcl")
 	cfg := `
 state_dir = "state"
@@ -245,7 +246,7 @@ events {
   max_delay = "500ms"
 }
 queue { commit_max_wait = "300ms" }
-http { listen = "" }
+http { listen = "` + addr + `" }
 `
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -274,6 +275,7 @@ http { listen = "" }
 	for !cleanedAfterCommit() && time.Now().Before(deadline) {
 		time.Sleep(200 * time.Millisecond)
 	}
+	_, metrics := httpGet("http://" + addr + "/metrics")
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("daemon: %v", err)
@@ -285,6 +287,10 @@ http { listen = "" }
 			}
 		}
 		t.Fatal("no cleanup after the daemon's commit")
+	}
+	if !strings.Contains(metrics, "lanced_cleanup_versions_removed_total ") || strings.Contains(metrics, "lanced_cleanup_versions_removed_total 0\n") ||
+		!strings.Contains(metrics, `lanced_cleanup_runs_total{outcome="ok"}`) {
+		t.Errorf("cleanup metrics missing or zero:\n%s", grepLines(metrics, "lanced_cleanup_"))
 	}
 	after := oracle.Inspect(t, path, 0)
 	if len(after.Versions) != 1 || after.Fragments != 1 || after.Version <= before.Version {
@@ -305,4 +311,14 @@ http { listen = "" }
 	if n := oracle.Inspect(t, path, 0).Rows; n != int64(wantRows)+5 {
 		t.Fatalf("after a real-Lance append: %d rows", n)
 	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for l := range strings.SplitSeq(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/store"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 	"github.com/lanced-dev/lanced/testenv/s3bridge"
 )
@@ -201,6 +203,24 @@ http { listen = "" }
 					t.Errorf("%s: %q without version: %v", sc, msg, l)
 				}
 			}
+		}
+	}
+	// Every task's journal entry was settled by its commit.
+	for _, sc := range []string{"appends", "backfill"} {
+		b, err := store.Open(context.Background(), s3.URI("wh/"+sc+".lance"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var left []string
+		if err := b.List(context.Background(), engine.PendingDir, func(o store.Object) error {
+			left = append(left, o.Key)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		b.Close()
+		if len(left) > 0 {
+			t.Errorf("%s: journal entries left after convergence: %v", sc, left)
 		}
 	}
 	if bridge.Published() == 0 {
