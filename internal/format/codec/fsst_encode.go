@@ -42,7 +42,13 @@ type FSSTEncoder struct {
 	// first. Two bytes of prefix leave a handful of candidates where one
 	// byte left dozens (match was half of a text column's rewrite).
 	start []uint32
-	long  []uint8
+	long  []fsstCand
+}
+
+// fsstCand is a symbol of two or more bytes as match tests it.
+type fsstCand struct {
+	val, mask uint64
+	n, code   uint8
 }
 
 func load8(b []byte) uint64 {
@@ -75,16 +81,17 @@ func newFSSTEncoder(syms []fsstSym) *FSSTEncoder {
 	for k := 1; k < len(e.start); k++ {
 		e.start[k] += e.start[k-1]
 	}
-	e.long = make([]uint8, len(long))
+	e.long = make([]fsstCand, len(long))
 	fill := make([]uint32, 1<<16)
 	for _, c := range long {
-		k := uint16(syms[c].val)
-		e.long[e.start[k]+fill[k]] = c
+		s := syms[c]
+		k := uint16(s.val)
+		e.long[e.start[k]+fill[k]] = fsstCand{val: s.val, mask: s.mask(), n: s.n, code: c}
 		fill[k]++
 	}
 	for k := 0; k < 1<<16; k++ {
 		if g := e.long[e.start[k]:e.start[k+1]]; len(g) > 1 {
-			slices.SortFunc(g, func(a, b uint8) int { return int(syms[b].n) - int(syms[a].n) })
+			slices.SortFunc(g, func(a, b fsstCand) int { return int(b.n) - int(a.n) })
 		}
 	}
 	return e
@@ -96,10 +103,9 @@ func (e *FSSTEncoder) match(b []byte) (int, int) {
 	if len(b) >= 2 {
 		w := load8(b)
 		k := uint16(w)
-		for _, c := range e.long[e.start[k]:e.start[int(k)+1]] {
-			s := e.syms[c]
-			if int(s.n) <= len(b) && (w^s.val)&s.mask() == 0 {
-				return int(c), int(s.n)
+		for _, s := range e.long[e.start[k]:e.start[int(k)+1]] {
+			if (w^s.val)&s.mask == 0 && int(s.n) <= len(b) {
+				return int(s.code), int(s.n)
 			}
 		}
 	}
