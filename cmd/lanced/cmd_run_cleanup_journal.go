@@ -96,6 +96,36 @@ func (k *journalKeeper) begin(ctx context.Context, table string, b *store.Bucket
 	return engine.WithTaskJournal(ctx, engine.NewTaskJournal(b, k.owner), id), id
 }
 
+// keepAlive refreshes the entry's time every few minutes until the
+// returned func is called, so cleanup never takes a long execution for dead
+// (engine.DefaultStaleTaskAfter without an update). A refresh racing the
+// engine's own record of a new output can drop that key from the entry
+// (both load, modify and save): the file then waits for the in-flight
+// window instead of going at once; nothing referenced is ever at risk.
+func (k *journalKeeper) keepAlive(ctx context.Context, b *store.Bucket, id string) func() {
+	if k == nil || id == "" {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(min(10*time.Minute, engine.DefaultStaleTaskAfter/4))
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := engine.NewTaskJournal(b, k.owner).RecordPending(ctx, id, nil); err != nil && ctx.Err() == nil {
+					k.log.Warn("refresh journal entry", "task_id", id, "err", err)
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
 // discard deletes an execution's outputs at once: it failed, so no commit
 // can reference them.
 func (k *journalKeeper) discard(ctx context.Context, table string, b *store.Bucket, id string) {

@@ -110,6 +110,8 @@ func (w *maintainWorkload) Execute(ctx context.Context, st scheduler.Task) (sche
 	var res engine.Result
 	var read, written int64
 	jctx, jid := w.journal.begin(ctx, t.Table(), b, st.Key)
+	stopRefresh := w.journal.keepAlive(ctx, b, jid)
+	defer stopRefresh()
 	switch {
 	case t.Rewrite != nil:
 		out, err := engine.ExecuteRewrite(jctx, tbl, m.PB, t.Rewrite)
