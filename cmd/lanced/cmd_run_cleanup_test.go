@@ -17,6 +17,7 @@ import (
 	"github.com/lanced-dev/lanced/internal/engine"
 	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/scheduler"
+	"github.com/lanced-dev/lanced/internal/store"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
@@ -321,4 +322,60 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// With a configured node id, a restarted daemon abandons the entries its
+// previous run left (AbandonOwned) and its cleanup removes their files at
+// once; entries of other nodes stay until they go stale. A held table is
+// not cleaned at all.
+func TestDaemonCleanupStableNodeIDAndHolds(t *testing.T) {
+	oracle.Require(t)
+	ctx := context.Background()
+	path := oracle.Build(t, "appends", t.TempDir())
+	uri := "file://" + path
+	b, err := store.Open(ctx, uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	leftover := func(owner, name string) string {
+		key := "data/" + name + ".lance"
+		if err := b.Put(ctx, key, []byte("partial output")); err != nil {
+			t.Fatal(err)
+		}
+		if err := engine.NewTaskJournal(b, owner).RecordPending(ctx, "task-"+name, []string{key}); err != nil {
+			t.Fatal(err)
+		}
+		return filepath.Join(path, key)
+	}
+	mine := leftover("node-a", "mine")
+	theirs := leftover("node-b", "theirs")
+
+	log := slog.New(slog.DiscardHandler)
+	cleaner, err := engine.NewCleaner(nil, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := true
+	cr := newCleanupRunner(cleaner, log, noPolicies(t), func(s string) string { return s },
+		func(context.Context, string) (bool, error) { return held, nil }, newJournalKeeper("node-a", log))
+	defer cr.Close()
+	cr.runDue(uri, cr.state(uri))
+	if !exists(t, mine) || !exists(t, theirs) || len(pendingEntries(t, path)) != 2 {
+		t.Fatal("a held table was cleaned")
+	}
+	held = false
+	cr.runDue(uri, cr.state(uri))
+	if exists(t, mine) {
+		t.Error("the previous run's output survived the cleanup")
+	}
+	if !exists(t, theirs) {
+		t.Error("another node's recent output was deleted")
+	}
+	if e := pendingEntries(t, path); len(e) != 1 || e[0].Owner != "node-b" {
+		t.Errorf("journal entries after cleanup: %+v", e)
+	}
+	if r := oracle.Inspect(t, path, 0); r.Rows != 1200 {
+		t.Fatalf("real Lance reads %d rows", r.Rows)
+	}
 }
