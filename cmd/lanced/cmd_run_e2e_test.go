@@ -185,7 +185,7 @@ http { listen = "" }
 			s, _ := l["table"].(string)
 			return strings.HasSuffix(s, "/wh/"+sc+".lance")
 		}
-		for _, msg := range []string{"table planned", "task started", "task done", "version committed"} {
+		for _, msg := range []string{"table planned", "task started", "task done", "version committed", "table cleaned"} {
 			l := logs.find(msg, tableKey)
 			if l == nil {
 				t.Fatalf("%s: no %q log line", sc, msg)
@@ -198,12 +198,15 @@ http { listen = "" }
 				if _, ok := l["read_version"]; !ok {
 					t.Errorf("%s: %q without read_version: %v", sc, msg, l)
 				}
-			case "version committed", "table planned":
+			case "version committed", "table planned", "table cleaned":
 				if _, ok := l["version"]; !ok {
 					t.Errorf("%s: %q without version: %v", sc, msg, l)
 				}
 			}
 		}
+	}
+	if l := logs.find("cleanup failed", nil); l != nil {
+		t.Errorf("cleanup failed on the emulator: %v", l)
 	}
 	// Every task's journal entry was settled by its commit.
 	for _, sc := range []string{"appends", "backfill"} {
