@@ -74,10 +74,10 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	if path := os.Getenv("LANCED_CPUPROFILE"); path != "" {
 		// Profiling for operators and benchmarks: LANCED_CPUPROFILE=file.
 		if f, err := os.Create(path); err == nil {
+			defer f.Close() // runs after StopCPUProfile has flushed the profile
 			if err := pprof.StartCPUProfile(f); err == nil {
 				defer pprof.StopCPUProfile()
 			}
-			defer f.Close()
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
