@@ -379,3 +379,46 @@ func TestDaemonCleanupStableNodeIDAndHolds(t *testing.T) {
 		t.Fatalf("real Lance reads %d rows", r.Rows)
 	}
 }
+
+// Cleanup runs at most once per schedule.min_interval: a trigger inside the
+// interval is deferred to its end, not dropped.
+func TestDaemonCleanupIntervalDefersTriggers(t *testing.T) {
+	oracle.Require(t)
+	path := oracle.Build(t, "appends", t.TempDir())
+	uri := "file://" + path
+	f, diags := policy.Parse([]byte("table \"**\" {\n  schedule { min_interval = \"700ms\" }\n}\n"), "p.hcl")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	set, diags := policy.NewSet([]*policy.File{f})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	var logs syncBuffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	cleaner, err := engine.NewCleaner(nil, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := newCleanupRunner(cleaner, log, func() *policy.Set { return set }, func(s string) string { return s }, nil, newJournalKeeper("", log))
+	defer cr.Close()
+	runs := func() (n int, last time.Time) {
+		for _, l := range logs.lines() {
+			if l["msg"] == "table cleaned" {
+				n++
+				last, _ = time.Parse(time.RFC3339Nano, l["time"].(string))
+			}
+		}
+		return n, last
+	}
+	cr.Trigger(uri)
+	waitUntil(t, 10*time.Second, "first cleanup", func() bool { n, _ := runs(); return n == 1 })
+	_, first := runs()
+	cr.Trigger(uri)
+	cr.Trigger(uri)
+	waitUntil(t, 10*time.Second, "deferred cleanup", func() bool { n, _ := runs(); return n >= 2 })
+	n, second := runs()
+	if n != 2 || second.Sub(first) < 600*time.Millisecond {
+		t.Fatalf("%d runs, %s apart; want 2 runs at least the interval apart", n, second.Sub(first))
+	}
+}
