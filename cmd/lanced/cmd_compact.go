@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 
 	"github.com/lanced-dev/lanced/internal/engine"
 	"github.com/lanced-dev/lanced/internal/policy"
@@ -45,13 +44,14 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return exitError{2}
 	}
 	uri := pos[0]
-	var set *policy.Set
-	if *policyDir != "" {
-		s, diags := policy.LoadDirNamed(os.DirFS(*policyDir), *policyDir)
-		if diags.HasErrors() {
-			return fmt.Errorf("policy %s: %s", *policyDir, diags.Error())
-		}
-		set = s
+	switch *scope {
+	case "", policy.ScopeAll, policy.ScopeRewrite, policy.ScopeRepack:
+	default:
+		return fmt.Errorf("--scope %q: want all, rewrite or repack", *scope)
+	}
+	set, err := loadPolicyDir(*policyDir, stderr)
+	if err != nil {
+		return err
 	}
 	b, err := store.Open(ctx, uri)
 	if err != nil {
@@ -66,19 +66,7 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	eff := set.Resolve(uri, m.PB.GetConfig())
-	switch *scope {
-	case "":
-	case policy.ScopeAll, policy.ScopeRewrite, policy.ScopeRepack:
-		eff.Scope.Value = *scope
-	default:
-		return fmt.Errorf("--scope %q: want all, rewrite or repack", *scope)
-	}
-	in := plan.Input{Table: uri, Manifest: m.PB, Policy: eff}
-	if m.Indices != nil {
-		in.Indices = m.Indices.GetIndices()
-	}
-	p := plan.Compute(in)
+	p, eff := computePlan(uri, m, set, *scope)
 	level := slog.LevelWarn
 	if *verbose {
 		level = slog.LevelInfo

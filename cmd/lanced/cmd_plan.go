@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/scheduler/plan"
 	"github.com/lanced-dev/lanced/internal/store"
@@ -52,12 +53,22 @@ func planTable(ctx context.Context, uri string, set *policy.Set) (*plan.Plan, po
 	if err != nil {
 		return nil, policy.Effective{}, err
 	}
+	p, eff := computePlan(uri, m, set, "")
+	return p, eff, nil
+}
+
+// computePlan resolves the table's effective policy (scope overridden when
+// not empty) and plans its manifest m.
+func computePlan(uri string, m *format.Manifest, set *policy.Set, scope string) (*plan.Plan, policy.Effective) {
 	eff := set.Resolve(uri, m.PB.GetConfig())
+	if scope != "" {
+		eff.Scope.Value = scope
+	}
 	in := plan.Input{Table: uri, Manifest: m.PB, Policy: eff}
 	if m.Indices != nil {
 		in.Indices = m.Indices.GetIndices()
 	}
-	return plan.Compute(in), eff, nil
+	return plan.Compute(in), eff
 }
 
 func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error {
