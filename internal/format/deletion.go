@@ -112,6 +112,12 @@ func decodeBitmapDeletions(name string, data []byte) (bm *roaring.Bitmap, err er
 	if _, err := bm.ReadFrom(bytes.NewReader(data)); err != nil {
 		return nil, corruptf("deletion file", name, "roaring bitmap: %v", err)
 	}
+	// ReadFrom accepts containers the format forbids (overlapping or
+	// unsorted runs, wrong cardinalities); such a bitmap would not mean what
+	// its bytes say.
+	if err := bm.Validate(); err != nil {
+		return nil, corruptf("deletion file", name, "roaring bitmap: %v", err)
+	}
 	return bm, nil
 }
 
