@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,7 +79,7 @@ func TestCleanupKilledThenResumed(t *testing.T) {
 		_ = os.Chtimes(p, old, old)
 	}
 	ref := filepath.Join(t.TempDir(), "ref.lance")
-	cleanupCopyTree(t, table, ref)
+	oracle.CopyTree(t, table, ref)
 
 	out, code := cleanupCLI(t, "cleanup", table, "--older-than", "0", "--dry-run", "--json")
 	if code != 0 {
@@ -101,7 +100,7 @@ func TestCleanupKilledThenResumed(t *testing.T) {
 		}
 	}
 	before := cleanupVersionRows(t, table, kept)
-	filesBefore := cleanupTreeFiles(t, table)
+	filesBefore := oracle.TreeFiles(t, table)
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCleanupChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "LANCED_CLEANUP_CHILD_ARGS="+strings.Join([]string{"cleanup", table, "--older-than", "0", "--delete-rate", "8"}, "\x1f"))
@@ -116,7 +115,7 @@ func TestCleanupKilledThenResumed(t *testing.T) {
 	if err == nil {
 		t.Fatalf("the cleanup finished before it was killed:\n%s", childOut.String())
 	}
-	mid := cleanupTreeFiles(t, table)
+	mid := oracle.TreeFiles(t, table)
 	if len(mid) >= len(filesBefore) || len(filesBefore)-len(mid) >= total {
 		t.Fatalf("kill did not land mid-run: %d files before, %d after, %d planned deletes", len(filesBefore), len(mid), total)
 	}
@@ -131,7 +130,7 @@ func TestCleanupKilledThenResumed(t *testing.T) {
 	if _, code := cleanupCLI(t, "cleanup", ref, "--older-than", "0"); code != 0 {
 		t.Fatal("reference cleanup failed")
 	}
-	if got, want := cleanupTreeFiles(t, table), cleanupTreeFiles(t, ref); !slices.Equal(got, want) {
+	if got, want := oracle.TreeFiles(t, table), oracle.TreeFiles(t, ref); !slices.Equal(got, want) {
 		t.Errorf("after kill+resume %v\nafter one run %v", got, want)
 	}
 	if got := cleanupVersionRows(t, table, kept); !slices.Equal(got, before) {
@@ -155,11 +154,11 @@ func TestCleanupCLITaggedTable(t *testing.T) {
 	}
 	slices.Sort(tagged)
 	before := cleanupVersionRows(t, table, tagged)
-	files := cleanupTreeFiles(t, table)
+	files := oracle.TreeFiles(t, table)
 
 	// Lance's optimize() compacts before it prunes: ask it on a copy.
 	lanceCopy := filepath.Join(t.TempDir(), "copy.lance")
-	cleanupCopyTree(t, table, lanceCopy)
+	oracle.CopyTree(t, table, lanceCopy)
 	if _, err := oracle.TryOps(t, lanceCopy, []oracle.Op{{"op": "cleanup", "older_than_ms": 0, "delete_unverified": false}}); err == nil ||
 		!strings.Contains(err.Error(), "tagged") {
 		t.Fatalf("real Lance's cleanup on old tagged versions: %v, want a refusal", err)
@@ -167,7 +166,7 @@ func TestCleanupCLITaggedTable(t *testing.T) {
 	if _, code := cleanupCLI(t, "cleanup", table, "--older-than", "0", "--error-if-tagged"); code == 0 {
 		t.Fatal("--error-if-tagged did not refuse")
 	}
-	if got := cleanupTreeFiles(t, table); !slices.Equal(got, files) {
+	if got := oracle.TreeFiles(t, table); !slices.Equal(got, files) {
 		t.Fatalf("refused run changed files")
 	}
 	out, code := cleanupCLI(t, "cleanup", table, "--older-than", "0", "--json")
@@ -209,51 +208,4 @@ func cleanupVersionRows(t *testing.T, uri string, versions []uint64) []int64 {
 		rows = append(rows, x.Rows)
 	}
 	return rows
-}
-
-func cleanupCopyTree(t *testing.T, src, dst string) {
-	t.Helper()
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		out := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(out, 0o755)
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(out, data, 0o644); err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		return os.Chtimes(out, info.ModTime(), info.ModTime())
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-func cleanupTreeFiles(t *testing.T, root string) []string {
-	t.Helper()
-	var out []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		out = append(out, filepath.ToSlash(rel))
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(out)
-	return out
 }

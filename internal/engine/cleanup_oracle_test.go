@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -47,8 +46,8 @@ func TestCleanupMatchesLance(t *testing.T) {
 
 			lanceDir := filepath.Join(t.TempDir(), "lance.lance")
 			oursDir := filepath.Join(t.TempDir(), "ours.lance")
-			copyTreeKeepTimes(t, src, lanceDir)
-			copyTreeKeepTimes(t, src, oursDir)
+			oracle.CopyTree(t, src, lanceDir)
+			oracle.CopyTree(t, src, oursDir)
 			before := versionRows(t, src, oracle.Inspect(t, src, 0).Versions)
 
 			res := oracle.RunOps(t, lanceDir, []oracle.Op{{
@@ -88,9 +87,9 @@ func TestCleanupMatchesLance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			srcFiles := treeFiles(t, src)
-			lanceDeleted := minus(srcFiles, treeFiles(t, lanceDir))
-			ourDeleted := minus(srcFiles, treeFiles(t, oursDir))
+			srcFiles := oracle.TreeFiles(t, src)
+			lanceDeleted := minus(srcFiles, oracle.TreeFiles(t, lanceDir))
+			ourDeleted := minus(srcFiles, oracle.TreeFiles(t, oursDir))
 			if !slices.Equal(lanceDeleted, ourDeleted) {
 				t.Errorf("deleted sets differ\ndeleted only by Lance: %v\ndeleted only by lanced: %v",
 					minus(lanceDeleted, ourDeleted), minus(ourDeleted, lanceDeleted))
@@ -181,54 +180,6 @@ func plantOrphans(t *testing.T, root string) {
 	}
 }
 
-func copyTreeKeepTimes(t *testing.T, src, dst string) {
-	t.Helper()
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		out := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(out, 0o755)
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(out, data, 0o644); err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		return os.Chtimes(out, info.ModTime(), info.ModTime())
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-// treeFiles lists regular files under root, relative, sorted.
-func treeFiles(t *testing.T, root string) []string {
-	t.Helper()
-	var out []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		out = append(out, filepath.ToSlash(rel))
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(out)
-	return out
-}
-
 func minus(a, b []string) []string {
 	var out []string
 	for _, x := range a {
@@ -276,7 +227,7 @@ func TestFailedTaskOutputsGoneOnRealLanceTable(t *testing.T) {
 	if err := j.Abandon(ctx, "rewrite:t:29:1-2"); err != nil {
 		t.Fatal(err)
 	}
-	before := treeFiles(t, table)
+	before := oracle.TreeFiles(t, table)
 	opts, err := TableCleanupOptions(ctx, b)
 	if err != nil {
 		t.Fatal(err)
@@ -287,7 +238,7 @@ func TestFailedTaskOutputsGoneOnRealLanceTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("one pass removed the failed task's outputs in %v", time.Since(start))
-	after := treeFiles(t, table)
+	after := oracle.TreeFiles(t, table)
 	gone := minus(before, after)
 	wantGone := append(slices.Clone(outputs), "_lanced/pending/rewrite:t:29:1-2.json")
 	slices.Sort(wantGone)
