@@ -40,6 +40,23 @@ func (o CompactOptions) journalCtx(ctx context.Context, key string) context.Cont
 	return WithTaskJournal(ctx, o.Journal, key)
 }
 
+// commitBatch runs one commit call for the tasks keys, settles their
+// journal entries, records the report in sum and returns the set of
+// committed keys.
+func (o CompactOptions) commitBatch(ctx context.Context, sum *Summary, keys []string, commit func() (*CommitReport, error)) (*CommitReport, map[string]bool, error) {
+	rep, err := commit()
+	o.settle(ctx, keys, rep, err)
+	sum.noteReport(rep)
+	if err != nil {
+		return rep, nil, err
+	}
+	committed := make(map[string]bool, len(rep.Committed))
+	for _, k := range rep.Committed {
+		committed[k] = true
+	}
+	return rep, committed, nil
+}
+
 func (o CompactOptions) settle(ctx context.Context, keys []string, rep *CommitReport, commitErr error) {
 	SettleJournal(ctx, o.Journal, keys, rep, commitErr)
 }
@@ -212,22 +229,18 @@ func Compact(ctx context.Context, tbl *Table, m *format.Manifest, tasks []Task, 
 			log.Info("task executed", "table", tbl.URI(), "task_id", key, "kind", string(KindRewrite), "rows", out.RowsWritten, "fragments_out", len(out.Group.New), "duration", time.Since(t0).String())
 			outs = append(outs, out)
 		}
-		rep, err := CommitRewrites(ctx, tbl, m.Version(), outs, opts.Commit)
-		var keys []string
-		for _, o := range outs {
-			keys = append(keys, Task{Rewrite: o.Task}.Key())
+		keys := make([]string, len(outs))
+		for j, o := range outs {
+			keys[j] = Task{Rewrite: o.Task}.Key()
 		}
-		opts.settle(ctx, keys, rep, err)
-		sum.noteReport(rep)
+		rep, committed, err := opts.commitBatch(ctx, sum, keys, func() (*CommitReport, error) {
+			return CommitRewrites(ctx, tbl, m.Version(), outs, opts.Commit)
+		})
 		if err != nil {
 			return sum, err
 		}
-		committed := map[string]bool{}
-		for _, k := range rep.Committed {
-			committed[k] = true
-		}
-		for _, o := range outs {
-			if !committed[Task{Rewrite: o.Task}.Key()] {
+		for j, o := range outs {
+			if !committed[keys[j]] {
 				continue
 			}
 			sum.FragmentsRemoved += len(o.Group.Old)
@@ -267,22 +280,18 @@ func Compact(ctx context.Context, tbl *Table, m *format.Manifest, tasks []Task, 
 			log.Info("task executed", "table", tbl.URI(), "task_id", key, "kind", string(KindRepack), "files_copied", out.Copied, "files_reencoded", out.Reencoded, "duration", time.Since(t0).String())
 			outs = append(outs, out)
 		}
-		rep, err := CommitRepacks(ctx, tbl, m.Version(), outs, opts.Commit)
-		var keys []string
-		for _, o := range outs {
-			keys = append(keys, Task{Repack: o.Task}.Key())
+		keys := make([]string, len(outs))
+		for j, o := range outs {
+			keys[j] = Task{Repack: o.Task}.Key()
 		}
-		opts.settle(ctx, keys, rep, err)
-		sum.noteReport(rep)
+		rep, committed, err := opts.commitBatch(ctx, sum, keys, func() (*CommitReport, error) {
+			return CommitRepacks(ctx, tbl, m.Version(), outs, opts.Commit)
+		})
 		if err != nil {
 			return sum, err
 		}
-		committed := map[string]bool{}
-		for _, k := range rep.Committed {
-			committed[k] = true
-		}
-		for _, o := range outs {
-			if !committed[Task{Repack: o.Task}.Key()] {
+		for j, o := range outs {
+			if !committed[keys[j]] {
 				continue
 			}
 			sum.FragmentsRepacked++
