@@ -236,22 +236,7 @@ table "**/appends.lance" {
 		t.Fatal(err)
 	}
 	addr := freeAddr(t)
-	cfgPath := filepath.Join(root, "lanced.hcl")
-	cfg := `
-state_dir = "state"
-tables    = ["tables"]
-policies  = "policies"
-source "poll" { interval = "1s" }
-events {
-  debounce  = "100ms"
-  max_delay = "500ms"
-}
-queue { commit_max_wait = "300ms" }
-http { listen = "` + addr + `" }
-`
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath := writeTestDaemonConfig(t, root, addr)
 	var logs syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -35,22 +35,7 @@ func TestDaemonCompactsAndRepacksTablesRealLanceReadsIdentically(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(policies, "p.hcl"), []byte(pol), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfgPath := filepath.Join(root, "lanced.hcl")
-	cfg := `
-state_dir = "state"
-tables    = ["tables"]
-policies  = "policies"
-source "poll" { interval = "1s" }
-events {
-  debounce  = "100ms"
-  max_delay = "500ms"
-}
-queue { commit_max_wait = "300ms" }
-http { listen = "" }
-`
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath := writeTestDaemonConfig(t, root, "")
 	var logs syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -105,4 +90,28 @@ http { listen = "" }
 	}
 	t.Logf("appends: %d fragments → %d; backfill: %d data files → %d",
 		before[appends].Fragments, after.Fragments, before[backfill].DataFiles, afterB.DataFiles)
+}
+
+// writeTestDaemonConfig writes the config the daemon tests run with: tables,
+// policies and state under root, a fast poll and debounce, HTTP on httpAddr
+// ("" disables it). It returns the config path.
+func writeTestDaemonConfig(t *testing.T, root, httpAddr string) string {
+	t.Helper()
+	cfgPath := filepath.Join(root, "lanced.hcl")
+	cfg := `
+state_dir = "state"
+tables    = ["tables"]
+policies  = "policies"
+source "poll" { interval = "1s" }
+events {
+  debounce  = "100ms"
+  max_delay = "500ms"
+}
+queue { commit_max_wait = "300ms" }
+http { listen = "` + httpAddr + `" }
+`
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfgPath
 }
