@@ -14,7 +14,7 @@
 //   {"op":"add_columns","columns":[{"name":..,"value_sql":..}]}
 //   {"op":"drop_columns","columns":[..]}
 //   {"op":"alter_columns","alterations":[{"path":..,"rename":..?,"nullable":..?}]}
-//   {"op":"create_index","column":..,"type":"btree|bitmap|label_list|ivf_pq|ivf_flat|hnsw_sq|fts",
+//   {"op":"create_index","column":..,"type":"btree|bitmap|label_list|ivf_pq|ivf_flat|ivf_rq|hnsw_sq|hnsw_pq|fts",
 //       "options":{...}?,"replace":bool?,"name":..?}
 //   {"op":"optimize","cleanup_older_than_ms":N?,"delete_unverified":bool?}   -> compaction + prune stats
 //   {"op":"cleanup","older_than_ms":0,"delete_unverified":true}  = optimize with cleanupOlderThan
@@ -24,7 +24,8 @@
 //   {"op":"count_rows","where":SQL?}
 //   {"op":"query","where":SQL?,"columns":[..]?,"limit":N?}       -> {"count":N,"data":[...]}
 //   {"op":"vector_search","column":..,"vector":[..],"k":N?,"nprobes":N?,"refine_factor":N?,
-//       "where":SQL?,"columns":[..]?}                           -> {"count":N,"data":[...]}
+//       "where":SQL?,"columns":[..]?,"bypass_vector_index":bool?,"ef":N?,"explain":bool?}
+//                                       -> {"count":N,"data":[...],"plan":explainPlan(verbose)?}
 //   {"op":"version"}  {"op":"list_versions"}  {"op":"list_indices"}
 import {
   arrow, lancedb, openTable, parseStorageOptions, genTable, main, isMain, fail, toJSON,
@@ -61,6 +62,7 @@ function indexConfig(type, o = {}) {
     case "ivf_flat": return I.ivfFlat(o);
     case "hnsw_sq": return I.hnswSq(o);
     case "hnsw_pq": return I.hnswPq(o);
+    case "ivf_rq": return I.ivfRq(o);
     case "fts": return I.fts(o);
     default: throw new Error(`create_index: unknown index type ${type}`);
   }
@@ -161,8 +163,11 @@ const handlers = {
     if (op.refine_factor !== undefined) q = q.refineFactor(op.refine_factor);
     if (op.where) q = q.where(op.where);
     if (op.columns) q = q.select(op.columns);
+    if (op.bypass_vector_index) q = q.bypassVectorIndex();
+    if (op.ef !== undefined) q = q.ef(op.ef);
+    const plan = op.explain ? await q.explainPlan(true) : undefined;
     const tbl = await q.toArrow();
-    return { count: tbl.numRows, data: rowsToJSON(tbl) };
+    return { count: tbl.numRows, data: rowsToJSON(tbl), plan };
   },
   async version() {
     return {};

@@ -48,6 +48,8 @@ type container struct {
 	pos int64
 	pad [bufferAlign]byte
 	err error
+	// extra holds the global buffers after buffer 0, in order (offset, size).
+	extra [][2]uint64
 }
 
 func newContainer(w io.Writer) *container {
@@ -130,14 +132,20 @@ func (c *container) finish(fields []*filepb.Field, schemaMeta map[string][]byte,
 	}
 	c.write(tbl)
 	gboStart := uint64(c.pos)
-	var tail [16 + footerLen]byte
-	binary.LittleEndian.PutUint64(tail[0:], gb0)
-	binary.LittleEndian.PutUint64(tail[8:], uint64(len(db)))
-	f := tail[16:]
+	gbo := make([]byte, 16*(1+len(c.extra)))
+	binary.LittleEndian.PutUint64(gbo[0:], gb0)
+	binary.LittleEndian.PutUint64(gbo[8:], uint64(len(db)))
+	for i, e := range c.extra {
+		binary.LittleEndian.PutUint64(gbo[16*(i+1):], e[0])
+		binary.LittleEndian.PutUint64(gbo[16*(i+1)+8:], e[1])
+	}
+	c.write(gbo)
+	var tail [footerLen]byte
+	f := tail[:]
 	binary.LittleEndian.PutUint64(f[0:], colStart)
 	binary.LittleEndian.PutUint64(f[8:], cmoStart)
 	binary.LittleEndian.PutUint64(f[16:], gboStart)
-	binary.LittleEndian.PutUint32(f[24:], 1)
+	binary.LittleEndian.PutUint32(f[24:], uint32(1+len(c.extra)))
 	binary.LittleEndian.PutUint32(f[28:], uint32(len(cols)))
 	binary.LittleEndian.PutUint16(f[32:], major)
 	binary.LittleEndian.PutUint16(f[34:], minor)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -84,6 +85,9 @@ func NewWriter(w io.Writer, fields []*filepb.Field, opts Options) (*Writer, erro
 	}
 	if opts.PageBytes <= 0 {
 		opts.PageBytes = DefaultPageBytes
+	}
+	if opts.SchemaMetadata != nil {
+		opts.SchemaMetadata = maps.Clone(opts.SchemaMetadata)
 	}
 	roots, err := buildTree(fields)
 	if err != nil {
@@ -223,6 +227,35 @@ func (w *Writer) flush(l *leaf) error {
 	l.written += l.rows
 	l.reset()
 	return w.c.err
+}
+
+// AddGlobalBuffer writes b as the next global buffer (at the current
+// position, 64-byte aligned, like lance's FileWriter::add_global_buffer) and
+// returns its index: 1 for the first (global buffer 0 is the schema, written
+// by Close). Lance index files name such buffers in their schema metadata
+// (e.g. "lance:ivf" = "1"), so the caller puts the index into
+// Options.SchemaMetadata before Close.
+func (w *Writer) AddGlobalBuffer(b []byte) (int, error) {
+	if w.closed {
+		return 0, ErrClosed
+	}
+	if w.err != nil {
+		return 0, w.err
+	}
+	off := w.c.buffer(b)
+	if w.c.err != nil {
+		return 0, w.c.err
+	}
+	w.c.extra = append(w.c.extra, [2]uint64{off, uint64(len(b))})
+	return len(w.c.extra), nil
+}
+
+// SetSchemaMetadata sets one schema metadata entry written by Close.
+func (w *Writer) SetSchemaMetadata(key string, value []byte) {
+	if w.opts.SchemaMetadata == nil {
+		w.opts.SchemaMetadata = map[string][]byte{}
+	}
+	w.opts.SchemaMetadata[key] = value
 }
 
 // Close flushes the remaining pages and writes the schema, column metadata

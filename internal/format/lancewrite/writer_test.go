@@ -166,6 +166,70 @@ func TestEmptyFile(t *testing.T) {
 	}
 }
 
+// Global buffers added before, between and after batches are read back at
+// the indices AddGlobalBuffer returned, 64-byte aligned, with the schema
+// metadata set after writing.
+func TestGlobalBuffers(t *testing.T) {
+	schema := testSchema(true)
+	fields, _ := FieldsFromArrow(schema, 0)
+	recs := randomRecords(schema, 2, 1, 50, 0.2, true)
+	for _, v := range []Version{V2_1, V2_0} {
+		var buf bytes.Buffer
+		w, err := NewWriter(&buf, fields, Options{Version: v, SchemaMetadata: map[string][]byte{"a": []byte("1")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := [][]byte{[]byte("first"), bytes.Repeat([]byte{7}, 100), {}}
+		add := func(b []byte, idx int) {
+			got, err := w.AddGlobalBuffer(b)
+			if err != nil || got != idx {
+				t.Fatalf("%s: AddGlobalBuffer = %d, %v; want %d", v, got, err, idx)
+			}
+		}
+		add(want[0], 1)
+		for _, r := range recs {
+			if err := w.Write(r); err != nil {
+				t.Fatal(err)
+			}
+			if len(recs) > 0 && r == recs[0] {
+				add(want[1], 2)
+			}
+		}
+		add(want[2], 3)
+		w.SetSchemaMetadata("lance:ivf", []byte("1"))
+		res, err := w.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := lancefile.Open(bytes.NewReader(buf.Bytes()), res.Size, "gb.lance")
+		if err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+		if len(f.GlobalBuffers) != 4 {
+			t.Fatalf("%s: %d global buffers, want 4", v, len(f.GlobalBuffers))
+		}
+		for i, b := range want {
+			gb := f.GlobalBuffers[i+1]
+			got, err := f.ReadBuffer(gb)
+			if err != nil || !bytes.Equal(got, b) || gb.Offset%64 != 0 {
+				t.Fatalf("%s: global buffer %d at %d = %q, %v; want %q", v, i+1, gb.Offset, got, err, b)
+			}
+		}
+		md := f.Descriptor.GetSchema().GetMetadata()
+		if string(md["a"]) != "1" || string(md["lance:ivf"]) != "1" {
+			t.Fatalf("%s: schema metadata %q", v, md)
+		}
+		rec, err := f.ReadAll(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.NumRows() != int64(res.NumRows) {
+			t.Fatalf("%s: read %d rows, wrote %d", v, rec.NumRows(), res.NumRows)
+		}
+		rec.Release()
+	}
+}
+
 // Corrupt copy inputs give errors, never panics.
 func FuzzCopyCorruptInput(f *testing.F) {
 	schema := testSchema(true)

@@ -1,0 +1,38 @@
+// Package vector reads and remaps the IVF vector indices lance 8.0.0
+// builds (`@lancedb/lancedb` 0.31.0: ivfFlat, ivfPq, ivfRq, hnswSq, hnswPq)
+// at the file level.
+//
+// An index segment is a directory _indices/<uuid>/ with two Lance files
+// (https://github.com/lancedb/lance/blob/main/rust/lance/src/index/vector/builder.rs,
+// merge_partitions):
+//   - index.idx: the IVF model (centroids; protobuf lance.index.pb.IVF in the
+//     global buffer named by schema metadata "lance:ivf"), "lance:index"
+//     {"type","distance_type"}, and the sub-index per partition: FLAT
+//     ("lance:flat", no rows) or HNSW ("lance:hnsw" per-partition graph
+//     metadata; rows __vector_id, __neighbors, _distance).
+//   - auxiliary.idx: the quantized storage, partition after partition: _rowid
+//     (row addresses) and the codes ("flat" raw vectors, "__pq_code"
+//     transposed per partition, "__sq_code", "_rabit_codes" packed per
+//     partition plus RaBitQ factor columns); "lance:ivf" names the global
+//     buffer with per-partition offsets/lengths; "storage_metadata" holds
+//     the quantizer metadata (the PQ codebook sits in another global buffer).
+//
+// OpenIndexFile / OpenStorageFile read the metadata; StorageFile.ReadPartition
+// reads one partition. RemapStorage rewrites the storage through a Mapping
+// one partition at a time (memory: one partition, like lance's own remap),
+// dropping deleted rows and keeping every other byte of metadata; for a FLAT
+// sub-index, index.idx does not depend on row ids and is copied
+// (CopyIndexFile). HNSW sub-indices must be rebuilt from the remapped
+// storage (lance rebuilds the graph, see HNSW::remap in
+// https://github.com/lancedb/lance/blob/main/rust/lance-index/src/vector/hnsw/builder.rs);
+// that is not implemented here yet and CopyIndexFile refuses it with
+// ErrUnsupported.
+//
+// CompactionMapping derives the row-address mapping of a rewrite from the
+// old fragments' row counts and deletions and the new fragments' row counts,
+// without a per-row table.
+//
+// Imports: internal/format/lancefile, internal/format/lancewrite,
+// internal/format/pb/indexpb; no I/O beyond the readers and writers handed
+// in.
+package vector

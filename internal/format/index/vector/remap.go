@@ -1,0 +1,327 @@
+package vector
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"strconv"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/lanced-dev/lanced/internal/format/lancefile"
+	"github.com/lanced-dev/lanced/internal/format/lancewrite"
+	"github.com/lanced-dev/lanced/internal/format/pb/indexpb"
+)
+
+// Partition is one IVF partition of a storage file: its row ids and the
+// other columns (codes, factors) as read, in storage order.
+type Partition struct {
+	Index int
+	Rec   arrow.RecordBatch
+}
+
+// ReadPartition reads partition p of the storage file (all columns, one
+// record). Memory is one partition: the unit lance itself loads.
+func (s *StorageFile) ReadPartition(ctx context.Context, p int) (arrow.RecordBatch, error) {
+	if p < 0 || p >= s.NumPartitions() {
+		return nil, fmt.Errorf("vector: %s: partition %d of %d", s.File.Name(), p, s.NumPartitions())
+	}
+	off, n := s.IVF.GetOffsets()[p], uint64(s.IVF.GetLengths()[p])
+	r, err := s.File.NewReader(ctx, lancefile.ReadOptions{Offset: off, Limit: n, BatchRows: int(max(n, 1))})
+	if err != nil {
+		return nil, err
+	}
+	defer r.Release()
+	if n == 0 || !r.Next() {
+		if err := r.Err(); err != nil {
+			return nil, err
+		}
+		return array.NewRecordBatch(r.Schema(), emptyColumns(r.Schema()), 0), nil
+	}
+	rec := r.RecordBatch()
+	rec.Retain()
+	if uint64(rec.NumRows()) != n {
+		rec.Release()
+		return nil, errorf(s.File, ErrCorrupt, "partition %d: read %d rows, IVF says %d", p, rec.NumRows(), n)
+	}
+	return rec, nil
+}
+
+func emptyColumns(sc *arrow.Schema) []arrow.Array {
+	cols := make([]arrow.Array, sc.NumFields())
+	for i, f := range sc.Fields() {
+		cols[i] = array.MakeArrayOfNull(memory.DefaultAllocator, f.Type, 0)
+	}
+	return cols
+}
+
+// StorageResult describes a remapped storage file.
+type StorageResult struct {
+	// Lengths is the new row count per partition (same partitions, same order).
+	Lengths []uint32
+	// Rows is the total rows written; Dropped the rows the mapping deleted.
+	Rows, Dropped uint64
+	Size          int64
+}
+
+// RemapStorage writes a copy of the storage file to w with every row id
+// passed through m: deleted rows are dropped, kept rows keep their
+// partition, their order and their codes (re-laid out for PQ's transposed and
+// RQ's packed partitions). The IVF buffer gets the new offsets and lengths;
+// every other global buffer (PQ codebook, RQ rotation) and every schema
+// metadata entry is copied byte for byte, at the same buffer index. This is
+// lance's remap of the quantizer storage (QuantizerStorage::remap and its PQ
+// and RaBitQ overrides, written out as in IvfIndexBuilder::merge_partitions):
+// https://github.com/lancedb/lance/blob/main/rust/lance/src/index/vector/builder.rs
+//
+// keep, when not nil, is called per partition with the indices (into the
+// partition as read) of the rows kept, before they are written: an HNSW
+// remap rebuilds each partition's graph from them.
+//
+// Lance additionally joins the smallest partition into its neighbours when it
+// falls under a quarter of the target partition size (which needs the raw
+// vectors from the table); this remap keeps every partition, which is also a
+// valid index (the centroids are unchanged).
+func RemapStorage(ctx context.Context, s *StorageFile, m Mapping, w io.Writer, keep func(p int, rec arrow.RecordBatch, kept []int) error) (StorageResult, error) {
+	var res StorageResult
+	ver := lancewrite.V2_1
+	if s.File.Format == lancefile.Format20 {
+		ver = lancewrite.V2_0
+	}
+	md := maps.Clone(meta(s.File))
+	wr, err := lancewrite.NewWriter(w, s.File.Fields(), lancewrite.Options{Version: ver, SchemaMetadata: md})
+	if err != nil {
+		return res, err
+	}
+	for p := 0; p < s.NumPartitions(); p++ {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		n, dropped, err := s.remapPartition(ctx, p, m, wr, keep)
+		if err != nil {
+			return res, err
+		}
+		res.Lengths = append(res.Lengths, uint32(n))
+		res.Rows += n
+		res.Dropped += dropped
+	}
+	ivf := proto.Clone(s.IVF).(*indexpb.IVF)
+	ivf.Offsets, ivf.Lengths = make([]uint64, len(res.Lengths)), res.Lengths
+	var off uint64
+	for i, l := range res.Lengths {
+		ivf.Offsets[i] = off
+		off += uint64(l)
+	}
+	if err := copyGlobalBuffers(s.File, s.IVFBuffer, ivf, wr); err != nil {
+		return res, err
+	}
+	out, err := wr.Close()
+	if err != nil {
+		return res, err
+	}
+	res.Size = out.Size
+	return res, nil
+}
+
+// copyGlobalBuffers writes the file's global buffers 1.. in order, the IVF
+// one re-encoded, so every index stored in schema metadata stays valid.
+func copyGlobalBuffers(f *lancefile.File, ivfPos int, ivf *indexpb.IVF, wr *lancewrite.Writer) error {
+	for i := 1; i < len(f.GlobalBuffers); i++ {
+		var b []byte
+		var err error
+		if i == ivfPos {
+			b, err = proto.MarshalOptions{Deterministic: true}.Marshal(ivf)
+		} else {
+			b, err = f.ReadBuffer(f.GlobalBuffers[i])
+		}
+		if err != nil {
+			return err
+		}
+		got, err := wr.AddGlobalBuffer(b)
+		if err != nil {
+			return err
+		}
+		if got != i {
+			return fmt.Errorf("vector: internal: global buffer %d written as %d", i, got)
+		}
+	}
+	wr.SetSchemaMetadata(keyIVF, []byte(strconv.Itoa(ivfPos)))
+	return nil
+}
+
+func (s *StorageFile) remapPartition(ctx context.Context, p int, m Mapping, wr *lancewrite.Writer, keep func(int, arrow.RecordBatch, []int) error) (uint64, uint64, error) {
+	if s.IVF.GetLengths()[p] == 0 {
+		if keep != nil {
+			rec, err := s.ReadPartition(ctx, p)
+			if err != nil {
+				return 0, 0, err
+			}
+			defer rec.Release()
+			return 0, 0, keep(p, rec, nil)
+		}
+		return 0, 0, nil
+	}
+	rec, err := s.ReadPartition(ctx, p)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer rec.Release()
+	sc := rec.Schema()
+	n := int(rec.NumRows())
+	var ids []uint64
+	kept := make([]int, 0, n)
+	var newIDs []uint64
+	for ci, f := range sc.Fields() {
+		if f.Name != RowIDColumn {
+			continue
+		}
+		col, ok := rec.Column(ci).(*array.Uint64)
+		if !ok || col.NullN() > 0 {
+			return 0, 0, errorf(s.File, ErrUnsupported, "partition %d: %s is %s with %d nulls, want non-null uint64", p, RowIDColumn, rec.Column(ci).DataType(), rec.Column(ci).NullN())
+		}
+		ids = col.Uint64Values()
+	}
+	if ids == nil {
+		return 0, 0, errorf(s.File, ErrCorrupt, "partition %d: no %s column read", p, RowIDColumn)
+	}
+	for i, id := range ids {
+		if nid, ok := m.Map(id); ok {
+			kept = append(kept, i)
+			newIDs = append(newIDs, nid)
+		}
+	}
+	if keep != nil {
+		if err := keep(p, rec, kept); err != nil {
+			return 0, 0, err
+		}
+	}
+	dropped := uint64(n - len(kept))
+	if len(kept) == 0 {
+		return 0, dropped, nil
+	}
+	cols := make([]arrow.Array, sc.NumFields())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	for ci, f := range sc.Fields() {
+		if f.Name == RowIDColumn {
+			cols[ci] = array.NewUint64Data(array.NewData(arrow.PrimitiveTypes.Uint64, len(newIDs), []*memory.Buffer{nil, memory.NewBufferBytes(arrow.Uint64Traits.CastToBytes(newIDs))}, nil, 0, 0))
+			continue
+		}
+		layout := layoutRows
+		if f.Name == s.codeColumnName() {
+			switch {
+			case s.Quantization == QuantPQ && s.PQTransposed:
+				layout = layoutTransposed
+			case s.Quantization == QuantRQ && s.RQPacked:
+				layout = layoutPacked
+			}
+		}
+		c, err := gather(rec.Column(ci), n, kept, layout)
+		if err != nil {
+			return 0, 0, errorf(s.File, ErrUnsupported, "partition %d column %s: %v", p, f.Name, err)
+		}
+		cols[ci] = c
+	}
+	out := array.NewRecordBatch(sc, cols, int64(len(kept)))
+	defer out.Release()
+	if err := wr.Write(out); err != nil {
+		return 0, 0, err
+	}
+	return uint64(len(kept)), dropped, nil
+}
+
+func (s *StorageFile) codeColumnName() string {
+	if f := s.File.Field(s.CodeField); f != nil {
+		return f.GetName()
+	}
+	return ""
+}
+
+type layout int
+
+const (
+	layoutRows       layout = iota // row-major
+	layoutTransposed               // byte j of row i at j*n+i
+	layoutPacked                   // RQ 32-row blocks + transposed tail
+)
+
+// fixedBytes returns the value bytes of a non-null fixed-width column (a
+// primitive or a fixed-size list of primitives) and the bytes per row.
+func fixedBytes(a arrow.Array) (data []byte, width int, elem arrow.DataType, err error) {
+	if a.NullN() > 0 {
+		return nil, 0, nil, fmt.Errorf("has %d nulls", a.NullN())
+	}
+	d := a.Data()
+	switch t := a.DataType().(type) {
+	case *arrow.FixedSizeListType:
+		ch := d.Children()[0]
+		fw, ok := t.Elem().(arrow.FixedWidthDataType)
+		if !ok || fw.BitWidth()%8 != 0 || ch.NullN() > 0 {
+			return nil, 0, nil, fmt.Errorf("fixed-size list of %s is not a non-null byte-aligned fixed-width list", t.Elem())
+		}
+		ew := fw.BitWidth() / 8
+		width = ew * int(t.Len())
+		start := (ch.Offset() + d.Offset()*int(t.Len())) * ew
+		return ch.Buffers()[1].Bytes()[start : start+d.Len()*width], width, t.Elem(), nil
+	case arrow.FixedWidthDataType:
+		if t.BitWidth()%8 != 0 {
+			return nil, 0, nil, fmt.Errorf("type %s is not byte-aligned", t)
+		}
+		width = t.BitWidth() / 8
+		start := d.Offset() * width
+		return d.Buffers()[1].Bytes()[start : start+d.Len()*width], width, nil, nil
+	default:
+		return nil, 0, nil, fmt.Errorf("type %s is not fixed-width", a.DataType())
+	}
+}
+
+// gather returns the kept rows of a fixed-width column of n rows.
+func gather(a arrow.Array, n int, kept []int, lay layout) (arrow.Array, error) {
+	src, w, elem, err := fixedBytes(a)
+	if err != nil {
+		return nil, err
+	}
+	rows := src
+	if lay != layoutRows {
+		rows = make([]byte, n*w)
+		if lay == layoutTransposed {
+			untranspose(rows, src, n, w)
+		} else {
+			rqUnpack(rows, src, n, w)
+		}
+	}
+	m := len(kept)
+	picked := make([]byte, m*w)
+	for k, i := range kept {
+		copy(picked[k*w:(k+1)*w], rows[i*w:(i+1)*w])
+	}
+	out := picked
+	switch lay {
+	case layoutTransposed:
+		out = make([]byte, m*w)
+		transpose(out, picked, m, w)
+	case layoutPacked:
+		out = make([]byte, m*w)
+		rqPack(out, picked, m, w)
+	}
+	buf := memory.NewBufferBytes(out)
+	if t, ok := a.DataType().(*arrow.FixedSizeListType); ok {
+		ch := array.NewData(elem, m*int(t.Len()), []*memory.Buffer{nil, buf}, nil, 0, 0)
+		defer ch.Release()
+		d := array.NewData(t, m, []*memory.Buffer{nil}, []arrow.ArrayData{ch}, 0, 0)
+		defer d.Release()
+		return array.MakeFromData(d), nil
+	}
+	d := array.NewData(a.DataType(), m, []*memory.Buffer{nil, buf}, nil, 0, 0)
+	defer d.Release()
+	return array.MakeFromData(d), nil
+}
