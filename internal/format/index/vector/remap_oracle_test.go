@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -162,7 +163,7 @@ func testRemapOracle(t *testing.T, c remapCase) {
 	after := oracle.Inspect(t, path, 0)
 	checkIndexStats(t, after, pre.Rows)
 	ours := searchAll(t, path, after.Version, queries, c)
-	for _, mode := range slices.Sorted(mapsKeys(before)) {
+	for _, mode := range slices.Sorted(maps.Keys(before)) {
 		if !strings.Contains(ours[mode].plan, "ANNIvf") && !strings.Contains(ours[mode].plan, newID.String()) {
 			t.Errorf("%s: plan does not use the vector index:\n%s", mode, ours[mode].plan)
 		}
@@ -223,16 +224,6 @@ type modeResult struct {
 	plan   string
 }
 
-func mapsKeys(m map[string]modeResult) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
 func sameHits(a, b []hit) bool {
 	if len(a) != len(b) {
 		return false
@@ -273,7 +264,7 @@ func searchAll(t *testing.T, path string, v uint64, qs [][]float32, c remapCase)
 	}
 	var ops []oracle.Op
 	ops = append(ops, oracle.Op{"op": "checkout_version", "version": v})
-	names := slices.Sorted(mapsKeysOp(modes))
+	names := slices.Sorted(maps.Keys(modes))
 	for _, q := range qs {
 		ops = append(ops, oracle.Op{"op": "vector_search", "column": "vec", "vector": q, "k": 10, "columns": []string{"id"}, "bypass_vector_index": true})
 		for _, name := range names {
@@ -317,16 +308,6 @@ func searchAll(t *testing.T, path string, v uint64, qs [][]float32, c remapCase)
 		out[name] = m
 	}
 	return out
-}
-
-func mapsKeysOp(m map[string]oracle.Op) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 func checkIndexStats(t *testing.T, r oracle.Report, rows int64) {
