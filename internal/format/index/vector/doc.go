@@ -18,15 +18,24 @@
 //     the quantizer metadata (the PQ codebook sits in another global buffer).
 //
 // OpenIndexFile / OpenStorageFile read the metadata; StorageFile.ReadPartition
-// reads one partition. RemapStorage rewrites the storage through a Mapping
-// one partition at a time (memory: one partition, like lance's own remap),
-// dropping deleted rows and keeping every other byte of metadata; for a FLAT
-// sub-index, index.idx does not depend on row ids and is copied
-// (CopyIndexFile). HNSW sub-indices must be rebuilt from the remapped
-// storage (lance rebuilds the graph, see HNSW::remap in
-// https://github.com/lancedb/lance/blob/main/rust/lance-index/src/vector/hnsw/builder.rs);
-// that is not implemented here yet and CopyIndexFile refuses it with
-// ErrUnsupported.
+// reads one partition. Remap writes a remapped segment through a Mapping one
+// partition at a time (memory: one partition, like lance's own remap):
+// RemapStorage drops deleted rows, maps row ids and keeps codes, every other
+// byte of metadata and every other global buffer; a FLAT sub-index's
+// index.idx does not depend on row ids and is copied; an HNSW sub-index
+// (over SQ or PQ storage, l2) gets each partition's graph rebuilt from the
+// remapped storage with the partition's stored build parameters, which is
+// what lance's remap does (HNSW::remap in
+// https://github.com/lancedb/lance/blob/main/rust/lance-index/src/vector/hnsw/builder.rs),
+// laid out like lance's HNSW::to_batch and HnswMetadata (level_offsets
+// counted as lance counts them).
+//
+// Lance's remap also joins the smallest partition into its neighbours when
+// it falls under a quarter of the target partition size, which needs the raw
+// vectors from the table; Remap keeps every partition (still a valid index,
+// same centroids). On lance 8.0.0's optimize() of the tables in the oracle
+// test, its compaction-time remap did not join either, and its segments
+// equal ours partition by partition.
 //
 // CompactionMapping derives the row-address mapping of a rewrite from the
 // old fragments' row counts and deletions and the new fragments' row counts,

@@ -241,7 +241,8 @@ func OpenStorageFile(f *lancefile.File) (*StorageFile, error) {
 
 // CopyIndexFile writes index.idx of a FLAT sub-index unchanged to w: its
 // content (centroids, empty per-partition sub-indices) does not depend on
-// row ids, and lance's remap writes the same centroids and metadata.
+// row ids, and lance's remap writes the same centroids and metadata. An
+// HNSW index.idx must be rebuilt (Remap).
 func CopyIndexFile(x *IndexFile, w io.Writer) error {
 	if x.SubIndex != "FLAT" {
 		return errorf(x.File, ErrUnsupported, "index type %s: a %s sub-index must be rebuilt, not copied", x.Type, x.SubIndex)

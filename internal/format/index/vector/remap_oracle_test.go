@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -36,6 +37,8 @@ var remapCases = []remapCase{
 	{typ: "ivf_pq", options: map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}, refine: true},
 	{typ: "ivf_flat", options: map[string]any{"numPartitions": 4, "distanceType": "l2"}},
 	{typ: "ivf_rq", options: map[string]any{"numPartitions": 4, "distanceType": "l2"}, refine: true},
+	{typ: "hnsw_sq", options: map[string]any{"numPartitions": 4, "distanceType": "l2"}, refine: true, hnsw: true},
+	{typ: "hnsw_pq", options: map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}, refine: true, hnsw: true},
 }
 
 // TestRemapOracle builds a table and a vector index with real Lance, deletes
@@ -77,7 +80,7 @@ func testRemapOracle(t *testing.T, c remapCase) {
 		{"op": "delete", "where": "id % 10 = 0"},
 	})
 	pre := oracle.Inspect(t, path, 0)
-	queries := queryVectors(8, 32)
+	queries := queryVectors(envInt("LANCED_REMAP_QUERIES", 32), 32)
 	before := searchAll(t, path, pre.Version, queries, c)
 
 	oracle.RunOps(t, path, []oracle.Op{{"op": "optimize"}})
@@ -85,7 +88,6 @@ func testRemapOracle(t *testing.T, c remapCase) {
 	if post.Rows != pre.Rows {
 		t.Fatalf("optimize changed rows %d -> %d", pre.Rows, post.Rows)
 	}
-	lanceRemap := searchAll(t, path, post.Version, queries, c)
 
 	preM := readManifest(t, path, pre.Version)
 	postM := readManifest(t, path, post.Version)
@@ -106,32 +108,27 @@ func testRemapOracle(t *testing.T, c remapCase) {
 	if index.Distance != "l2" || storage.Distance != "l2" {
 		t.Fatalf("distance %q/%q, want l2", index.Distance, storage.Distance)
 	}
-	out, err := os.Create(filepath.Join(newDir, vector.AuxiliaryFileName))
+	res, err := vector.Remap(ctx, index, storage, mapping,
+		mustCreate(t, filepath.Join(newDir, vector.AuxiliaryFileName)),
+		mustCreate(t, filepath.Join(newDir, vector.IndexFileName)), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := vector.RemapStorage(ctx, storage, mapping, out, nil)
-	if err != nil {
-		t.Fatal(err)
+	if res.Storage.Rows != uint64(pre.Rows) || res.Storage.Dropped != uint64(4000-pre.Rows) {
+		t.Fatalf("remap kept %d dropped %d, want %d and %d", res.Storage.Rows, res.Storage.Dropped, pre.Rows, 4000-pre.Rows)
 	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if res.Rows != uint64(pre.Rows) || res.Dropped != uint64(4000-pre.Rows) {
-		t.Fatalf("remap kept %d dropped %d, want %d and %d", res.Rows, res.Dropped, pre.Rows, 4000-pre.Rows)
-	}
-	if err := vector.CopyIndexFile(index, mustCreate(t, filepath.Join(newDir, vector.IndexFileName))); err != nil {
-		t.Fatal(err)
+	if c.hnsw {
+		checkGraphs(t, openIndex(t, filepath.Join(newDir, vector.IndexFileName)), res.Storage.Lengths)
 	}
 	// Our segment read back equals the segment real Lance wrote when its
 	// compaction remapped the same index (the first version after pre whose
 	// vec_idx has another uuid; optimize() may retrain it afterwards),
 	// partition by partition and column by column.
 	back := openStorage(t, filepath.Join(newDir, vector.AuxiliaryFileName))
-	lanceDir := ""
+	lanceDir, lanceVersion := "", uint64(0)
 	for v := pre.Version + 1; v <= post.Version && lanceDir == ""; v++ {
 		if u := uuidString(t, vectorIndex(t, readManifest(t, path, v)).GetUuid()); u != uuidString(t, oldIdx.GetUuid()) {
-			lanceDir = filepath.Join(path, "_indices", u)
+			lanceDir, lanceVersion = filepath.Join(path, "_indices", u), v
 		}
 	}
 	if lanceDir == "" {
@@ -142,8 +139,9 @@ func testRemapOracle(t *testing.T, c remapCase) {
 		t.Fatalf("remapped storage: %d partitions %s, want %d %s", back.NumPartitions(), back.Quantization, storage.NumPartitions(), storage.Quantization)
 	}
 	sameStorage(t, lanceStorage, back)
-	if !slices.Equal(res.Lengths, lanceStorage.IVF.GetLengths()) {
-		t.Fatalf("partition lengths %v, Lance's remap %v", res.Lengths, lanceStorage.IVF.GetLengths())
+	lanceRemap := searchAll(t, path, lanceVersion, queries, c)
+	if !slices.Equal(res.Storage.Lengths, lanceStorage.IVF.GetLengths()) {
+		t.Fatalf("partition lengths %v, Lance's remap %v", res.Storage.Lengths, lanceStorage.IVF.GetLengths())
 	}
 
 	// Commit: Lance's post-compaction manifest with its remapped index
@@ -169,22 +167,87 @@ func testRemapOracle(t *testing.T, c remapCase) {
 		}
 		rb, rl, ro := before[mode].recall, lanceRemap[mode].recall, ours[mode].recall
 		t.Logf("%s %s: recall@10 before %.3f, Lance's remap %.3f, ours %.3f", c.typ, mode, rb, rl, ro)
-		if ro+1e-9 < rb && c.typ != "ivf_rq" {
+		switch {
+		case c.hnsw:
+			// Rebuilt graphs (Lance rebuilds too, with its own random
+			// levels): no worse than before or than Lance's own rebuild
+			// beyond the spread of random graphs (measured over 3 runs of
+			// 64 queries: ours 0.908/0.884/0.911, Lance's rebuild
+			// 0.897/0.894/0.887 for hnsw_sq); a broken graph loses far more.
+			if ro+0.05+1e-9 < min(rb, rl) {
+				t.Errorf("%s: recall@10 %.3f after our remap, %.3f before, %.3f after Lance's remap", mode, ro, rb, rl)
+			}
+		case c.typ == "ivf_rq":
+			// Lance's remap wrote the same segment: the same answers.
+			for qi := range queries {
+				if !sameHits(lanceRemap[mode].hits[qi], ours[mode].hits[qi]) {
+					t.Errorf("%s query %d: Lance's remap %v, ours %v", mode, qi, lanceRemap[mode].hits[qi], ours[mode].hits[qi])
+				}
+			}
+		case ro+1e-9 < rb:
 			t.Errorf("%s: recall@10 %.3f after our remap is worse than %.3f before", mode, ro, rb)
 		}
 		// Same codes, same partitions, deleted rows dropped: every query
-		// returns the same rows at the same distances as before. Not RQ:
+		// returns the same rows at the same distances as before. Not HNSW:
+		// its graphs are rebuilt (as Lance's remap does), so the search
+		// visits other nodes. Not RQ:
 		// its distance estimate for a row differs between the 32-row SIMD
 		// blocks and the tail of a partition, so dropping rows moves some
 		// estimates (real Lance's own remap, whose segment equals ours
 		// above, moves them the same way).
 		for qi := range queries {
-			if c.typ == "ivf_rq" {
+			if c.typ == "ivf_rq" || c.hnsw {
 				break
 			}
 			b, o := before[mode].hits[qi], ours[mode].hits[qi]
 			if !sameHits(b, o) {
 				t.Errorf("%s query %d: before %v, after our remap %v", mode, qi, b, o)
+			}
+		}
+	}
+}
+
+// checkGraphs: every partition's graph has one level-0 row per stored row,
+// neighbours inside the partition, and metadata lance can parse.
+func checkGraphs(t *testing.T, x *vector.IndexFile, lengths []uint32) {
+	t.Helper()
+	if x.SubIndex != "HNSW" || len(x.PartitionMeta) != len(lengths) {
+		t.Fatalf("index.idx: %s sub-index with %d partitions, want HNSW with %d", x.SubIndex, len(x.PartitionMeta), len(lengths))
+	}
+	rec, err := x.File.ReadAll(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	ids := rec.Column(0).(*array.Uint32)
+	nbs := rec.Column(1).(*array.List)
+	nbv := nbs.ListValues().(*array.Uint32)
+	for p, n := range lengths {
+		var md struct {
+			LevelOffsets []int `json:"level_offsets"`
+		}
+		if n == 0 {
+			continue
+		}
+		if err := json.Unmarshal([]byte(x.PartitionMeta[p]), &md); err != nil {
+			t.Fatalf("partition %d metadata %q: %v", p, x.PartitionMeta[p], err)
+		}
+		if md.LevelOffsets[1] != int(n) {
+			t.Fatalf("partition %d: level 0 has %d nodes, storage %d rows", p, md.LevelOffsets[1], n)
+		}
+		off, ln := int(x.IVF.GetOffsets()[p]), int(x.IVF.GetLengths()[p])
+		for r := off; r < off+ln; r++ {
+			if ids.Value(r) >= n {
+				t.Fatalf("partition %d row %d: node %d of %d", p, r, ids.Value(r), n)
+			}
+			a, b := nbs.ValueOffsets(r)
+			for k := a; k < b; k++ {
+				if nbv.Value(int(k)) >= n {
+					t.Fatalf("partition %d node %d: neighbour %d of %d", p, ids.Value(r), nbv.Value(int(k)), n)
+				}
+			}
+			if r < off+int(n) && b == a && n > 1 {
+				t.Fatalf("partition %d node %d has no level-0 neighbour", p, ids.Value(r))
 			}
 		}
 	}
@@ -547,4 +610,11 @@ func commitIndexSwap(t *testing.T, path string, post *format.Manifest, old *tabl
 	if err := os.WriteFile(filepath.Join(path, format.ManifestKey(naming, v)), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
 }
