@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/hold"
 	"github.com/lanced-dev/lanced/internal/store"
 )
 
@@ -86,6 +87,9 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 	// Outputs of a killed lanced process on this host go at once.
 	if !*dryRun {
+		if err := hold.Check(ctx, b, store.CanonicalURI(uri)); err != nil {
+			return err
+		}
 		if _, err := engine.AbandonDeadLocalOwners(ctx, b); err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 
 	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/hold"
 	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/scheduler/plan"
 	"github.com/lanced-dev/lanced/internal/store"
@@ -31,8 +32,9 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
 	batch := fs.Int("commit-batch", 0, "commit every N tasks of a kind (default: the policy's commit_batch_tasks, else all at once)")
 	verbose := fs.Bool("v", false, "log progress to stderr")
+	dryRun := fs.Bool("dry-run", false, "plan only and change nothing (the same as lanced plan)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: lanced compact URI [--policy DIR] [--scope all|rewrite|repack] [--json] [--commit-batch N] [-v]")
+		fmt.Fprintln(stderr, "usage: lanced compact URI [--policy DIR] [--scope all|rewrite|repack] [--json] [--commit-batch N] [-v] [--dry-run]")
 		fs.PrintDefaults()
 	}
 	pos, err := parseAnyOrder(fs, args)
@@ -44,6 +46,16 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return exitError{2}
 	}
 	uri := pos[0]
+	if *dryRun {
+		planArgs := []string{uri}
+		if *policyDir != "" {
+			planArgs = append(planArgs, "--policy", *policyDir)
+		}
+		if *asJSON {
+			planArgs = append(planArgs, "--json")
+		}
+		return runPlan(ctx, planArgs, stdout, stderr)
+	}
 	switch *scope {
 	case "", policy.ScopeAll, policy.ScopeRewrite, policy.ScopeRepack:
 	default:
@@ -58,6 +70,9 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer b.Close()
+	if err := hold.Check(ctx, b, store.CanonicalURI(uri)); err != nil {
+		return err
+	}
 	tbl, err := engine.OpenTable(ctx, b)
 	if err != nil {
 		return err

@@ -32,6 +32,10 @@ func runTableConfig(ctx context.Context, args []string, stdout, stderr io.Writer
 		tableConfigUsage(stderr)
 		return exitError{2}
 	}
+	if isHelpArg(args[0]) {
+		tableConfigUsage(stderr)
+		return flag.ErrHelp
+	}
 	fs := flag.NewFlagSet("config "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print JSON (get)")

@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/hold"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/scheduler/plan"
@@ -96,6 +97,9 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	p, eff, err := planTable(ctx, pos[0], set)
 	if err != nil {
 		return err
+	}
+	if h, err := (hold.Tables{}).Get(ctx, pos[0]); err == nil && h != nil {
+		fmt.Fprintf(stderr, "warning: %v\n", &hold.HeldError{Table: store.CanonicalURI(pos[0]), Hold: *h})
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)

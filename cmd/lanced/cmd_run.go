@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/lanced-dev/lanced/internal/engine/hold"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/scheduler"
@@ -29,7 +30,8 @@ import (
 func init() {
 	register(&command{
 		name:    "run",
-		summary: "run the daemon (watch tables, plan, queue and execute maintenance)",
+		summary: "run the daemon (watch tables, plan, queue and execute maintenance; status page, metrics and health on --http)",
+		usage:   "lanced run [--config FILE] [--tables ROOT]... [--policy DIR] [flags]",
 		run:     runDaemon,
 	})
 }
@@ -59,20 +61,24 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, *flag.FlagSet, e
 	var f runFlags
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&f.config, "config", "", "HCL config file (e.g. /etc/lanced/lanced.hcl); without it, defaults apply")
-	fs.Var(&f.tables, "tables", "table root: a directory of *.lance tables or a table URI (repeatable, comma-separated)")
-	fs.StringVar(&f.stateDir, "state-dir", "", "state directory (JetStream store, reports); default $STATE_DIRECTORY or ./.lanced-state")
-	fs.StringVar(&f.policies, "policies", "", "policy directory (*.hcl)")
-	fs.StringVar(&f.http, "http", "", `HTTP listen address for /metrics, /healthz, /readyz ("off" disables)`)
+	fs.StringVar(&f.config, "config", "", "HCL config file (e.g. /etc/lanced/lanced.hcl); flags override it (default: none, built-in defaults)")
+	fs.Var(&f.tables, "tables", "table root: a directory of *.lance tables or a table URI, local paths relative to the working directory (repeatable, comma-separated)")
+	fs.StringVar(&f.stateDir, "state-dir", "", "state directory (JetStream store, reports) (default $STATE_DIRECTORY or ./.lanced-state)")
+	fs.StringVar(&f.policies, "policy", "", "policy directory (*.hcl) (default: none, Lance's defaults and each table's config)")
+	fs.StringVar(&f.policies, "policies", "", "old spelling of --policy")
+	hideFlag("policies")
+	fs.StringVar(&f.http, "http", "", `HTTP listen address for the status page (/), /metrics, /healthz, /readyz; "off" disables (default 127.0.0.1:9464)`)
 	fs.StringVar(&f.natsURL, "nats-url", "", "join this NATS cluster instead of running the embedded server")
-	fs.StringVar(&f.natsListen, "nats-listen", "", "let other nodes connect to the embedded NATS at host:port")
-	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error")
-	fs.StringVar(&f.logFormat, "log-format", "", "json or text")
+	fs.StringVar(&f.natsListen, "nats-listen", "", "let other nodes connect to the embedded NATS at host:port (default: no port, in-process only)")
+	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default info)")
+	fs.StringVar(&f.logFormat, "log-format", "", "json or text (default json)")
 	fs.StringVar(&f.nodeID, "node-id", "", "this node's id in leases and results (default host-pid)")
-	fs.IntVar(&f.workers, "workers", -1, "tasks executed at once on this node (0: coordinate only)")
+	fs.IntVar(&f.workers, "workers", -1, "tasks executed at once on this node; 0: coordinate only (default: the config file's workers, else 2)")
 	fs.StringVar(&f.workload, "workload", "maintain", `maintain: plan, rewrite, repack and commit; inspect: only read each table's latest manifest and write a report to <state_dir>/reports (observe-only)`)
 	fs.BoolVar(&f.checkConfig, "check-config", false, "validate the config file and policies, then exit")
 	fs.DurationVar(&f.taskDelay, "debug-task-delay", 0, "testing aid: each task waits this long before working")
+	hideFlag("debug-task-delay")
+	fs.Usage = func() { printUsage(stderr, commands["run"], fs) }
 	if err := fs.Parse(args); err != nil {
 		return nil, fs, err
 	}
@@ -333,7 +339,7 @@ func (d *daemon) run(ctx context.Context) error {
 		AckWait: q.AckWait, MaxDeliver: q.MaxDeliver, LeaseTTL: q.LeaseTTL, DrainTimeout: q.DrainTimeout,
 		TableInFlight: q.TableInFlight, MaxQueueDepth: q.MaxQueueDepth, CommitBatchTasks: q.CommitBatchTasks,
 		CommitMaxWait: q.CommitMaxWait, Replicas: q.Replicas,
-		Classify: engineClassify, Logger: baseLog, Registerer: reg,
+		Classify: engineClassify, Logger: baseLog, Registerer: reg, Holds: hold.Tables{Open: roots.OpenURI},
 	}, planner, exec, committer)
 	if err != nil {
 		return err

@@ -3,18 +3,16 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/hold"
 	"github.com/lanced-dev/lanced/internal/policy"
-	"github.com/lanced-dev/lanced/internal/scheduler"
 	"github.com/lanced-dev/lanced/internal/store"
 )
 
@@ -227,29 +225,6 @@ func cleanupOptionsFor(ctx context.Context, b *store.Bucket, p policy.Cleanup) (
 	return o, nil
 }
 
-// natsHoldChecker reads the scheduler's hold bucket: a held table is not
-// cleaned.
-func natsHoldChecker(nc *nats.Conn) (func(context.Context, string) (bool, error), error) {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, fmt.Errorf("jetstream: %w", err)
-	}
-	return func(ctx context.Context, table string) (bool, error) {
-		kv, err := js.KeyValue(ctx, scheduler.HoldBucket)
-		if err != nil {
-			return false, fmt.Errorf("hold bucket: %w", err)
-		}
-		_, err = kv.Get(ctx, scheduler.TableID(table))
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			return false, nil
-		}
-		if err != nil {
-			return false, fmt.Errorf("read hold %s: %w", table, err)
-		}
-		return true, nil
-	}, nil
-}
-
 // cleanupParts builds the maintain workload's journal keeper and cleanup
 // runner.
 func (d *daemon) cleanupParts(nc *nats.Conn, reg prometheus.Registerer, log *slog.Logger, open func(string) string) (*journalKeeper, *cleanupRunner, error) {
@@ -258,9 +233,7 @@ func (d *daemon) cleanupParts(nc *nats.Conn, reg prometheus.Registerer, log *slo
 	if err != nil {
 		return nil, nil, err
 	}
-	held, err := natsHoldChecker(nc)
-	if err != nil {
-		return nil, nil, err
-	}
+	// A held table (table state, see internal/engine/hold) is not cleaned.
+	held := hold.Tables{Open: open}.Held
 	return jk, newCleanupRunner(cleaner, log, d.currentPolicies, open, held, jk), nil
 }

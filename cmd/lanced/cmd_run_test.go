@@ -221,7 +221,7 @@ http { listen = %q }
 	badURI := "file://" + filepath.Join(tables, "bad.lance")
 	waitUntil(t, 20*time.Second, "bad table held", func() bool {
 		_, body := httpGet("http://" + addr + "/metrics")
-		return strings.Contains(body, fmt.Sprintf("lanced_table_halted{table=%q} 1", badURI))
+		return strings.Contains(body, fmt.Sprintf("lanced_table_held{table=%q} 1", badURI))
 	})
 	held := logs.find("table held", func(l map[string]any) bool { return l["table"] == badURI })
 	if held == nil || !strings.Contains(fmt.Sprint(held["err"]), "_versions/3.manifest") {

@@ -21,6 +21,8 @@ import (
 type command struct {
 	name    string
 	summary string
+	// usage is the synopsis printed by printUsage (optional).
+	usage string
 	// run executes the command with its own arguments (after the name).
 	// Output goes to stdout; diagnostics to stderr.
 	run func(ctx context.Context, args []string, stdout, stderr io.Writer) error
@@ -53,17 +55,44 @@ func usage(w io.Writer) {
 	}
 }
 
+// isHelpArg reports whether a is a request for help.
+func isHelpArg(a string) bool {
+	return a == "-h" || a == "-help" || a == "--help" || a == "help"
+}
+
+// printUsage prints c's synopsis and summary, then fs's flags with their
+// defaults (hidden flags left out) when fs is not nil.
+func printUsage(w io.Writer, c *command, fs *flag.FlagSet) {
+	syn := c.usage
+	if syn == "" {
+		syn = "lanced " + c.name + " [flags]"
+	}
+	fmt.Fprintf(w, "usage: %s\n\n%s\n", syn, c.summary)
+	if fs != nil {
+		fmt.Fprintln(w, "\nflags:")
+		printFlags(w, fs)
+	}
+}
+
 func main() {
 	os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 func runMain(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		usage(stderr)
-		if len(args) == 0 {
-			return 2
+		return 2
+	}
+	if args[0] == "--version" || args[0] == "-version" || args[0] == "-v" {
+		args = []string{"version"}
+	}
+	if isHelpArg(args[0]) {
+		if len(args) < 2 {
+			usage(stdout)
+			return 0
 		}
-		return 0
+		// lanced help CMD [SUB]: the command's own help.
+		args = append(args[1:], "--help")
 	}
 	c, ok := commands[args[0]]
 	if !ok {

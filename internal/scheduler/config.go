@@ -57,6 +57,11 @@ type Config struct {
 	DedupWindow time.Duration
 	// DeadLetterMaxAge is how long LANCED_DEAD keeps messages. Default 14 days.
 	DeadLetterMaxAge time.Duration
+	// Holds, when set, keeps holds as table state: the truth every entry
+	// point (this scheduler, the one-shot commands, the status page) reads
+	// and that `lanced holds release` clears. The LANCED_HOLDS bucket is
+	// then the nodes' shared index of held tables, reconciled with it.
+	Holds HoldStore
 	// Replicas for streams and buckets (1 on a single server). Default 1.
 	Replicas int
 	// Classify maps other packages' errors onto outcomes (store codes,

@@ -29,8 +29,10 @@
 //     table nobody coordinates and for expired leases (their holder died)
 //     and marks those tables for evaluation, so a dead coordinator's work is
 //     finished without waiting for the table's next commit.
-//   - Holds: a table whose task reported corruption is held in the KV bucket
-//     LANCED_HOLDS (all nodes skip it) and lanced_table_halted{table} is 1.
+//   - Holds: a table whose task reported corruption is held (all nodes skip
+//     it) and lanced_table_held{table} is 1. With Config.Holds the hold is
+//     table state (internal/engine/hold) that one-shot commands see and
+//     `lanced holds release` clears; the KV bucket LANCED_HOLDS indexes it.
 //
 // Seams, declared here and satisfied elsewhere: Planner (table → tasks),
 // Executor (task → result; the engine), Committer (a batch of results → one
@@ -49,7 +51,7 @@
 //
 // Logging keys: table, version, read_version, task_id, kind, fragments,
 // attempt, err, duration. Metrics are registered on the injected
-// prometheus.Registerer as lanced_scheduler_* plus lanced_table_halted and
+// prometheus.Registerer as lanced_scheduler_* plus lanced_table_held and
 // lanced_table_lag_versions.
 //
 // Imports: policy, engine and format (internal), nats.go (the only package

@@ -10,10 +10,18 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// holdRecord is stored in LANCED_HOLDS under the table's id. While it
-// exists no node plans or executes work for the table. An operator releases
-// the table by deleting the key (nats kv del LANCED_HOLDS <id>) once the
-// table was repaired; `lanced run` logs the id when it holds a table.
+// HoldStore keeps holds as table state (see Config.Holds).
+type HoldStore interface {
+	// Place holds table with reason on behalf of node.
+	Place(ctx context.Context, table, reason, node string) error
+	// Held reports whether table is held.
+	Held(ctx context.Context, table string) (bool, error)
+}
+
+// holdRecord is stored in LANCED_HOLDS under the table's id. While the table
+// is held no node plans or executes work for it. With Config.Holds the
+// table's own hold record is the truth and this bucket only indexes it; an
+// operator releases the table with `lanced holds release URI`.
 type holdRecord struct {
 	Table  string    `json:"table"`
 	Reason string    `json:"reason"`
@@ -29,17 +37,43 @@ func (n *Node) hold(ctx context.Context, table string, cause error) error {
 	b, _ := json.Marshal(rec)
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	var errs []error
+	if n.cfg.Holds != nil {
+		if err := n.cfg.Holds.Place(pctx, table, rec.Reason, rec.Node); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if _, err := n.q.holds.Put(pctx, TableID(table), b); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		n.log.Error("hold table failed", "table", table, "err", err, "cause", cause)
 		return fmt.Errorf("hold table %s: %w", table, err)
 	}
-	n.m.halted.WithLabelValues(table).Set(1)
+	n.m.held.WithLabelValues(table).Set(1)
 	n.log.Error("table held", "table", table, "hold_key", TableID(table), "err", cause)
 	return nil
 }
 
-// isHeld reports whether the table is held. Errors reading the bucket count
+// isHeld reports whether the table is held. Errors reading the hold count
 // as not held: a hold is a safety net, not a lock.
 func (n *Node) isHeld(ctx context.Context, table string) (bool, error) {
+	if n.cfg.Holds != nil {
+		held, err := n.cfg.Holds.Held(ctx, table)
+		if err != nil {
+			return false, fmt.Errorf("read hold %s: %w", table, err)
+		}
+		if held {
+			n.m.held.WithLabelValues(table).Set(1)
+		} else {
+			n.m.held.DeleteLabelValues(table)
+			// Released outside the daemon: forget the index entry too.
+			if _, err := n.q.holds.Get(ctx, TableID(table)); err == nil {
+				_ = n.q.holds.Delete(ctx, TableID(table))
+			}
+		}
+		return held, nil
+	}
 	_, err := n.q.holds.Get(ctx, TableID(table))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return false, nil
@@ -50,8 +84,9 @@ func (n *Node) isHeld(ctx context.Context, table string) (bool, error) {
 	return true, nil
 }
 
-// refreshHolds sets lanced_table_halted from the bucket, so every node
-// reports the same held tables and released ones disappear.
+// refreshHolds sets lanced_table_held from the bucket, so every node
+// reports the same held tables and released ones disappear. With
+// Config.Holds, index entries whose table was released are removed.
 func (n *Node) refreshHolds(ctx context.Context) error {
 	lister, err := n.q.holds.ListKeys(ctx)
 	if err != nil {
@@ -64,13 +99,20 @@ func (n *Node) refreshHolds(ctx context.Context) error {
 			continue
 		}
 		var rec holdRecord
-		if json.Unmarshal(e.Value(), &rec) == nil && rec.Table != "" {
-			held[rec.Table] = true
+		if json.Unmarshal(e.Value(), &rec) != nil || rec.Table == "" {
+			continue
 		}
+		if n.cfg.Holds != nil {
+			if h, err := n.cfg.Holds.Held(ctx, rec.Table); err == nil && !h {
+				_ = n.q.holds.Delete(ctx, key)
+				continue
+			}
+		}
+		held[rec.Table] = true
 	}
-	n.m.halted.Reset()
+	n.m.held.Reset()
 	for t := range held {
-		n.m.halted.WithLabelValues(t).Set(1)
+		n.m.held.WithLabelValues(t).Set(1)
 	}
 	return nil
 }

@@ -22,7 +22,7 @@ type metrics struct {
 	deadLetters    prometheus.Counter
 	leasesHeld     prometheus.Gauge
 	leaseLost      prometheus.Counter
-	halted         *prometheus.GaugeVec // table
+	held           *prometheus.GaugeVec // table
 	lag            *prometheus.GaugeVec // table
 	plans          *prometheus.CounterVec
 }
@@ -91,9 +91,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "lanced_scheduler_leases_lost_total",
 			Help: "Leases this node lost before releasing them (renewal failed or expired).",
 		}),
-		halted: f.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "lanced_table_halted",
-			Help: "1 while a table is held after corruption was reported; only held tables appear.",
+		held: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "lanced_table_held",
+			Help: "1 while a table is held (after corruption was reported, or by an operator); only held tables appear.",
 		}, []string{"table"}),
 		lag: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "lanced_table_lag_versions",

@@ -203,8 +203,8 @@ func TestCorruptTaskHoldsTheTable(t *testing.T) {
 	if err := a.refreshHolds(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if v := gaugeValue(t, a.m.halted.WithLabelValues("file:///bad.lance")); v != 1 {
-		t.Fatalf("lanced_table_halted = %v", v)
+	if v := gaugeValue(t, a.m.held.WithLabelValues("file:///bad.lance")); v != 1 {
+		t.Fatalf("lanced_table_held = %v", v)
 	}
 	// A held table's later tasks are not executed.
 	before := len(ex.runs)

@@ -58,16 +58,15 @@ var (
 )
 
 // Open opens a bucket rooted at uri:
-//   - file:///abs/path or a bare absolute path (the directory must exist);
+//   - file:///abs/path or a local path, absolute or relative to the working
+//     directory (the directory must exist);
 //   - mem://name/prefix (process-wide: every Open of the same name sees the
 //     same objects);
 //   - s3://bucket/prefix?endpoint=...&region=...&use_path_style=true&... (the
 //     query is gocloud.dev's s3blob URL parameters);
 //   - gs://bucket/prefix (gocloud.dev's gcsblob URL parameters).
 func Open(ctx context.Context, uri string) (*Bucket, error) {
-	if strings.HasPrefix(uri, "/") {
-		uri = "file://" + uri
-	}
+	uri = LocalURI(uri)
 	u, err := url.Parse(uri)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %q: %w", uri, err)
