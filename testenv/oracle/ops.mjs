@@ -24,7 +24,7 @@
 //   {"op":"count_rows","where":SQL?}
 //   {"op":"query","where":SQL?,"columns":[..]?,"limit":N?}       -> {"count":N,"data":[...]}
 //   {"op":"vector_search","column":..,"vector":[..],"k":N?,"nprobes":N?,"refine_factor":N?,
-//       "where":SQL?,"columns":[..]?,"bypass_vector_index":bool?,"ef":N?,"explain":bool?}
+//       "where":SQL?,"columns":[..]?,"bypass_vector_index":bool?,"ef":N?,"distance_type":..?,"explain":bool?}
 //                                       -> {"count":N,"data":[...],"plan":explainPlan(verbose)?}
 //   {"op":"version"}  {"op":"list_versions"}  {"op":"list_indices"}
 import {
@@ -165,6 +165,7 @@ const handlers = {
     if (op.columns) q = q.select(op.columns);
     if (op.bypass_vector_index) q = q.bypassVectorIndex();
     if (op.ef !== undefined) q = q.ef(op.ef);
+    if (op.distance_type) q = q.distanceType(op.distance_type);
     const plan = op.explain ? await q.explainPlan(true) : undefined;
     const tbl = await q.toArrow();
     return { count: tbl.numRows, data: rowsToJSON(tbl), plan };

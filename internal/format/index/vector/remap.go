@@ -17,21 +17,26 @@ import (
 	"github.com/lanced-dev/lanced/internal/format/pb/indexpb"
 )
 
-// Partition is one IVF partition of a storage file: its row ids and the
-// other columns (codes, factors) as read, in storage order.
-type Partition struct {
-	Index int
-	Rec   arrow.RecordBatch
+// ReadPartition reads partition p of the storage file (all columns, one
+// record: _rowid and the codes in storage layout). Memory is one partition:
+// the unit lance itself loads.
+func (s *StorageFile) ReadPartition(ctx context.Context, p int) (arrow.RecordBatch, error) {
+	return readPartition(ctx, s.File, s.IVF, p)
 }
 
-// ReadPartition reads partition p of the storage file (all columns, one
-// record). Memory is one partition: the unit lance itself loads.
-func (s *StorageFile) ReadPartition(ctx context.Context, p int) (arrow.RecordBatch, error) {
-	if p < 0 || p >= s.NumPartitions() {
-		return nil, fmt.Errorf("vector: %s: partition %d of %d", s.File.Name(), p, s.NumPartitions())
+// ReadPartition reads partition p's sub-index rows of index.idx: for HNSW
+// the graph (__vector_id, __neighbors, _distance, level by level as
+// PartitionMeta[p]'s level_offsets say); FLAT partitions have no rows.
+func (x *IndexFile) ReadPartition(ctx context.Context, p int) (arrow.RecordBatch, error) {
+	return readPartition(ctx, x.File, x.IVF, p)
+}
+
+func readPartition(ctx context.Context, f *lancefile.File, ivf *indexpb.IVF, p int) (arrow.RecordBatch, error) {
+	if p < 0 || p >= len(ivf.GetLengths()) {
+		return nil, fmt.Errorf("vector: %s: partition %d of %d", f.Name(), p, len(ivf.GetLengths()))
 	}
-	off, n := s.IVF.GetOffsets()[p], uint64(s.IVF.GetLengths()[p])
-	r, err := s.File.NewReader(ctx, lancefile.ReadOptions{Offset: off, Limit: n, BatchRows: int(max(n, 1))})
+	off, n := ivf.GetOffsets()[p], uint64(ivf.GetLengths()[p])
+	r, err := f.NewReader(ctx, lancefile.ReadOptions{Offset: off, Limit: n, BatchRows: int(max(n, 1))})
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +51,7 @@ func (s *StorageFile) ReadPartition(ctx context.Context, p int) (arrow.RecordBat
 	rec.Retain()
 	if uint64(rec.NumRows()) != n {
 		rec.Release()
-		return nil, errorf(s.File, ErrCorrupt, "partition %d: read %d rows, IVF says %d", p, rec.NumRows(), n)
+		return nil, errorf(f, ErrCorrupt, "partition %d: read %d rows, IVF says %d", p, rec.NumRows(), n)
 	}
 	return rec, nil
 }

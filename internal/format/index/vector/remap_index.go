@@ -86,8 +86,10 @@ func newHNSWRebuild(x *IndexFile, s *StorageFile, out io.Writer, seed uint64) (*
 	if x.SubIndex != "HNSW" {
 		return nil, errorf(x.File, ErrUnsupported, "sub-index %s", x.SubIndex)
 	}
-	if s.Distance != "l2" {
-		return nil, errorf(s.File, ErrUnsupported, "HNSW graph rebuild for distance %q (only l2)", s.Distance)
+	// Cosine storages hold normalized vectors and measure them with L2
+	// (lance's SQ and PQ distance calculators treat Cosine as L2).
+	if s.Distance != "l2" && s.Distance != "cosine" {
+		return nil, errorf(s.File, ErrUnsupported, "HNSW graph rebuild for distance %q (only l2 and cosine)", s.Distance)
 	}
 	hb := &hnswRebuild{x: x, s: s, seed: seed}
 	for _, pm := range x.PartitionMeta {
