@@ -107,33 +107,8 @@ func TestTwoDaemonProcessesShareWorkAndSurviveKill9(t *testing.T) {
 		uris = append(uris, oracle.Build(t, "appends", filepath.Join(tables, fmt.Sprintf("t%d", i))))
 	}
 	natsAddr := freeAddr(t)
-	write := func(name, natsBlock string) string {
-		cfg := fmt.Sprintf(`
-state_dir = %q
-tables    = [%q]
-workers   = 2
-%s
-source "poll" { interval = "1s" }
-events {
-  debounce  = "50ms"
-  max_delay = "200ms"
-}
-queue {
-  ack_wait        = "2s"
-  lease_ttl       = "3s"
-  drain_timeout   = "2s"
-  commit_max_wait = "200ms"
-}
-http { listen = "" }
-`, filepath.Join(root, name), tables, natsBlock)
-		path := filepath.Join(root, name+".hcl")
-		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
-	cfgA := write("a", fmt.Sprintf("nats {\n  embedded = true\n  listen = %q\n}", natsAddr))
-	cfgB := write("b", fmt.Sprintf("nats {\n  url = \"nats://%s\"\n}", natsAddr))
+	cfgA := writeProcConfig(t, root, "a", tables, fmt.Sprintf("nats {\n  embedded = true\n  listen = %q\n}", natsAddr), "")
+	cfgB := writeProcConfig(t, root, "b", tables, fmt.Sprintf("nats {\n  url = \"nats://%s\"\n}", natsAddr), "")
 
 	a := startDaemonProc(t, bin, "a", cfgA, filepath.Join(root, "a"))
 	waitUntil(t, 30*time.Second, "a running", func() bool { return a.has("lanced running", "", "") })
@@ -195,35 +170,91 @@ http { listen = "" }
 			t.Errorf("process %s executed nothing", p.name)
 		}
 	}
-	// No table was coordinated by both at once: per table, the coordinator
-	// intervals of a and b never overlap (b's open ones end at the kill).
-	type span struct{ from, to time.Time }
-	spans := func(p *daemonProc, end time.Time) map[string][]span {
-		out := map[string][]span{}
-		open := map[string]time.Time{}
-		for _, l := range p.snapshot() {
-			tb, _ := l["table"].(string)
-			at := l["_at"].(time.Time)
-			switch l["msg"] {
-			case "coordinator started":
-				open[tb] = at
-			case "coordinator stopped":
-				out[tb] = append(out[tb], span{open[tb], at})
+	// No table was coordinated by both at once (b's spans end at the kill).
+	assertNoCoordinatorOverlap(t, map[*daemonProc]time.Time{a: time.Now(), b: killedAt})
+}
+
+// writeProcConfig writes the config of one daemon process of the
+// multi-process tests: state under root/name, the tables directory, a fast
+// poll and debounce, short leases, no HTTP; natsBlock configures NATS and
+// queueExtra is added to the queue block. It returns the config path.
+func writeProcConfig(t *testing.T, root, name, tables, natsBlock, queueExtra string) string {
+	t.Helper()
+	cfg := fmt.Sprintf(`
+state_dir = %q
+tables    = [%q]
+workers   = 2
+%s
+source "poll" { interval = "1s" }
+events {
+  debounce  = "50ms"
+  max_delay = "200ms"
+}
+queue {
+  ack_wait        = "2s"
+  lease_ttl       = "3s"
+  drain_timeout   = "2s"
+  commit_max_wait = "200ms"
+  %s
+}
+http { listen = "" }
+`, filepath.Join(root, name), tables, natsBlock, queueExtra)
+	path := filepath.Join(root, name+".hcl")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+type span struct{ from, to time.Time }
+
+// coordinatorSpans are the intervals in which p coordinated each table, from
+// its "coordinator started/stopped" logs; spans still open end at end.
+func coordinatorSpans(p *daemonProc, end time.Time) map[string][]span {
+	out := map[string][]span{}
+	open := map[string]time.Time{}
+	for _, l := range p.snapshot() {
+		tb, _ := l["table"].(string)
+		at := l["_at"].(time.Time)
+		switch l["msg"] {
+		case "coordinator started":
+			open[tb] = at
+		case "coordinator stopped":
+			// A coordinator that failed to open its results (NATS down)
+			// stops without having started: no span.
+			if from, ok := open[tb]; ok {
+				out[tb] = append(out[tb], span{from, at})
 				delete(open, tb)
 			}
 		}
-		for tb, from := range open {
-			out[tb] = append(out[tb], span{from, end})
-		}
-		return out
 	}
-	sa, sb := spans(a, time.Now()), spans(b, killedAt)
-	for tb, as := range sa {
-		for _, x := range as {
-			for _, y := range sb[tb] {
-				// Log lines are stamped when read, so allow a little slack.
-				if x.from.Before(y.to.Add(-100*time.Millisecond)) && y.from.Before(x.to.Add(-100*time.Millisecond)) {
-					t.Errorf("table %s coordinated by a %v–%v and by b %v–%v", tb, x.from, x.to, y.from, y.to)
+	for tb, from := range open {
+		out[tb] = append(out[tb], span{from, end})
+	}
+	return out
+}
+
+// assertNoCoordinatorOverlap fails when two processes coordinated one table
+// at the same time. ends gives each process the time its open spans end
+// (its kill, or now).
+func assertNoCoordinatorOverlap(t *testing.T, ends map[*daemonProc]time.Time) {
+	t.Helper()
+	var procs []*daemonProc
+	spans := map[*daemonProc]map[string][]span{}
+	for p, end := range ends {
+		procs = append(procs, p)
+		spans[p] = coordinatorSpans(p, end)
+	}
+	for i, p := range procs {
+		for _, q := range procs[i+1:] {
+			for tb, ps := range spans[p] {
+				for _, x := range ps {
+					for _, y := range spans[q][tb] {
+						// Log lines are stamped when read, so allow a little slack.
+						if x.from.Before(y.to.Add(-100*time.Millisecond)) && y.from.Before(x.to.Add(-100*time.Millisecond)) {
+							t.Errorf("table %s coordinated by %s %v–%v and by %s %v–%v", tb, p.name, x.from, x.to, q.name, y.from, y.to)
+						}
+					}
 				}
 			}
 		}

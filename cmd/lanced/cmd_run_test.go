@@ -313,5 +313,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(execMainEnv) == "1" {
 		os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
 	}
+	if cfg := os.Getenv(natsServerEnv); cfg != "" {
+		os.Exit(runTestNATSServer(cfg))
+	}
 	os.Exit(m.Run())
 }

@@ -62,8 +62,12 @@ type Config struct {
 	// and that `lanced holds release` clears. The LANCED_HOLDS bucket is
 	// then the nodes' shared index of held tables, reconciled with it.
 	Holds HoldStore
-	// Replicas for streams and buckets (1 on a single server). Default 1.
+	// Replicas for streams and buckets (1 on a single server, 3 on a
+	// three-node cluster). Default 1.
 	Replicas int
+	// SetupTimeout bounds how long New keeps retrying stream and bucket
+	// creation while the JetStream cluster is not ready. Default 2m.
+	SetupTimeout time.Duration
 	// Classify maps other packages' errors onto outcomes (store codes,
 	// engine and format sentinels). Optional.
 	Classify Classifier
@@ -107,6 +111,7 @@ func (c *Config) setDefaults() {
 	def(&c.DedupWindow, 10*time.Minute)
 	def(&c.DeadLetterMaxAge, 14*24*time.Hour)
 	defInt(&c.Replicas, 1)
+	def(&c.SetupTimeout, 2*time.Minute)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

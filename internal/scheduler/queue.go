@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -26,71 +27,126 @@ func setupQueue(ctx context.Context, js jetstream.JetStream, cfg *Config) (*queu
 	q := &queue{js: js}
 	var err error
 	storage := jetstream.FileStorage
-	if q.tasks, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        TasksStream,
-		Description: "lanced maintenance tasks (work queue, deduplicated by task key)",
-		Subjects:    []string{taskSubjectPrefix + ">"},
-		Retention:   jetstream.WorkQueuePolicy,
-		Storage:     storage,
-		Replicas:    cfg.Replicas,
-		Duplicates:  cfg.DedupWindow,
+	if err = setupStep(ctx, cfg, "stream "+TasksStream, func(ctx context.Context) (err error) {
+		q.tasks, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:        TasksStream,
+			Description: "lanced maintenance tasks (work queue, deduplicated by task key)",
+			Subjects:    []string{taskSubjectPrefix + ">"},
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     storage,
+			Replicas:    cfg.Replicas,
+			Duplicates:  cfg.DedupWindow,
+		})
+		return err
 	}); err != nil {
 		return nil, fmt.Errorf("create stream %s: %w", TasksStream, err)
 	}
-	if q.results, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        ResultsStream,
-		Description: "lanced task results, one subject per table, consumed by the table's coordinator",
-		Subjects:    []string{resultSubjectPrefix + "*"},
-		Retention:   jetstream.WorkQueuePolicy,
-		Storage:     storage,
-		Replicas:    cfg.Replicas,
-		Duplicates:  cfg.DedupWindow,
+	if err = setupStep(ctx, cfg, "stream "+ResultsStream, func(ctx context.Context) (err error) {
+		q.results, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:        ResultsStream,
+			Description: "lanced task results, one subject per table, consumed by the table's coordinator",
+			Subjects:    []string{resultSubjectPrefix + "*"},
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     storage,
+			Replicas:    cfg.Replicas,
+			Duplicates:  cfg.DedupWindow,
+		})
+		return err
 	}); err != nil {
 		return nil, fmt.Errorf("create stream %s: %w", ResultsStream, err)
 	}
-	if q.dead, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        DeadStream,
-		Description: "lanced tasks that exhausted their deliveries",
-		Subjects:    []string{deadSubjectPrefix + ">"},
-		Retention:   jetstream.LimitsPolicy,
-		Storage:     storage,
-		Replicas:    cfg.Replicas,
-		MaxAge:      cfg.DeadLetterMaxAge,
-		Duplicates:  cfg.DedupWindow,
+	if err = setupStep(ctx, cfg, "stream "+DeadStream, func(ctx context.Context) (err error) {
+		q.dead, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:        DeadStream,
+			Description: "lanced tasks that exhausted their deliveries",
+			Subjects:    []string{deadSubjectPrefix + ">"},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     storage,
+			Replicas:    cfg.Replicas,
+			MaxAge:      cfg.DeadLetterMaxAge,
+			Duplicates:  cfg.DedupWindow,
+		})
+		return err
 	}); err != nil {
 		return nil, fmt.Errorf("create stream %s: %w", DeadStream, err)
 	}
-	if q.workers, err = js.CreateOrUpdateConsumer(ctx, TasksStream, jetstream.ConsumerConfig{
-		Durable:       WorkerDurable,
-		Description:   "lanced workers on every node",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       cfg.AckWait,
-		MaxDeliver:    cfg.MaxDeliver,
-		BackOff:       cfg.BackOff,
-		MaxAckPending: -1,
-		FilterSubject: taskSubjectPrefix + ">",
+	if err = setupStep(ctx, cfg, "consumer "+WorkerDurable, func(ctx context.Context) (err error) {
+		q.workers, err = js.CreateOrUpdateConsumer(ctx, TasksStream, jetstream.ConsumerConfig{
+			Durable:       WorkerDurable,
+			Description:   "lanced workers on every node",
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       cfg.AckWait,
+			MaxDeliver:    cfg.MaxDeliver,
+			BackOff:       cfg.BackOff,
+			MaxAckPending: -1,
+			FilterSubject: taskSubjectPrefix + ">",
+		})
+		return err
 	}); err != nil {
 		return nil, fmt.Errorf("create consumer %s: %w", WorkerDurable, err)
 	}
-	if q.leases, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      LeaseBucket,
-		Description: "lanced table coordinator leases",
-		History:     1,
-		Storage:     storage,
-		Replicas:    cfg.Replicas,
+	if err = setupStep(ctx, cfg, "kv "+LeaseBucket, func(ctx context.Context) (err error) {
+		q.leases, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      LeaseBucket,
+			Description: "lanced table coordinator leases",
+			History:     1,
+			Storage:     storage,
+			Replicas:    cfg.Replicas,
+		})
+		return err
 	}); err != nil {
 		return nil, fmt.Errorf("create kv %s: %w", LeaseBucket, err)
 	}
-	if q.holds, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      HoldBucket,
-		Description: "lanced tables held after corruption",
-		History:     1,
-		Storage:     storage,
-		Replicas:    cfg.Replicas,
+	if err = setupStep(ctx, cfg, "kv "+HoldBucket, func(ctx context.Context) (err error) {
+		q.holds, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      HoldBucket,
+			Description: "lanced tables held after corruption",
+			History:     1,
+			Storage:     storage,
+			Replicas:    cfg.Replicas,
+		})
+		return err
 	}); err != nil {
 		return nil, fmt.Errorf("create kv %s: %w", HoldBucket, err)
 	}
 	return q, nil
+}
+
+// setupStep runs one idempotent setup call, retrying while the JetStream
+// cluster cannot answer yet (no meta leader, a stream leader being elected,
+// a slow quorum): nodes may start before or together with their NATS
+// cluster. Each attempt gets its own deadline; the whole step gives up after
+// Config.SetupTimeout or when ctx ends. Other errors (a stream configured
+// differently, no permission) are returned at once.
+func setupStep(ctx context.Context, cfg *Config, what string, call func(context.Context) error) error {
+	deadline := time.Now().Add(cfg.SetupTimeout)
+	wait := 250 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := call(actx)
+		cancel()
+		if err == nil || !clusterNotReady(err) || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		cfg.Logger.Warn("jetstream not ready, retrying", "what", what, "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// clusterNotReady reports errors that mean "ask again shortly": a request
+// that timed out or found no responder, or JetStream answering 503 (cluster
+// not available, no leader yet).
+func clusterNotReady(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.Code == 503
 }
 
 // publish enqueues a task; duplicate reports whether JetStream had already
