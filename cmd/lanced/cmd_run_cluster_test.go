@@ -118,23 +118,8 @@ func TestTwoDaemonProcessesShareWorkAndSurviveKill9(t *testing.T) {
 	// Kill -9 b while it is in the middle of a task.
 	var victim string
 	waitUntil(t, 30*time.Second, "b to start a task", func() bool {
-		started, finished := map[string]bool{}, map[string]bool{}
-		for _, l := range b.snapshot() {
-			id, _ := l["task_id"].(string)
-			switch l["msg"] {
-			case "task started":
-				started[id] = true
-			case "task done":
-				finished[id] = true
-			}
-		}
-		for id := range started {
-			if !finished[id] {
-				victim = id
-				return true
-			}
-		}
-		return false
+		victim = unfinishedTask(b)
+		return victim != ""
 	})
 	killedAt := time.Now()
 	if err := b.cmd.Process.Signal(syscall.SIGKILL); err != nil {
