@@ -126,6 +126,16 @@ func printPlan(w io.Writer, p *plan.Plan, eff policy.Effective) error {
 	for _, warning := range append(append([]string(nil), eff.Warnings...), p.Warnings...) {
 		fmt.Fprintf(w, "warning: %s\n", warning)
 	}
+	if len(p.Indices) > 0 {
+		fmt.Fprintln(w, "indices:")
+		for _, ix := range p.Indices {
+			fmt.Fprintf(w, "  %s (%s, %d segment(s), covers %d fragment(s)): %s", ix.Name, ix.Kind, ix.Segments, len(ix.Covered), ix.Action)
+			if len(ix.Rewritten) > 0 {
+				fmt.Fprintf(w, " fragments %v", ix.Rewritten)
+			}
+			fmt.Fprintf(w, ": %s\n", ix.Reason)
+		}
+	}
 	fmt.Fprintln(w, "fragments:")
 	for _, d := range p.Decisions {
 		task := ""

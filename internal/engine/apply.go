@@ -7,12 +7,13 @@ import (
 	"sort"
 
 	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"google.golang.org/protobuf/proto"
 )
 
 // fragReuseIndexName is Lance's system index that defers index remaps.
-const fragReuseIndexName = "__lance_frag_reuse"
+const fragReuseIndexName = index.FragReuseName
 
 // ErrInvariant reports that a commit we were about to make, or just made,
 // does not hold what its tasks promised. The table is held.
@@ -131,12 +132,16 @@ func ApplyRewrite(latest *tablepb.Manifest, groups []*RewriteGroup) (*tablepb.Ma
 
 // ApplyRewriteIndices updates index fragment bitmaps for committed rewrite
 // groups. In stable row-id mode indices hold row ids, which a rewrite keeps,
-// so Lance recalculates every bitmap: a group's old ids are replaced by its
-// new ids when all of them were covered. In address mode lanced never rewrites
-// index files, so bitmaps are left as they are: readers intersect them with
-// the live fragments and mask the missing ones, and the new fragments are
-// unindexed (lance-table-format.md §6.5). Adding new ids there would silently
-// lose rows, so it is never done. Unknown fields on index metadata survive.
+// so every bitmap is recalculated as Lance does (index.Recalculate: a
+// group's old ids are replaced by its new ids; a group only partly covered
+// by an index is refused, as Lance refuses it). In address mode indices hold
+// row addresses, so a bitmap is left as it is unless the index files were
+// remapped: readers intersect it with the live fragments and the new
+// fragments are unindexed (effective_fragment_bitmap in
+// https://github.com/lancedb/lance/blob/main/rust/lance-table/src/format/index.rs).
+// Adding new ids there
+// would silently lose rows, so it is never done. Unknown fields on index
+// metadata survive.
 func ApplyRewriteIndices(indices []*tablepb.IndexMetadata, groups []*tablepb.Transaction_Rewrite_RewriteGroup, stableRowIDs bool) ([]*tablepb.IndexMetadata, error) {
 	if !stableRowIDs {
 		return indices, nil
@@ -153,23 +158,19 @@ func ApplyRewriteIndices(indices []*tablepb.IndexMetadata, groups []*tablepb.Tra
 		}
 		changed := false
 		for _, g := range groups {
-			all := true
+			oldIDs := make([]uint64, 0, len(g.GetOldFragments()))
 			for _, f := range g.GetOldFragments() {
-				if !bm.Contains(uint32(f.GetId())) {
-					all = false
-					break
-				}
+				oldIDs = append(oldIDs, f.GetId())
 			}
-			if !all {
-				continue
-			}
-			for _, f := range g.GetOldFragments() {
-				bm.Remove(uint32(f.GetId()))
-			}
+			newIDs := make([]uint64, 0, len(g.GetNewFragments()))
 			for _, f := range g.GetNewFragments() {
-				bm.Add(uint32(f.GetId()))
+				newIDs = append(newIDs, f.GetId())
 			}
-			changed = true
+			ch, err := index.Recalculate(bm, oldIDs, newIDs)
+			if err != nil {
+				return nil, fmt.Errorf("index %q: %w", idx.GetName(), err)
+			}
+			changed = changed || ch
 		}
 		if !changed {
 			out[i] = idx

@@ -68,7 +68,7 @@ func manifest(version uint64, schema []*filepb.Field, frags ...*tablepb.DataFrag
 	return &tablepb.Manifest{Version: version, Fields: schema, Fragments: frags, MaxFragmentId: &maxID}
 }
 
-func index(t testing.TB, name string, ids ...uint32) *tablepb.IndexMetadata {
+func indexMeta(t testing.TB, name string, ids ...uint32) *tablepb.IndexMetadata {
 	bm := roaring.BitmapOf(ids...)
 	var buf bytes.Buffer
 	if _, err := bm.WriteTo(&buf); err != nil {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/lanced-dev/lanced/internal/format"
@@ -108,6 +109,19 @@ func TestRewritePlanMatchesLanceOptimize(t *testing.T) {
 			for _, r := range p.Rewrites {
 				planned = append(planned, r.Fragments...)
 			}
+			// index_coverage = unindex keeps the last task that holds an
+			// index's covered fragments (real Lance remaps instead); the
+			// binning is compared with those fragments counted as planned.
+			protected, prev := 0, ""
+			for _, d := range p.Decisions {
+				if strings.HasPrefix(d.Reason, "kept: last fragments covered by index") {
+					planned = append(planned, d.Fragment)
+					if d.Reason != prev {
+						protected++ // one held-back task per run of equal reasons
+					}
+				}
+				prev = d.Reason
+			}
 			slices.Sort(planned)
 
 			oracle.RunOps(t, uri, []oracle.Op{{"op": "optimize"}})
@@ -133,7 +147,7 @@ func TestRewritePlanMatchesLanceOptimize(t *testing.T) {
 			if !slices.Equal(planned, removed) {
 				t.Fatalf("lanced plans %v, real Lance's optimize removed %v (added %v)", planned, removed, added)
 			}
-			if len(added) != len(p.Rewrites) {
+			if len(added) != len(p.Rewrites)+protected {
 				t.Fatalf("lanced plans %d tasks, real Lance wrote %d fragments %v", len(p.Rewrites), len(added), added)
 			}
 			t.Logf("%s: %d fragments, plan %v, Lance removed %v added %v", c.scenario, len(old), planned, removed, added)

@@ -126,12 +126,10 @@ func Compute(in Input) *Plan {
 	scope := pol.Scope.Value
 	if scope == policy.ScopeAll || scope == policy.ScopeRewrite {
 		coverage := c.IndexCoverage.Value
-		if coverage == policy.CoverageRemap {
-			warn("index_coverage = remap is not implemented yet; planning as keep")
-			coverage = policy.CoverageKeep
-		}
+		stable := m.GetReaderFeatureFlags()&format.FlagStableRowIDs != 0
 		threshold := c.MaterializeDeletionsThreshold.Value
 		ic := newIndexCoverage(in.Indices, in.LegacyIndexMaxFragmentID, warn)
+		setBlocking(ic, coverage, stable)
 		target := c.TargetRowsPerFragment.Value
 		if target == 0 {
 			target = policy.DefaultTargetRowsPerFragment
@@ -140,8 +138,8 @@ func Compute(in Input) *Plan {
 			target:      target,
 			materialize: c.MaterializeDeletions.Value && threshold < 1,
 			threshold:   float32(threshold),
-			keepIndexed: coverage == policy.CoverageKeep,
 		}, excluded, reasons)
+		tasks = protectLastCoverage(ic, frags, tasks, coverage, stable, reasons)
 		for _, task := range tasks {
 			var ids []uint64
 			var rows, physical, bytes uint64
@@ -176,6 +174,7 @@ func Compute(in Input) *Plan {
 				p.Decisions[i] = Decision{Fragment: frags[i].GetId(), Action: ActionRewrite, Task: n, Reason: reasons[i]}
 			}
 		}
+		p.Indices = indexDecisions(ic, frags, inRewrite, coverage, stable)
 	} else {
 		for i := range reasons {
 			reasons[i] = "rewrites not in scope (scope = " + scope + ")"

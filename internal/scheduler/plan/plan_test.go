@@ -71,6 +71,7 @@ func TestRewriteBinning(t *testing.T) {
 		frags   []*tablepb.DataFragment
 		indices func(t *testing.T) []*tablepb.IndexMetadata
 		edit    func(e *policy.Effective)
+		stable  bool
 		want    [][]uint64
 	}{
 		{name: "adjacent small fragments form one task", frags: []*tablepb.DataFragment{small(0, 100), small(1, 100), small(2, 100)}, want: [][]uint64{{0, 1, 2}}},
@@ -83,24 +84,52 @@ func TestRewriteBinning(t *testing.T) {
 		{name: "ratio exactly at the threshold is not over it (float32, as Lance)", frags: []*tablepb.DataFragment{small(0, 5000), deleted(1, 10000, 1000), small(2, 5000)}},
 		{name: "materialize_deletions off", frags: []*tablepb.DataFragment{deleted(0, 5000, 4000)},
 			edit: func(e *policy.Effective) { set(&e.Compaction.MaterializeDeletions, false) }},
-		{name: "index sets split bins (unindex)", frags: []*tablepb.DataFragment{small(0, 10), small(1, 10), small(2, 10), small(3, 10)},
-			indices: func(t *testing.T) []*tablepb.IndexMetadata { return []*tablepb.IndexMetadata{index(t, "id_idx", 0, 1)} },
-			edit:    func(e *policy.Effective) { set(&e.Compaction.IndexCoverage, policy.CoverageUnindex) },
-			want:    [][]uint64{{0, 1}, {2, 3}}},
+		{name: "index sets split bins (unindex)", frags: []*tablepb.DataFragment{small(0, 10), small(1, 10), small(2, 10), small(3, 10), small(4, 5000)},
+			indices: func(t *testing.T) []*tablepb.IndexMetadata {
+				return []*tablepb.IndexMetadata{indexMeta(t, "id_idx", 0, 1, 4)}
+			},
+			edit: func(e *policy.Effective) { set(&e.Compaction.IndexCoverage, policy.CoverageUnindex) },
+			want: [][]uint64{{0, 1}, {2, 3}}},
 		{name: "index_coverage keep leaves indexed fragments alone", frags: []*tablepb.DataFragment{small(0, 10), small(1, 10), small(2, 10), small(3, 10)},
-			indices: func(t *testing.T) []*tablepb.IndexMetadata { return []*tablepb.IndexMetadata{index(t, "id_idx", 0, 1)} },
-			want:    [][]uint64{{2, 3}}},
+			indices: func(t *testing.T) []*tablepb.IndexMetadata {
+				return []*tablepb.IndexMetadata{indexMeta(t, "id_idx", 0, 1)}
+			},
+			want: [][]uint64{{2, 3}}},
 		// lance-table-format §6.2 exA: fragment 0 (20000 rows, 35.6% deleted)
 		// and 1..4 (300 each) in both indices, 5 and 6 in none.
 		{name: "exA as observed on lance 8.0.0", frags: []*tablepb.DataFragment{deleted(0, 20000, 7120), small(1, 300), small(2, 300), small(3, 300), small(4, 300), small(5, 300), small(6, 300)},
 			indices: func(t *testing.T) []*tablepb.IndexMetadata {
-				return []*tablepb.IndexMetadata{index(t, "id_idx", 0, 1, 2, 3, 4), index(t, "vec_idx", 0, 1, 2, 3, 4)}
+				return []*tablepb.IndexMetadata{indexMeta(t, "id_idx", 0, 1, 2, 3, 4), indexMeta(t, "vec_idx", 0, 1, 2, 3, 4)}
 			},
 			edit: func(e *policy.Effective) {
 				set(&e.Compaction.TargetRowsPerFragment, uint64(policy.DefaultTargetRowsPerFragment))
 				set(&e.Compaction.IndexCoverage, policy.CoverageUnindex)
 			},
-			want: [][]uint64{{0, 1, 2, 3, 4}, {5, 6}}},
+			stable: true,
+			want:   [][]uint64{{0, 1, 2, 3, 4}, {5, 6}}},
+		// The same table in address mode: the first task would leave both
+		// indices covering no fragment, so unindex keeps it.
+		{name: "exA, address mode: unindex keeps the last covered fragments", frags: []*tablepb.DataFragment{deleted(0, 20000, 7120), small(1, 300), small(2, 300), small(3, 300), small(4, 300), small(5, 300), small(6, 300)},
+			indices: func(t *testing.T) []*tablepb.IndexMetadata {
+				return []*tablepb.IndexMetadata{indexMeta(t, "id_idx", 0, 1, 2, 3, 4), indexMeta(t, "vec_idx", 0, 1, 2, 3, 4)}
+			},
+			edit: func(e *policy.Effective) {
+				set(&e.Compaction.TargetRowsPerFragment, uint64(policy.DefaultTargetRowsPerFragment))
+				set(&e.Compaction.IndexCoverage, policy.CoverageUnindex)
+			},
+			want: [][]uint64{{5, 6}}},
+		{name: "stable row ids: index_coverage keep rewrites indexed fragments (bitmap-only)", frags: []*tablepb.DataFragment{small(0, 10), small(1, 10), small(2, 10), small(3, 10)},
+			indices: func(t *testing.T) []*tablepb.IndexMetadata {
+				return []*tablepb.IndexMetadata{indexMeta(t, "id_idx", 0, 1)}
+			},
+			stable: true,
+			want:   [][]uint64{{0, 1}, {2, 3}}},
+		{name: "remap of an index type lanced cannot remap plans as keep", frags: []*tablepb.DataFragment{small(0, 10), small(1, 10), small(2, 10), small(3, 10)},
+			indices: func(t *testing.T) []*tablepb.IndexMetadata {
+				return []*tablepb.IndexMetadata{indexMeta(t, "id_idx", 0, 1)}
+			},
+			edit: func(e *policy.Effective) { set(&e.Compaction.IndexCoverage, policy.CoverageRemap) },
+			want: [][]uint64{{2, 3}}},
 		// Seed 003: tasks of 3, 4 and 5 fragments under max_source_fragments
 		// 10 take the first two (7 fragments); the third waits.
 		{name: "max_source_fragments takes whole tasks in order",
@@ -128,6 +157,10 @@ func TestRewriteBinning(t *testing.T) {
 				c.edit(&e)
 			}
 			m := manifest(9, ab, c.frags...)
+			if c.stable {
+				m.ReaderFeatureFlags |= format.FlagStableRowIDs
+				m.WriterFeatureFlags |= format.FlagStableRowIDs
+			}
 			in := Input{Table: "t", Manifest: m, Policy: e}
 			if c.indices != nil {
 				in.Indices = c.indices(t)
@@ -368,7 +401,7 @@ func benchManifest(n int) *tablepb.Manifest {
 func BenchmarkPlan(b *testing.B) {
 	const n = 100000
 	m := benchManifest(n)
-	idx := index(b, "id_idx")
+	idx := indexMeta(b, "id_idx")
 	e := pol(func(e *policy.Effective) {
 		set(&e.Repack.MaxDataFilesPerFragment, uint64(2))
 		set(&e.Compaction.IndexCoverage, policy.CoverageUnindex)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 
+	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 )
 
@@ -60,10 +61,13 @@ func (b *candidateBin) splitForSize(min uint64) [][]int {
 	}
 }
 
-// indexCoverage holds every index's fragment bitmap.
+// indexCoverage holds every index segment's fragment bitmap and whether
+// it keeps the fragments it covers out of rewrites.
 type indexCoverage struct {
-	names []string
-	maps  []*roaring.Bitmap // nil: covers everything (legacy index, unknown range)
+	names  []string
+	kinds  []index.Kind
+	maps   []*roaring.Bitmap // nil: covers everything (legacy index, unknown range)
+	blocks []string          // why the segment's fragments are kept; "" when they may be rewritten
 }
 
 func newIndexCoverage(indices []*tablepb.IndexMetadata, legacy map[uint64]uint32, warn func(string)) *indexCoverage {
@@ -74,6 +78,8 @@ func newIndexCoverage(indices []*tablepb.IndexMetadata, legacy map[uint64]uint32
 			name = fmt.Sprintf("index@%d", ix.GetDatasetVersion())
 		}
 		ic.names = append(ic.names, name)
+		ic.kinds = append(ic.kinds, index.Detect(ix))
+		ic.blocks = append(ic.blocks, "")
 		if len(ix.GetFragmentBitmap()) == 0 {
 			if maxID, ok := legacy[ix.GetDatasetVersion()]; ok {
 				bm := roaring.New()
@@ -107,12 +113,23 @@ func (ic *indexCoverage) covering(id uint64, out []int) []int {
 	return out
 }
 
-func (ic *indexCoverage) describe(pos []int) string {
-	names := make([]string, len(pos))
-	for i, p := range pos {
-		names[i] = ic.names[p]
+// blocking returns the reason the first blocking index among pos keeps its
+// fragments, naming the indices, or "".
+func (ic *indexCoverage) blocking(pos []int) string {
+	var names []string
+	why := ""
+	for _, p := range pos {
+		if ic.blocks[p] != "" {
+			names = append(names, ic.names[p])
+			if why == "" {
+				why = ic.blocks[p]
+			}
+		}
 	}
-	return strings.Join(names, ", ")
+	if why == "" {
+		return ""
+	}
+	return fmt.Sprintf("covered by index %s (%s)", strings.Join(names, ", "), why)
 }
 
 // fragRows returns a fragment's physical and deleted rows from the manifest,
@@ -139,7 +156,6 @@ type rewriteOpts struct {
 	target      uint64
 	materialize bool
 	threshold   float32
-	keepIndexed bool
 }
 
 // planBins runs Lance 8.0.0's candidate selection and binning over the
@@ -163,8 +179,8 @@ func planBins(frags []*tablepb.DataFragment, ic *indexCoverage, o rewriteOpts, e
 		switch {
 		case excluded[i] != "":
 			reasons[i] = excluded[i]
-		case o.keepIndexed && len(idx) > 0:
-			reasons[i] = fmt.Sprintf("covered by index %s (index_coverage = keep)", ic.describe(idx))
+		case len(idx) > 0 && ic.blocking(idx) != "":
+			reasons[i] = ic.blocking(idx)
 		default:
 			physical, deleted, _ := fragRows(f)
 			live = physical - deleted

@@ -68,7 +68,9 @@ type Plan struct {
 	Rewrites    []engine.RewriteTask `json:"rewrites"`
 	Repacks     []engine.RepackTask  `json:"repacks"`
 	Decisions   []Decision           `json:"decisions"`
-	Warnings    []string             `json:"warnings,omitempty"`
+	// Indices says per index what the plan does to it (rewrite scope only).
+	Indices  []IndexDecision `json:"indices,omitempty"`
+	Warnings []string        `json:"warnings,omitempty"`
 }
 
 // Empty reports whether the plan has no task.

@@ -1,0 +1,38 @@
+// Package index is lanced's model of Lance index metadata and the shared
+// pieces every index remap needs. It owns no I/O.
+//
+// It owns:
+//   - kind detection (kind.go): which of the index types lance 8.0.0 builds
+//     an IndexMetadata entry describes (btree, bitmap, labelList, fts, fm,
+//     ivfFlat, ivfPq, ivfRq, hnswSq, hnswPq, the fragment-reuse index),
+//     from the index_details type URL and, for vector indices, the
+//     VectorIndexDetails fields;
+//   - coverage (coverage.go): fragment bitmaps, effective coverage (bitmap ∩
+//     existing fragments) and Lance's retention rule, so a commit can be
+//     checked for leaving an index that real Lance would drop at its next
+//     Delete/Update/Merge/Project commit
+//     (https://github.com/lancedb/lance/blob/main/rust/lance/src/dataset/transaction.rs,
+//     retain_relevant_indices), and the bitmap update a Rewrite applies to a
+//     remapped or row-id index (recalculate_fragment_bitmap);
+//   - the row-address mapping of rewrite groups (rowmap.go,
+//     CompactionMapping): old row address → new row address or deleted,
+//     computed on demand from each group's old fragments, their deletion
+//     bitmaps and the new fragments' row counts, so no table-wide map is
+//     ever built.
+//
+// Sub-packages:
+//   - internal/format/index/scalar: the btree, bitmap and labelList index
+//     files and their remap;
+//   - internal/format/index/vector: the IVF and HNSW vector index files
+//     (ivfFlat, ivfPq, ivfRq, hnswSq, hnswPq) and their remap.
+//
+// Both read and write index files with internal/format/lancefile and
+// internal/format/lancewrite (index files are Lance data files) and take a
+// Mapping for the addresses; the engine moves the bytes.
+//
+// Invariants: a fragment bitmap is never given new fragment ids unless the
+// index files were rewritten for them (or the table has stable row ids);
+// nothing here panics on outside bytes.
+//
+// Imports: internal/format/pb/..., roaring and the protobuf runtime only.
+package index

@@ -1,0 +1,229 @@
+package plan
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/RoaringBitmap/roaring/v2"
+
+	"github.com/lanced-dev/lanced/internal/format/index"
+	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
+	"github.com/lanced-dev/lanced/internal/policy"
+)
+
+// Actions of an IndexDecision.
+const (
+	// IndexUntouched: the plan rewrites no fragment the index covers.
+	IndexUntouched = "untouched"
+	// IndexBitmapOnly: stable row ids; the index keeps covering the rows
+	// through a fragment-bitmap update, no index file is rewritten.
+	IndexBitmapOnly = "bitmap-only"
+	// IndexRemap: the index files are rewritten for the new row addresses
+	// and committed with the rewrite.
+	IndexRemap = "remap"
+	// IndexUnindexed: index_coverage = unindex; the rewritten rows are left
+	// unindexed (flat-scanned) until the index is optimized.
+	IndexUnindexed = "unindexed"
+	// IndexKeep: the index blocks rewrites of the fragments it covers.
+	IndexKeep = "keep"
+)
+
+// IndexDecision says what the plan does to one index (all segments of one
+// name).
+type IndexDecision struct {
+	Name     string `json:"name"`
+	Kind     string `json:"kind"`
+	Segments int    `json:"segments"`
+	Action   string `json:"action"`
+	// Covered are the existing fragments the index covers; Rewritten are
+	// those the plan rewrites.
+	Covered   []uint64 `json:"covered"`
+	Rewritten []uint64 `json:"rewritten,omitempty"`
+	Reason    string   `json:"reason"`
+}
+
+// remappable lists the index kinds lanced rewrites for new row addresses.
+var remappable = map[index.Kind]bool{}
+
+// Remappable reports whether lanced remaps indices of the kind after a
+// rewrite in address mode.
+func Remappable(k index.Kind) bool { return remappable[k] }
+
+// setBlocking decides, per index segment, whether the fragments it covers
+// stay out of rewrites, and why.
+func setBlocking(ic *indexCoverage, mode string, stable bool) {
+	for i, k := range ic.kinds {
+		switch {
+		case k.IsSystem():
+			ic.blocks[i] = fmt.Sprintf("system index %s: lanced does not rewrite fragments it covers", k)
+		case stable:
+			// Row ids survive a rewrite: bitmap-only in every mode.
+		case mode == policy.CoverageKeep:
+			ic.blocks[i] = "index_coverage = keep"
+		case mode == policy.CoverageRemap && !remappable[k]:
+			ic.blocks[i] = fmt.Sprintf("index_coverage = remap, but lanced cannot remap %s indices yet", k)
+		}
+	}
+}
+
+// nameGroups returns the segment positions of each index name, in order of
+// first appearance.
+func nameGroups(ic *indexCoverage) (names []string, pos map[string][]int) {
+	pos = map[string][]int{}
+	for i, n := range ic.names {
+		if _, ok := pos[n]; !ok {
+			names = append(names, n)
+		}
+		pos[n] = append(pos[n], i)
+	}
+	return names, pos
+}
+
+// covered returns the existing fragments the segments cover.
+func covered(ic *indexCoverage, segs []int, existing *roaring.Bitmap) *roaring.Bitmap {
+	out := roaring.New()
+	for _, s := range segs {
+		if ic.maps[s] == nil {
+			return existing.Clone()
+		}
+		out.Or(roaring.And(ic.maps[s], existing))
+	}
+	return out
+}
+
+// protectLastCoverage drops tasks, last first, until no index would be
+// left covering no existing fragment. In address mode a rewrite that does
+// not remap an index leaves its bitmap naming removed fragments; once none
+// of them exists, Lance's next Delete/Update/Merge/Project commit drops a
+// vector index outright (trained model included) and keeps a scalar one
+// that indexes nothing. So index_coverage = unindex keeps each index's last
+// covered fragments. Only indices that are neither remapped nor
+// bitmap-only are considered.
+func protectLastCoverage(ic *indexCoverage, frags []*tablepb.DataFragment, tasks [][]int, mode string, stable bool, reasons []string) [][]int {
+	if stable || mode != policy.CoverageUnindex || len(tasks) == 0 {
+		return tasks
+	}
+	existing := roaring.New()
+	pos := map[uint32]int{}
+	for i, f := range frags {
+		existing.Add(uint32(f.GetId()))
+		pos[uint32(f.GetId())] = i
+	}
+	names, segs := nameGroups(ic)
+	taskOf := make([]int, len(frags))
+	for i := range taskOf {
+		taskOf[i] = -1
+	}
+	for t, task := range tasks {
+		for _, i := range task {
+			taskOf[i] = t
+		}
+	}
+	dropped := make([]bool, len(tasks))
+	for _, n := range names {
+		if ic.kinds[segs[n][0]].IsSystem() {
+			continue
+		}
+		cov := covered(ic, segs[n], existing)
+		if cov.IsEmpty() {
+			continue
+		}
+		// The index survives when one covered fragment is in no kept task.
+		last := -1
+		kept := false
+		for _, id := range cov.ToArray() {
+			t := taskOf[pos[id]]
+			if t < 0 || dropped[t] {
+				kept = true
+				break
+			}
+			if t > last {
+				last = t
+			}
+		}
+		if kept {
+			continue
+		}
+		dropped[last] = true
+		kind := ic.kinds[segs[n][0]]
+		why := "Lance keeps a scalar index that covers nothing, but it would index no row"
+		if kind.IsVector() {
+			why = "Lance drops a vector index that covers no fragment at its next delete/update/merge_insert/add_columns commit, trained model included"
+		}
+		for _, i := range tasks[last] {
+			reasons[i] = fmt.Sprintf("kept: last fragments covered by index %s (%s); rewriting them with index_coverage = unindex would leave it covering no fragment: %s", n, kind, why)
+		}
+	}
+	out := tasks[:0]
+	for t, task := range tasks {
+		if !dropped[t] {
+			out = append(out, task)
+		}
+	}
+	return out
+}
+
+// indexDecisions reports per index what the plan does to it; inRewrite
+// marks the fragments of the tasks taken.
+func indexDecisions(ic *indexCoverage, frags []*tablepb.DataFragment, inRewrite []bool, mode string, stable bool) []IndexDecision {
+	existing := roaring.New()
+	rewritten := roaring.New()
+	for i, f := range frags {
+		existing.Add(uint32(f.GetId()))
+		if inRewrite[i] {
+			rewritten.Add(uint32(f.GetId()))
+		}
+	}
+	names, segs := nameGroups(ic)
+	var out []IndexDecision
+	for _, n := range names {
+		s := segs[n]
+		kind := ic.kinds[s[0]]
+		cov := covered(ic, s, existing)
+		d := IndexDecision{Name: n, Kind: string(kind), Segments: len(s), Covered: toU64(cov)}
+		rw := roaring.And(cov, rewritten)
+		d.Rewritten = toU64(rw)
+		var blocks []string
+		for _, p := range s {
+			if ic.blocks[p] != "" {
+				blocks = append(blocks, ic.blocks[p])
+			}
+		}
+		switch {
+		case len(blocks) > 0:
+			d.Action, d.Reason = IndexKeep, "fragments it covers are not rewritten: "+strings.Join(dedupe(blocks), "; ")
+		case rw.IsEmpty():
+			d.Action, d.Reason = IndexUntouched, "no fragment it covers is rewritten"
+		case stable:
+			d.Action, d.Reason = IndexBitmapOnly, "stable row ids: the fragment bitmap follows the rewrite, no index file is rewritten"
+		case mode == policy.CoverageRemap:
+			d.Action, d.Reason = IndexRemap, "index files rewritten for the new row addresses under a new uuid, committed with the rewrite"
+		default:
+			left := roaring.AndNot(cov, rw)
+			d.Action, d.Reason = IndexUnindexed, fmt.Sprintf("index_coverage = unindex: %d rewritten fragment(s) become unindexed; it still covers %d fragment(s)", rw.GetCardinality(), left.GetCardinality())
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+func toU64(bm *roaring.Bitmap) []uint64 {
+	out := make([]uint64, 0, bm.GetCardinality())
+	it := bm.Iterator()
+	for it.HasNext() {
+		out = append(out, uint64(it.Next()))
+	}
+	return out
+}
+
+func dedupe(s []string) []string {
+	sort.Strings(s)
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
