@@ -22,7 +22,10 @@
 //   {"op":"tag","action":"create|update|delete","name":..,"version":N?}
 //   {"op":"checkout_version","version":N}  {"op":"checkout_latest"}  {"op":"restore"}
 //   {"op":"count_rows","where":SQL?}
-//   {"op":"query","where":SQL?,"columns":[..]?,"limit":N?}       -> {"count":N,"data":[...]}
+//   {"op":"query","where":SQL?,"columns":[..]?,"limit":N?,"explain":bool?}
+//                                       -> {"count":N,"data":[...],"plan":explainPlan(verbose)?}
+//   {"op":"merge_insert","on":col?,"rows":N,"seed":S,"id_start":K?}  upsert generated rows
+//       (ids from id_start, default 0): matched rows updated, others inserted
 //   {"op":"vector_search","column":..,"vector":[..],"k":N?,"nprobes":N?,"refine_factor":N?,
 //       "where":SQL?,"columns":[..]?,"bypass_vector_index":bool?,"ef":N?,"distance_type":..?,"explain":bool?}
 //                                       -> {"count":N,"data":[...],"plan":explainPlan(verbose)?}
@@ -79,6 +82,12 @@ const handlers = {
     const data = genTable(schema, op.rows ?? 100, op.seed ?? 1, { idStart });
     const res = await t.add(data);
     return { rows: await t.countRows(), added: data.numRows, id_start: idStart, result: res };
+  },
+  async merge_insert(t, op) {
+    const schema = await t.schema();
+    const data = genTable(schema, op.rows ?? 100, op.seed ?? 1, { idStart: op.id_start ?? 0 });
+    const res = await t.mergeInsert(op.on ?? "id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(data);
+    return { result: res, rows: await t.countRows() };
   },
   async delete(t, op) {
     if (!op.where) throw new Error("delete needs where");
@@ -152,8 +161,9 @@ const handlers = {
     if (op.where) q = q.where(op.where);
     if (op.columns) q = q.select(op.columns);
     if (op.limit !== undefined) q = q.limit(op.limit);
+    const plan = op.explain ? await q.explainPlan(true) : undefined;
     const tbl = await q.toArrow();
-    return { count: tbl.numRows, data: rowsToJSON(tbl) };
+    return { count: tbl.numRows, data: rowsToJSON(tbl), plan };
   },
   async vector_search(t, op) {
     let q = t.vectorSearch(Float32Array.from(op.vector));
