@@ -63,6 +63,21 @@ func checkDecisions(t *testing.T, m *tablepb.Manifest, p *Plan) {
 	}
 }
 
+// exA: fragment 0 (20000 rows, 35.6% deleted) and 1..4 (300 each) in both
+// indices, 5 and 6 in none, as observed on lance 8.0.0.
+func exA() []*tablepb.DataFragment {
+	return []*tablepb.DataFragment{deleted(0, 20000, 7120), small(1, 300), small(2, 300), small(3, 300), small(4, 300), small(5, 300), small(6, 300)}
+}
+
+func exAIndices(t *testing.T) []*tablepb.IndexMetadata {
+	return []*tablepb.IndexMetadata{indexMeta(t, "id_idx", 0, 1, 2, 3, 4), indexMeta(t, "vec_idx", 0, 1, 2, 3, 4)}
+}
+
+func exAUnindex(e *policy.Effective) {
+	set(&e.Compaction.TargetRowsPerFragment, uint64(policy.DefaultTargetRowsPerFragment))
+	set(&e.Compaction.IndexCoverage, policy.CoverageUnindex)
+}
+
 func TestRewriteBinning(t *testing.T) {
 	const target = 1000
 	withTarget := func(e *policy.Effective) { set(&e.Compaction.TargetRowsPerFragment, uint64(target)) }
@@ -95,28 +110,12 @@ func TestRewriteBinning(t *testing.T) {
 				return []*tablepb.IndexMetadata{indexMeta(t, "id_idx", 0, 1)}
 			},
 			want: [][]uint64{{2, 3}}},
-		// lance-table-format §6.2 exA: fragment 0 (20000 rows, 35.6% deleted)
-		// and 1..4 (300 each) in both indices, 5 and 6 in none.
-		{name: "exA as observed on lance 8.0.0", frags: []*tablepb.DataFragment{deleted(0, 20000, 7120), small(1, 300), small(2, 300), small(3, 300), small(4, 300), small(5, 300), small(6, 300)},
-			indices: func(t *testing.T) []*tablepb.IndexMetadata {
-				return []*tablepb.IndexMetadata{indexMeta(t, "id_idx", 0, 1, 2, 3, 4), indexMeta(t, "vec_idx", 0, 1, 2, 3, 4)}
-			},
-			edit: func(e *policy.Effective) {
-				set(&e.Compaction.TargetRowsPerFragment, uint64(policy.DefaultTargetRowsPerFragment))
-				set(&e.Compaction.IndexCoverage, policy.CoverageUnindex)
-			},
+		{name: "exA as observed on lance 8.0.0", frags: exA(), indices: exAIndices, edit: exAUnindex,
 			stable: true,
 			want:   [][]uint64{{0, 1, 2, 3, 4}, {5, 6}}},
 		// The same table in address mode: the first task would leave both
 		// indices covering no fragment, so unindex keeps it.
-		{name: "exA, address mode: unindex keeps the last covered fragments", frags: []*tablepb.DataFragment{deleted(0, 20000, 7120), small(1, 300), small(2, 300), small(3, 300), small(4, 300), small(5, 300), small(6, 300)},
-			indices: func(t *testing.T) []*tablepb.IndexMetadata {
-				return []*tablepb.IndexMetadata{indexMeta(t, "id_idx", 0, 1, 2, 3, 4), indexMeta(t, "vec_idx", 0, 1, 2, 3, 4)}
-			},
-			edit: func(e *policy.Effective) {
-				set(&e.Compaction.TargetRowsPerFragment, uint64(policy.DefaultTargetRowsPerFragment))
-				set(&e.Compaction.IndexCoverage, policy.CoverageUnindex)
-			},
+		{name: "exA, address mode: unindex keeps the last covered fragments", frags: exA(), indices: exAIndices, edit: exAUnindex,
 			want: [][]uint64{{5, 6}}},
 		{name: "stable row ids: index_coverage keep rewrites indexed fragments (bitmap-only)", frags: []*tablepb.DataFragment{small(0, 10), small(1, 10), small(2, 10), small(3, 10)},
 			indices: func(t *testing.T) []*tablepb.IndexMetadata {
