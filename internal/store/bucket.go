@@ -64,7 +64,9 @@ var (
 //     same objects);
 //   - s3://bucket/prefix?endpoint=...&region=...&use_path_style=true&... (the
 //     query is gocloud.dev's s3blob URL parameters);
-//   - gs://bucket/prefix (gocloud.dev's gcsblob URL parameters).
+//   - gs://bucket/prefix?… (gocloud.dev's gcsblob URL parameters, plus
+//     endpoint=http(s)://host:port for an emulator or other JSON-API
+//     endpoint; see openGCS).
 func Open(ctx context.Context, uri string) (*Bucket, error) {
 	uri = LocalURI(uri)
 	u, err := url.Parse(uri)
@@ -105,7 +107,12 @@ func Open(ctx context.Context, uri string) (*Bucket, error) {
 			return nil, fmt.Errorf("store: open %q: %w", uri, err)
 		}
 		root := &url.URL{Scheme: u.Scheme, Host: u.Host, RawQuery: u.RawQuery}
-		bkt, err := blob.OpenBucket(ctx, root.String())
+		var bkt *blob.Bucket
+		if u.Scheme == "gs" {
+			bkt, err = openGCS(ctx, root)
+		} else {
+			bkt, err = blob.OpenBucket(ctx, root.String())
+		}
 		if err != nil {
 			return nil, fmt.Errorf("store: open %q: %w", uri, err)
 		}
@@ -373,10 +380,14 @@ func (b *Bucket) write(ctx context.Context, key string, data []byte, ifAbsent bo
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w, err := b.bkt.NewWriter(wctx, b.prefix+key, &blob.WriterOptions{
-		ContentType: "application/octet-stream",
-		IfNotExist:  ifAbsent,
-	})
+	opts := &blob.WriterOptions{ContentType: "application/octet-stream", IfNotExist: ifAbsent}
+	if b.uri.Scheme == "gs" {
+		// The data is in memory: one upload request, no 16 MiB chunk
+		// buffer per write (the GCS client's default allocates and clears
+		// one for every object, however small).
+		opts.BufferSize = -1
+	}
+	w, err := b.bkt.NewWriter(wctx, b.prefix+key, opts)
 	if err != nil {
 		return err
 	}

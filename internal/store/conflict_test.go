@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -89,5 +92,39 @@ func TestDeleteManyUsesDeleteObjectsOnS3(t *testing.T) {
 	_ = b.List(ctx, "", func(store.Object) error { left++; return nil })
 	if left != 0 {
 		t.Errorf("%d objects left", left)
+	}
+}
+
+// TestGCSPutIfAbsentIsOneConditionalUpload: on gs:// PutIfAbsent is one
+// upload request with ifGenerationMatch=0 (GCS's "create only if absent"
+// precondition), and a lost race comes back as 412 → ErrPreconditionFailed.
+func TestGCSPutIfAbsentIsOneConditionalUpload(t *testing.T) {
+	var mu sync.Mutex
+	var reqs []string
+	gcs := storetest.StartGCSWith(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/upload/") {
+				mu.Lock()
+				reqs = append(reqs, r.URL.Query().Get("name")+" ifGenerationMatch="+r.URL.Query().Get("ifGenerationMatch"))
+				mu.Unlock()
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	b := open(t, gcs.URI("t"))
+	ctx := context.Background()
+	if err := b.PutIfAbsent(ctx, "_versions/1.manifest", []byte("m1")); err != nil {
+		t.Fatal(err)
+	}
+	err := b.PutIfAbsent(ctx, "_versions/1.manifest", []byte("m2"))
+	if !errors.Is(err, store.ErrPreconditionFailed) {
+		t.Fatalf("second PutIfAbsent: %v, want ErrPreconditionFailed", err)
+	}
+	want := []string{"t/_versions/1.manifest ifGenerationMatch=0", "t/_versions/1.manifest ifGenerationMatch=0"}
+	if !slices.Equal(reqs, want) {
+		t.Errorf("upload requests %q, want %q", reqs, want)
+	}
+	if got, _ := b.Get(ctx, "_versions/1.manifest"); string(got) != "m1" {
+		t.Errorf("content %q, want m1", got)
 	}
 }

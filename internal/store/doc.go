@@ -3,7 +3,10 @@
 //
 // It owns:
 //   - opening a URI as a Bucket rooted at a prefix (a table root or a directory
-//     of tables) and sub-roots that share the connection (Sub);
+//     of tables) and sub-roots that share the connection (Sub); gs:// URIs
+//     take endpoint=http(s)://host:port to reach a GCS emulator or another
+//     JSON-API endpoint (with anonymous=true: no credentials), e.g.
+//     gs://lance/wh?endpoint=http://127.0.0.1:4443&anonymous=true;
 //   - get, ranged get, ReaderAt (ranged GETs underneath), attributes, recursive
 //     and one-level listing, put, streaming put, delete, and DeleteMany
 //     (S3 DeleteObjects, 1000 keys per request);

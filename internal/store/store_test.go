@@ -283,3 +283,36 @@ func TestRaceChild(t *testing.T) {
 		}
 	}
 }
+
+func TestConformanceGCS(t *testing.T) {
+	gcs := storetest.StartGCS(t)
+	n := 0
+	storetest.Run(t, func(t *testing.T) *store.Bucket {
+		n++
+		return open(t, gcs.URI(fmt.Sprintf("conf/%d/db", n)))
+	})
+}
+
+func TestGCSEndpointValidation(t *testing.T) {
+	for _, uri := range []string{
+		"gs://lance/t?endpoint=ftp://127.0.0.1:1&anonymous=true",
+		"gs://lance/t?endpoint=127.0.0.1:1&anonymous=true",
+		"gs://lance/t?endpoint=http://127.0.0.1:1&anonymous=true&bogus=1",
+	} {
+		if b, err := store.Open(context.Background(), uri); err == nil {
+			b.Close()
+			t.Errorf("Open(%s) succeeded", uri)
+		} else if !strings.Contains(err.Error(), "endpoint") && !strings.Contains(err.Error(), "bogus") {
+			t.Errorf("Open(%s): %v does not name the bad parameter", uri, err)
+		}
+	}
+	gcs := storetest.StartGCS(t)
+	// A trailing /storage/v1/ on the endpoint is accepted too.
+	b := open(t, "gs://lance/t?anonymous=true&endpoint="+gcs.Endpoint+"/storage/v1/")
+	if err := b.Put(context.Background(), "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := open(t, gcs.URI("t")).Get(context.Background(), "k"); err != nil || string(got) != "v" {
+		t.Errorf("Get = %q, %v", got, err)
+	}
+}

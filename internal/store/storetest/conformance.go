@@ -144,6 +144,43 @@ func Run(t *testing.T, open func(t *testing.T) *store.Bucket) {
 			t.Errorf("List with a failing callback = %v after %d calls; want stop after 1", err, n)
 		}
 	})
+	t.Run("ListManyKeys", func(t *testing.T) {
+		// More keys than one listing page holds on S3 and GCS (1000), in
+		// two directories, so every backend's pagination is exercised.
+		b := open(t)
+		const n = 1100
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		sem := make(chan struct{}, 16)
+		for i := range n {
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				dir := "many/a/"
+				if i%3 == 0 {
+					dir = "many/b/"
+				}
+				if err := b.Put(ctx, fmt.Sprintf("%s%05d", dir, i), []byte("x")); err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		keys := listKeys(t, b, "many/", false)
+		if distinct := len(slices.Compact(slices.Clone(keys))); len(keys) != n || distinct != n {
+			t.Fatalf("List(many/) = %d keys (%d distinct), want %d", len(keys), distinct, n)
+		}
+		if got := listKeys(t, b, "many/a/", true); len(got) != n-(n+2)/3 {
+			t.Errorf("ListDir(many/a/) = %d keys, want %d", len(got), n-(n+2)/3)
+		}
+		if got := listKeys(t, b, "many/", true); !slices.Equal(got, []string{"many/a/", "many/b/"}) {
+			t.Errorf("ListDir(many/) = %v", got)
+		}
+	})
 	t.Run("Delete", func(t *testing.T) {
 		b := open(t)
 		mustPut(t, b, "d/1", []byte("1"))

@@ -1,0 +1,68 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/gcsblob"
+	"gocloud.dev/gcp"
+	"google.golang.org/api/option"
+)
+
+// openGCS opens gs://bucket?… with gocloud.dev's gcsblob. On top of
+// gcsblob's URL parameters (anonymous, access_id, private_key_path,
+// universe_domain, grpc, zonal) it accepts endpoint=<base URL>: the JSON
+// API is then reached at <base URL>/storage/v1/ instead of
+// storage.googleapis.com (a GCS emulator such as fake-gcs-server, or a
+// private GCS-compatible endpoint). With anonymous=true no credentials are
+// sent; otherwise the Application Default Credentials are used.
+//
+// gcsblob also honours the STORAGE_EMULATOR_HOST environment variable
+// (process-wide, unauthenticated); endpoint= does the same per URI.
+func openGCS(ctx context.Context, root *url.URL) (*blob.Bucket, error) {
+	q := root.Query()
+	ep := q.Get("endpoint")
+	if ep == "" {
+		return blob.OpenBucket(ctx, root.String())
+	}
+	api, err := gcsJSONEndpoint(ep)
+	if err != nil {
+		return nil, err
+	}
+	q.Del("endpoint")
+	opener := &gcsblob.URLOpener{Options: gcsblob.Options{ClientOptions: []option.ClientOption{option.WithEndpoint(api)}}}
+	anon, _ := strconv.ParseBool(q.Get("anonymous"))
+	if !anon && q.Get("access_id") != "-" {
+		creds, err := gcp.DefaultCredentials(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("endpoint %s: no Google credentials (add anonymous=true for an emulator that checks none): %w", ep, err)
+		}
+		c, err := gcp.NewHTTPClient(gcp.DefaultTransport(), gcp.CredentialsTokenSource(creds))
+		if err != nil {
+			return nil, err
+		}
+		opener.Client = c
+	}
+	u := *root
+	u.RawQuery = q.Encode()
+	return opener.OpenBucketURL(ctx, &u)
+}
+
+// gcsJSONEndpoint turns an endpoint parameter (http://host:port, with or
+// without a trailing /storage/v1/) into the JSON API base URL.
+func gcsJSONEndpoint(ep string) (string, error) {
+	u, err := url.Parse(ep)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("endpoint %q: want http(s)://host[:port]", ep)
+	}
+	p := strings.TrimSuffix(u.Path, "/")
+	if !strings.HasSuffix(p, "/storage/v1") {
+		p += "/storage/v1"
+	}
+	u.Path = p + "/"
+	return u.String(), nil
+}
