@@ -51,11 +51,16 @@ func TestConformanceMem(t *testing.T) {
 }
 
 func TestConformanceS3(t *testing.T) {
-	s3 := storetest.StartS3(t)
+	runAtPrefixes(t, storetest.StartS3(t).URI)
+}
+
+// runAtPrefixes runs the conformance suite with a fresh prefix of one
+// emulator per subtest.
+func runAtPrefixes(t *testing.T, uri func(prefix string) string) {
 	n := 0
 	storetest.Run(t, func(t *testing.T) *store.Bucket {
 		n++
-		return open(t, s3.URI(fmt.Sprintf("conf/%d/db", n)))
+		return open(t, uri(fmt.Sprintf("conf/%d/db", n)))
 	})
 }
 
@@ -285,12 +290,7 @@ func TestRaceChild(t *testing.T) {
 }
 
 func TestConformanceGCS(t *testing.T) {
-	gcs := storetest.StartGCS(t)
-	n := 0
-	storetest.Run(t, func(t *testing.T) *store.Bucket {
-		n++
-		return open(t, gcs.URI(fmt.Sprintf("conf/%d/db", n)))
-	})
+	runAtPrefixes(t, storetest.StartGCS(t).URI)
 }
 
 func TestGCSEndpointValidation(t *testing.T) {
