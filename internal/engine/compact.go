@@ -109,30 +109,52 @@ func CommitRewrites(ctx context.Context, tbl *Table, readVersion uint64, outs []
 		}
 		txn := &tablepb.Transaction{ReadVersion: readVersion, Uuid: uuid.NewString()}
 		var before *tablepb.Manifest
+		var beforeIdx []*tablepb.IndexMetadata
 		var txGroups []*tablepb.Transaction_Rewrite_RewriteGroup
 		m, err := tbl.CommitIndexed(ctx, checked, txn, func(latest *format.Manifest) (*tablepb.Manifest, *tablepb.IndexSection, error) {
 			next, tg, err := ApplyRewrite(latest.PB, groups)
 			if err != nil {
 				return nil, nil, err
 			}
-			before, txGroups = latest.PB, tg
+			before, beforeIdx, txGroups = latest.PB, latest.Indices.GetIndices(), tg
 			txn.Operation = &tablepb.Transaction_Rewrite_{Rewrite: &tablepb.Transaction_Rewrite{Groups: tg}}
 			stable = latest.PB.GetReaderFeatureFlags()&format.FlagStableRowIDs != 0
-			if !stable || latest.Indices == nil {
+			if latest.Indices == nil {
 				return next, nil, nil
 			}
-			idx, err := ApplyRewriteIndices(latest.Indices.GetIndices(), tg, true)
-			if err != nil {
-				return nil, nil, err
+			idx := beforeIdx
+			if stable {
+				if idx, err = ApplyRewriteIndices(beforeIdx, tg, true); err != nil {
+					return nil, nil, err
+				}
 			}
-			sec := &tablepb.IndexSection{Indices: idx}
-			return next, sec, nil
+			// Never commit a version that makes real Lance lose an index
+			// (the plan guards against it; concurrent commits may not).
+			if err := CheckIndexCoverage(latest.PB, beforeIdx, next, idx); err != nil {
+				return nil, nil, &coverageRefusal{err}
+			}
+			if !stable {
+				return next, nil, nil
+			}
+			return next, &tablepb.IndexSection{Indices: idx}, nil
 		})
 		var ce *ConflictError
+		var cr *coverageRefusal
 		switch {
+		case errors.As(err, &cr):
+			// Refused before anything was committed: the outputs go now.
+			discardAll()
+			for _, o := range live {
+				rep.Dropped = append(rep.Dropped, Dropped{Key: Task{Rewrite: o.Task}.Key(), Verdict: Incompatible, Reason: cr.Error()})
+			}
+			opts.Logger.Warn("rewrite refused: it would lose an index", "table", tbl.URI(), "err", cr.Error())
+			return rep, nil
 		case err == nil:
 			if verr := VerifyRewrite(before, m.PB, txGroups); verr != nil {
 				return rep, fmt.Errorf("verify version %d of %s: %w", m.Version(), tbl.URI(), verr)
+			}
+			if verr := CheckIndexCoverage(before, beforeIdx, m.PB, m.Indices.GetIndices()); verr != nil {
+				return rep, fmt.Errorf("verify version %d of %s: %w: %w", m.Version(), tbl.URI(), ErrInvariant, verr)
 			}
 			rep.Version, rep.Manifest = m.Version(), m
 			for _, o := range live {
@@ -190,6 +212,13 @@ func CommitRewrites(ctx context.Context, tbl *Table, readVersion uint64, outs []
 		}
 	}
 }
+
+// coverageRefusal is a rewrite commit refused because real Lance would lose
+// an index afterwards (CheckIndexCoverage).
+type coverageRefusal struct{ err error }
+
+func (c *coverageRefusal) Error() string { return "refused: " + c.err.Error() }
+func (c *coverageRefusal) Unwrap() error { return c.err }
 
 // CommitRepacks commits executed repack tasks as one Update with
 // update_mode REWRITE_COLUMNS (the repack carrier, design §3). On a lost

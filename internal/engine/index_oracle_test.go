@@ -277,3 +277,44 @@ func TestUnindexNeverDropsAnIndex(t *testing.T) {
 		})
 	}
 }
+
+// TestCommitRefusesIndexLoss: a rewrite task that would leave the IVF_PQ
+// covering no fragment (as a plan made before a concurrent change could)
+// is refused before anything is committed, its files are removed, and real
+// Lance still lists both indices after its next delete.
+func TestCommitRefusesIndexLoss(t *testing.T) {
+	oracle.Require(t)
+	path := oracle.Build(t, "indexed", t.TempDir())
+	oracle.RunOps(t, path, []oracle.Op{
+		{"op": "create_index", "column": "vec", "type": "ivf_pq", "replace": true, "name": "vec_idx",
+			"options": map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}},
+	})
+	dataFiles := func() int {
+		n := 0
+		for _, f := range oracle.TreeFiles(t, path) {
+			if strings.HasPrefix(f, "data/") {
+				n++
+			}
+		}
+		return n
+	}
+	filesBefore := dataFiles()
+	tbl, m := openTable(t, path)
+	task := engine.RewriteTask{Table: path, ReadVersion: m.Version(), Fragments: []uint64{0, 1, 2, 3},
+		TargetRowsPerFragment: 1 << 20, MaxRowsPerGroup: 1024, MaterializeDeletions: true, IndexCoverage: policy.CoverageUnindex}
+	sum, err := engine.Compact(context.Background(), tbl, m, []engine.Task{{Rewrite: &task}}, engine.CompactOptions{})
+	if err != nil {
+		t.Fatalf("compact: %v", err)
+	}
+	if sum.TasksCommitted != 0 || len(sum.VersionsCommitted) != 0 || len(sum.Dropped) != 1 || !strings.Contains(sum.Dropped[0].Reason, "vec_idx") {
+		t.Fatalf("summary %+v", sum)
+	}
+	if got := dataFiles(); got != filesBefore {
+		t.Fatalf("data files %d -> %d: the refused task's files were left", filesBefore, got)
+	}
+	oracle.RunOps(t, path, []oracle.Op{{"op": "delete", "where": "id % 13 = 5"}})
+	if got := indexNames(oracle.Inspect(t, path, 0)); !slices.Equal(got, []string{"id_idx", "vec_idx"}) {
+		t.Fatalf("indices %v", got)
+	}
+	t.Logf("refused: %s", sum.Dropped[0].Reason)
+}

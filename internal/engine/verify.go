@@ -3,6 +3,10 @@ package engine
 import (
 	"fmt"
 
+	"github.com/RoaringBitmap/roaring/v2"
+
+	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"google.golang.org/protobuf/proto"
 )
@@ -164,4 +168,69 @@ func fragsByID(m *tablepb.Manifest) map[uint64]*tablepb.DataFragment {
 		out[f.GetId()] = f
 	}
 	return out
+}
+
+// CheckIndexCoverage compares the indices of a rewrite's base version with
+// those of the version it builds (or built) and reports what real Lance
+// would lose: an index name that is gone; an index that real Lance's next
+// Delete/Update/Merge/Project commit would drop (a vector index left
+// covering no existing fragment) when it would not have dropped it before;
+// and, on a table without stable row ids, a segment whose files were not
+// rewritten (same uuid) but whose fragment bitmap gained fragment ids, which
+// would make queries through it miss the rows of those fragments.
+func CheckIndexCoverage(before *tablepb.Manifest, beforeIdx []*tablepb.IndexMetadata, after *tablepb.Manifest, afterIdx []*tablepb.IndexMetadata) error {
+	bi, err := index.Group(beforeIdx)
+	if err != nil {
+		return err
+	}
+	ai, err := index.Group(afterIdx)
+	if err != nil {
+		return err
+	}
+	lost := func(ixs []*index.Index, m *tablepb.Manifest) map[string]bool {
+		out := map[string]bool{}
+		for _, d := range index.Retention(ixs, index.Fragments(m.GetFragments())) {
+			if d.Lost {
+				out[d.Name] = true
+			}
+		}
+		return out
+	}
+	lostBefore, lostAfter := lost(bi, before), lost(ai, after)
+	names := map[string]*index.Index{}
+	for _, ix := range ai {
+		names[ix.Name] = ix
+	}
+	for _, ix := range bi {
+		if names[ix.Name] == nil {
+			return fmt.Errorf("index %s (%s) is gone", ix.Name, ix.Kind)
+		}
+		if lostAfter[ix.Name] && !lostBefore[ix.Name] {
+			return fmt.Errorf("index %s (%s) would cover no existing fragment; real Lance drops it at its next delete/update/merge_insert/add_columns commit", ix.Name, ix.Kind)
+		}
+	}
+	if after.GetReaderFeatureFlags()&format.FlagStableRowIDs != 0 {
+		return nil
+	}
+	seg := map[string]*index.Segment{}
+	for _, ix := range bi {
+		for _, s := range ix.Segments {
+			seg[s.UUID()] = s
+		}
+	}
+	for _, ix := range ai {
+		for _, s := range ix.Segments {
+			old := seg[s.UUID()]
+			if old == nil || s.Bitmap == nil {
+				continue
+			}
+			if old.Bitmap == nil {
+				return fmt.Errorf("index %s segment %s gained a fragment bitmap without being rewritten", ix.Name, s.UUID())
+			}
+			if extra := roaring.AndNot(s.Bitmap, old.Bitmap); !extra.IsEmpty() {
+				return fmt.Errorf("index %s segment %s claims fragments %v its files do not index", ix.Name, s.UUID(), extra.ToArray())
+			}
+		}
+	}
+	return nil
 }

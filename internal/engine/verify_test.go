@@ -2,7 +2,10 @@ package engine
 
 import (
 	"errors"
+	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/lanced-dev/lanced/internal/format/pb/filepb"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
@@ -66,5 +69,35 @@ func TestVerifyRepack(t *testing.T) {
 	}
 	if err := VerifyRepack(before, dup, up.GetUpdatedFragments()); !errors.Is(err, ErrInvariant) {
 		t.Fatalf("field in two files not detected: %v", err)
+	}
+}
+
+func TestCheckIndexCoverage(t *testing.T) {
+	vec := func(uuid byte, ids ...uint32) *tablepb.IndexMetadata {
+		return &tablepb.IndexMetadata{Name: "vec_idx", Uuid: &tablepb.UUID{Uuid: []byte{uuid, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
+			FragmentBitmap: bitmapBytes(t, ids...), IndexDetails: &anypb.Any{TypeUrl: "/lance.index.pb.VectorIndexDetails"}}
+	}
+	before := schemaManifest(frag(0), frag(1), frag(2))
+	rewritten := schemaManifest(frag(2), frag(3)) // 0 and 1 rewritten into 3
+	stable := schemaManifest(frag(2), frag(3))
+	stable.ReaderFeatureFlags = 2
+	for _, c := range []struct {
+		name       string
+		after      *tablepb.Manifest
+		bIdx, aIdx []*tablepb.IndexMetadata
+		wantErr    string
+	}{
+		{"unindex leaving a vector index covering nothing", rewritten, []*tablepb.IndexMetadata{vec(1, 0, 1)}, []*tablepb.IndexMetadata{vec(1, 0, 1)}, "would cover no existing fragment"},
+		{"unindex leaving one covered fragment", rewritten, []*tablepb.IndexMetadata{vec(1, 0, 1, 2)}, []*tablepb.IndexMetadata{vec(1, 0, 1, 2)}, ""},
+		{"bitmap gains a fragment its files do not index", rewritten, []*tablepb.IndexMetadata{vec(1, 0, 1)}, []*tablepb.IndexMetadata{vec(1, 3)}, "claims fragments [3]"},
+		{"remapped under a new uuid", rewritten, []*tablepb.IndexMetadata{vec(1, 0, 1)}, []*tablepb.IndexMetadata{vec(2, 3)}, ""},
+		{"stable row ids: bitmap follows the rewrite", stable, []*tablepb.IndexMetadata{vec(1, 0, 1)}, []*tablepb.IndexMetadata{vec(1, 3)}, ""},
+		{"index gone", rewritten, []*tablepb.IndexMetadata{vec(1, 0, 1, 2)}, nil, "is gone"},
+		{"already lost before", schemaManifest(frag(3)), []*tablepb.IndexMetadata{vec(1, 9)}, []*tablepb.IndexMetadata{vec(1, 9)}, ""},
+	} {
+		err := CheckIndexCoverage(before, c.bIdx, c.after, c.aIdx)
+		if c.wantErr == "" && err != nil || c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.wantErr)
+		}
 	}
 }
