@@ -24,8 +24,19 @@ nats {
   # The default: run NATS with JetStream inside the daemon, stored under
   # state_dir/jetstream.
   embedded = true
-  # Let other lanced nodes join this one's server:
-  # listen = "0.0.0.0:4222"
+  # Let other lanced nodes join this one's server. An open listener must
+  # authenticate: user + password_file, nkey_seed_file (+ authorized_nkeys
+  # of the other nodes) and/or tls with verify_clients; insecure = true
+  # accepts anyone (logged as a warning).
+  # listen           = "0.0.0.0:4222"
+  # nkey_seed_file   = "/etc/lanced/nats.nk"
+  # authorized_nkeys = ["UD...other node's public key"]
+  # tls {
+  #   ca_file        = "/etc/lanced/nats-ca.pem"
+  #   cert_file      = "/etc/lanced/nats-server.pem"
+  #   key_file       = "/etc/lanced/nats-server-key.pem"
+  #   verify_clients = true
+  # }
 
   # Or join a NATS cluster instead (then set embedded = false or omit it):
   # url         = "nats://nats-1:4222,nats://nats-2:4222"

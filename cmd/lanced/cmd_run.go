@@ -303,7 +303,7 @@ func (d *daemon) run(ctx context.Context) error {
 	var ns *server.Server
 	if cfg.NATS.Embedded {
 		var err error
-		if ns, err = startEmbeddedNATS(cfg.StateDir, cfg.NATS.Listen, log); err != nil {
+		if ns, err = startEmbeddedNATS(cfg.StateDir, cfg.NATS, log); err != nil {
 			return err
 		}
 		defer func() { ns.Shutdown(); ns.WaitForShutdown() }()

@@ -107,8 +107,14 @@ func TestTwoDaemonProcessesShareWorkAndSurviveKill9(t *testing.T) {
 		uris = append(uris, oracle.Build(t, "appends", filepath.Join(tables, fmt.Sprintf("t%d", i))))
 	}
 	natsAddr := freeAddr(t)
-	cfgA := writeProcConfig(t, root, "a", tables, fmt.Sprintf("nats {\n  embedded = true\n  listen = %q\n}", natsAddr), "")
-	cfgB := writeProcConfig(t, root, "b", tables, fmt.Sprintf("nats {\n  url = \"nats://%s\"\n}", natsAddr), "")
+	// The embedded listener requires a user; both nodes use it.
+	pwFile := filepath.Join(root, "nats.pass")
+	if err := os.WriteFile(pwFile, []byte("two-daemon-test-password\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	auth := fmt.Sprintf("  user = \"lanced\"\n  password_file = %q\n", pwFile)
+	cfgA := writeProcConfig(t, root, "a", tables, fmt.Sprintf("nats {\n  embedded = true\n  listen = %q\n%s}", natsAddr, auth), "", "")
+	cfgB := writeProcConfig(t, root, "b", tables, fmt.Sprintf("nats {\n  url = \"nats://%s\"\n%s}", natsAddr, auth), "", "")
 
 	a := startDaemonProc(t, bin, "a", cfgA, filepath.Join(root, "a"))
 	waitUntil(t, 30*time.Second, "a running", func() bool { return a.has("lanced running", "", "") })
@@ -161,9 +167,10 @@ func TestTwoDaemonProcessesShareWorkAndSurviveKill9(t *testing.T) {
 
 // writeProcConfig writes the config of one daemon process of the
 // multi-process tests: state under root/name, the tables directory, a fast
-// poll and debounce, short leases, no HTTP; natsBlock configures NATS and
-// queueExtra is added to the queue block. It returns the config path.
-func writeProcConfig(t *testing.T, root, name, tables, natsBlock, queueExtra string) string {
+// poll and debounce, short leases, HTTP on httpAddr ("" disables it);
+// natsBlock configures NATS and queueExtra is added to the queue block. It
+// returns the config path.
+func writeProcConfig(t *testing.T, root, name, tables, natsBlock, queueExtra, httpAddr string) string {
 	t.Helper()
 	cfg := fmt.Sprintf(`
 state_dir = %q
@@ -182,8 +189,8 @@ queue {
   commit_max_wait = "200ms"
   %s
 }
-http { listen = "" }
-`, filepath.Join(root, name), tables, natsBlock, queueExtra)
+http { listen = %q }
+`, filepath.Join(root, name), tables, natsBlock, queueExtra, httpAddr)
 	path := filepath.Join(root, name+".hcl")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

@@ -122,7 +122,7 @@ func TestThreeDaemonsOnThreeNodeNATSCluster(t *testing.T) {
 	procs := make([]*daemonProc, 3)
 	for i := range 3 {
 		name := fmt.Sprintf("l%d", i)
-		cfgs[i] = writeProcConfig(t, root, name, tables, fmt.Sprintf("nats {\n  url = %q\n}", nodes[i].url()), "replicas = 3")
+		cfgs[i] = writeProcConfig(t, root, name, tables, fmt.Sprintf("nats {\n  url = %q\n}", nodes[i].url()), "replicas = 3", "")
 		procs[i] = startDaemonProc(t, bin, name, cfgs[i], filepath.Join(root, name))
 	}
 	for _, p := range procs {

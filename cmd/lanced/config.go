@@ -37,14 +37,33 @@ type runConfig struct {
 }
 
 type natsConfig struct {
-	Embedded    bool
-	Listen      string // embedded: also listen for other nodes here (host:port)
-	URL         string // external cluster (comma-separated URLs)
-	Credentials string
-	TLS         *tlsConfig
+	Embedded bool
+	Listen   string // embedded: also listen for other nodes here (host:port)
+	URL      string // external cluster (comma-separated URLs)
+	// How this node authenticates (at most one): a JWT .creds file, an
+	// nkey seed file, or a user with a password file. With the embedded
+	// server they are also what its listener accepts.
+	Credentials  string
+	NKeySeedFile string
+	User         string
+	PasswordFile string
+	// AuthorizedNKeys are other nodes' public user nkeys the embedded
+	// listener accepts besides this node's own.
+	AuthorizedNKeys []string
+	// Insecure lets the embedded listener accept anyone (logged as a
+	// warning at start).
+	Insecure bool
+	TLS      *tlsConfig
 }
 
-type tlsConfig struct{ CAFile, CertFile, KeyFile string }
+// tlsConfig: for a client connection, CAFile verifies the servers and
+// CertFile/KeyFile are the client certificate (mutual TLS); for the
+// embedded listener, CertFile/KeyFile are the server certificate and, with
+// VerifyClients, clients must present a certificate signed by CAFile.
+type tlsConfig struct {
+	CAFile, CertFile, KeyFile string
+	VerifyClients             bool
+}
 
 type sourceConfig struct {
 	Kind     string // poll | pubsub | nats
@@ -106,19 +125,25 @@ type fileConfig struct {
 }
 
 type natsBlock struct {
-	Embedded    *bool     `hcl:"embedded,optional"`
-	Listen      *string   `hcl:"listen,optional"`
-	URL         *string   `hcl:"url,optional"`
-	Credentials *string   `hcl:"credentials,optional"`
-	TLS         *tlsBlock `hcl:"tls,block"`
-	Body        hcl.Body  `hcl:",body"`
+	Embedded        *bool     `hcl:"embedded,optional"`
+	Listen          *string   `hcl:"listen,optional"`
+	URL             *string   `hcl:"url,optional"`
+	Credentials     *string   `hcl:"credentials,optional"`
+	NKeySeedFile    *string   `hcl:"nkey_seed_file,optional"`
+	User            *string   `hcl:"user,optional"`
+	PasswordFile    *string   `hcl:"password_file,optional"`
+	AuthorizedNKeys []string  `hcl:"authorized_nkeys,optional"`
+	Insecure        *bool     `hcl:"insecure,optional"`
+	TLS             *tlsBlock `hcl:"tls,block"`
+	Body            hcl.Body  `hcl:",body"`
 }
 
 type tlsBlock struct {
-	CAFile   *string  `hcl:"ca_file,optional"`
-	CertFile *string  `hcl:"cert_file,optional"`
-	KeyFile  *string  `hcl:"key_file,optional"`
-	Body     hcl.Body `hcl:",body"`
+	CAFile        *string  `hcl:"ca_file,optional"`
+	CertFile      *string  `hcl:"cert_file,optional"`
+	KeyFile       *string  `hcl:"key_file,optional"`
+	VerifyClients *bool    `hcl:"verify_clients,optional"`
+	Body          hcl.Body `hcl:",body"`
 }
 
 type sourceBlock struct {
@@ -307,8 +332,49 @@ func applyFile(cfg *runConfig, fc *fileConfig, dir string) hcl.Diagnostics {
 			}
 			cfg.NATS.Listen = *b.Listen
 		}
+		n := &cfg.NATS
 		if b.Credentials != nil {
-			cfg.NATS.Credentials = absPath(dir, *b.Credentials)
+			n.Credentials = absPath(dir, *b.Credentials)
+		}
+		if b.NKeySeedFile != nil {
+			n.NKeySeedFile = absPath(dir, *b.NKeySeedFile)
+		}
+		if b.User != nil {
+			n.User = *b.User
+		}
+		if b.PasswordFile != nil {
+			n.PasswordFile = absPath(dir, *b.PasswordFile)
+		}
+		if (n.User == "") != (n.PasswordFile == "") {
+			diags = append(diags, diagAt(b.Body, "user", "Incomplete NATS user", "user and password_file go together (the file holds the password)."))
+		}
+		methods := 0
+		for _, set := range []bool{n.Credentials != "", n.NKeySeedFile != "", n.User != ""} {
+			if set {
+				methods++
+			}
+		}
+		if methods > 1 {
+			diags = append(diags, diagAt(b.Body, "credentials", "Conflicting NATS credentials",
+				"Use one of credentials (a .creds file), nkey_seed_file, or user with password_file."))
+		}
+		if n.Embedded && n.Credentials != "" {
+			diags = append(diags, diagAt(b.Body, "credentials", "credentials need a NATS cluster",
+				"A .creds file (JWT) authenticates to an operator-mode cluster given by url; the embedded server takes nkey_seed_file or user with password_file."))
+		}
+		for _, k := range b.AuthorizedNKeys {
+			if !validUserNKey(k) {
+				diags = append(diags, diagAt(b.Body, "authorized_nkeys", "Invalid nkey",
+					fmt.Sprintf("%q is not a public user nkey (a 56-character key starting with U).", k)))
+			}
+		}
+		n.AuthorizedNKeys = b.AuthorizedNKeys
+		if len(n.AuthorizedNKeys) > 0 && n.NKeySeedFile == "" {
+			diags = append(diags, diagAt(b.Body, "authorized_nkeys", "authorized_nkeys needs nkey_seed_file",
+				"The embedded server then accepts only nkeys; this node connects to it with its own seed (nkey_seed_file)."))
+		}
+		if b.Insecure != nil {
+			n.Insecure = *b.Insecure
 		}
 		if t := b.TLS; t != nil {
 			tc := &tlsConfig{}
@@ -320,6 +386,12 @@ func applyFile(cfg *runConfig, fc *fileConfig, dir string) hcl.Diagnostics {
 			}
 			if t.KeyFile != nil {
 				tc.KeyFile = absPath(dir, *t.KeyFile)
+			}
+			if t.VerifyClients != nil {
+				tc.VerifyClients = *t.VerifyClients
+				if tc.VerifyClients && tc.CAFile == "" {
+					diags = append(diags, diagAt(t.Body, "verify_clients", "verify_clients needs ca_file", "Client certificates are verified against ca_file."))
+				}
 			}
 			if (tc.CertFile == "") != (tc.KeyFile == "") {
 				diags = append(diags, diagAt(t.Body, "cert_file", "Incomplete TLS client certificate", "cert_file and key_file go together."))
@@ -440,7 +512,24 @@ func (c *runConfig) finish() error {
 	if c.StateDir == "" {
 		return fmt.Errorf("no state directory")
 	}
-	return nil
+	return c.NATS.checkListener()
+}
+
+// checkListener refuses to open the embedded server to the network without
+// authentication unless insecure is set.
+func (n *natsConfig) checkListener() error {
+	if !n.Embedded || n.Listen == "" {
+		return nil
+	}
+	if n.TLS != nil && n.TLS.VerifyClients && n.TLS.CertFile == "" {
+		return fmt.Errorf("nats: verify_clients needs the embedded server's own certificate (tls cert_file and key_file)")
+	}
+	if n.User != "" || n.NKeySeedFile != "" || (n.TLS != nil && n.TLS.VerifyClients) || n.Insecure {
+		return nil
+	}
+	return fmt.Errorf("nats: listen %s opens the embedded NATS server to the network without authentication; "+
+		"set user and password_file, nkey_seed_file (and authorized_nkeys for the other nodes) or tls with verify_clients, "+
+		"or insecure = true to accept anyone", n.Listen)
 }
 
 // writeDiags renders diagnostics as "file:line:col: severity: summary:
