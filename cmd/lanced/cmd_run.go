@@ -318,6 +318,10 @@ func (d *daemon) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("table roots: %w", err)
 	}
+	// The status page sees every log record (timeline, errors) and table.
+	st := newDaemonStatus(d, nodeID, reg, nc, roots.OpenURI)
+	log = slog.New(st.Handler(log.Handler()))
+	baseLog = slog.New(st.Handler(baseLog.Handler()))
 	var planner scheduler.Planner
 	var exec scheduler.Executor
 	var committer scheduler.Committer
@@ -388,7 +392,12 @@ func (d *daemon) run(ctx context.Context) error {
 	for _, sc := range cfg.Sources {
 		switch sc.Kind {
 		case "poll":
-			src, err := watch.NewPollSource(watch.PollConfig{URIs: cfg.Tables, Interval: sc.Interval}, wopts)
+			var canon []string
+			for _, r := range roots.List() {
+				canon = append(canon, r.URI())
+			}
+			st.expectRoots(canon)
+			src, err := watch.NewPollSource(watch.PollConfig{URIs: cfg.Tables, Interval: sc.Interval, OnSweep: st.onSweep}, wopts)
 			if err != nil {
 				return fmt.Errorf("poll source: %w", err)
 			}
@@ -408,12 +417,17 @@ func (d *daemon) run(ctx context.Context) error {
 	defer stopRun()
 	nodeDone := make(chan error, 1)
 	go func() { nodeDone <- node.Run(runCtx) }()
+	go st.Run(runCtx)
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	var watchers sync.WaitGroup
+	add := func(ctx context.Context, ref format.VersionRef) error {
+		st.Seen(ref.Table, ref.Version)
+		return co.Add(ctx, ref)
+	}
 	watchers.Go(func() { _ = co.Run(watchCtx) })
 	for _, s := range sources {
 		watchers.Go(func() {
-			if err := s.Run(watchCtx, co.Add); err != nil && watchCtx.Err() == nil {
+			if err := s.Run(watchCtx, add); err != nil && watchCtx.Err() == nil {
 				log.Error("event source stopped", "err", err)
 			}
 		})
@@ -430,6 +444,7 @@ func (d *daemon) run(ctx context.Context) error {
 		}
 		return nil
 	}
+	st.setReady(ready)
 	var hs *healthServer
 	if cfg.HTTP != "" {
 		hs, err = newHealthServer(cfg.HTTP, reg, func() error {
@@ -437,7 +452,7 @@ func (d *daemon) run(ctx context.Context) error {
 				return errors.New("nats connection closed")
 			}
 			return nil
-		}, ready, log)
+		}, st.Ready, log, st.Register)
 		if err != nil {
 			stopWatch()
 			stopRun()
@@ -448,7 +463,7 @@ func (d *daemon) run(ctx context.Context) error {
 	}
 
 	// READY=1 once the scheduler takes work; WATCHDOG=1 while healthy.
-	for deadline := time.Now().Add(30 * time.Second); ready() != nil && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(30 * time.Second); st.Ready() != nil && time.Now().Before(deadline); {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if sent, err := sdNotify("READY=1\nSTATUS=maintaining tables"); err != nil {

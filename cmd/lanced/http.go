@@ -25,7 +25,7 @@ type healthServer struct {
 	serveErr chan error
 }
 
-func newHealthServer(addr string, reg *prometheus.Registry, healthy, ready func() error, log *slog.Logger) (*healthServer, error) {
+func newHealthServer(addr string, reg *prometheus.Registry, healthy, ready func() error, log *slog.Logger, extra ...func(*http.ServeMux)) (*healthServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("http listen %s: %w", addr, err)
@@ -35,6 +35,9 @@ func newHealthServer(addr string, reg *prometheus.Registry, healthy, ready func(
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, ErrorLog: slogPromLogger{log}}))
 	mux.HandleFunc("GET /healthz", h.check(h.healthy))
 	mux.HandleFunc("GET /readyz", h.check(h.ready))
+	for _, f := range extra {
+		f(mux)
+	}
 	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return h, nil
 }

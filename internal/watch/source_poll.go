@@ -29,6 +29,9 @@ type PollConfig struct {
 	MaxDepth int
 	// Open opens a root (default store.Open).
 	Open func(ctx context.Context, uri string) (*store.Bucket, error)
+	// OnSweep, when set, is called after each sweep of a root with the
+	// root's canonical URI, the tables found and the sweep's error.
+	OnSweep func(root string, tables int, err error)
 }
 
 // PollSource lists _versions/ of every table under its roots on an
@@ -40,8 +43,9 @@ type PollSource struct {
 	opts  Options
 	roots []pollRoot
 
-	mu   sync.Mutex
-	seen map[string]uint64
+	mu    sync.Mutex
+	seen  map[string]uint64
+	swept map[string]bool // roots swept successfully at least once
 }
 
 type pollRoot struct {
@@ -61,7 +65,7 @@ func NewPollSource(cfg PollConfig, opts Options) (*PollSource, error) {
 	if cfg.Open == nil {
 		cfg.Open = store.Open
 	}
-	s := &PollSource{cfg: cfg, seen: map[string]uint64{}}
+	s := &PollSource{cfg: cfg, seen: map[string]uint64{}, swept: map[string]bool{}}
 	var allow []Root
 	for _, u := range cfg.URIs {
 		r, err := ParseRoot(u)
@@ -108,11 +112,24 @@ func (s *PollSource) Sweep(ctx context.Context, sink Sink) (failed int) {
 			}
 			failed++
 			s.opts.Metrics.sweeps.WithLabelValues("error").Inc()
-			s.opts.Logger.Warn("poll sweep failed", "root", pr.root.URI(), "err", err)
+			s.opts.Logger.Error("poll sweep failed: root cannot be listed", "root", pr.root.URI(), "err", err)
+			if s.cfg.OnSweep != nil {
+				s.cfg.OnSweep(pr.root.URI(), 0, err)
+			}
 			continue
 		}
 		s.opts.Metrics.sweeps.WithLabelValues("ok").Inc()
-		s.opts.Logger.Debug("poll sweep done", "root", pr.root.URI(), "tables", n, "duration", time.Since(start))
+		s.opts.Logger.Debug("poll sweep done", "root", pr.root.URI(), "tables", n, "duration_ms", time.Since(start).Milliseconds())
+		s.mu.Lock()
+		first := !s.swept[pr.root.URI()]
+		s.swept[pr.root.URI()] = true
+		s.mu.Unlock()
+		if first {
+			s.opts.Logger.Info(fmt.Sprintf("root %s: %d tables", pr.root.URI(), n), "root", pr.root.URI(), "tables", n)
+		}
+		if s.cfg.OnSweep != nil {
+			s.cfg.OnSweep(pr.root.URI(), n, nil)
+		}
 	}
 	return failed
 }

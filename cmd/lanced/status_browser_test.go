@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/lanced-dev/lanced/internal/status"
+	"github.com/lanced-dev/lanced/testenv/oracle"
+)
+
+// findBrowser returns a Chromium (or Chrome) binary, "" when none is
+// installed.
+func findBrowser() string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// artifactDir is where browser tests leave screenshots:
+// $LANCED_TEST_ARTIFACTS when set, else the test's temp dir.
+func artifactDir(t *testing.T) string {
+	if d := os.Getenv("LANCED_TEST_ARTIFACTS"); d != "" {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	return t.TempDir()
+}
+
+// TestStatusPageInChromium runs `lanced run` over two tables real Lance
+// wrote, loads the status page in headless Chromium and reads the rendered
+// DOM: both tables with the fragment counts `lanced stats` prints (and that
+// `lanced status` reports), a hold placed with `lanced holds place` shown
+// with its reason, gone after `lanced holds release`; the page's release
+// action is refused without an admin token. A screenshot is saved.
+func TestStatusPageInChromium(t *testing.T) {
+	oracle.Require(t)
+	browser := findBrowser()
+	if browser == "" {
+		t.Skip("no Chromium installed (apt-get install -y chromium): the status page browser test needs one")
+	}
+	root := t.TempDir()
+	tables := filepath.Join(root, "tables")
+	a := oracle.Build(t, "appends", tables)
+	b := oracle.Build(t, "deletes_bitmap", tables)
+	if err := os.MkdirAll(filepath.Join(root, "policies"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	cfgPath := writeTestDaemonConfig(t, root, addr)
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runDaemon(ctx, []string{"--config", cfgPath}, &logs, &logs) }()
+	defer func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("daemon: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Error("daemon did not stop")
+		}
+	}()
+	base := "http://" + addr
+	waitUntil(t, 60*time.Second, "daemon ready", func() bool { code, _ := httpGet(base + "/readyz"); return code == 200 })
+	uris := []string{"file://" + a, "file://" + b}
+	// Let maintenance settle: both tables committed by lanced, then quiet.
+	waitUntil(t, 90*time.Second, "both tables maintained", func() bool {
+		for _, u := range uris {
+			if logs.find("version committed", func(l map[string]any) bool { return l["table"] == u }) == nil {
+				return false
+			}
+		}
+		return true
+	})
+
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.NoFirstRun, chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 1600))
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(alloc)
+	defer cancelBrowser()
+	bctx, cancelTimeout := context.WithTimeout(bctx, 3*time.Minute)
+	defer cancelTimeout()
+
+	// load navigates to the page and evaluates expr in it.
+	load := func(expr string) string {
+		if _, err := chromedp.Run(bctx, chromedp.Navigate(base+"/")); err != nil {
+			t.Fatalf("load page: %v", err)
+		}
+		return evalJS[string](t, bctx, expr)
+	}
+	fragmentsOnPage := func(uri string) (int, bool) {
+		txt := load(`(document.querySelector('tr[data-table="` + uri + `"] td.fragments') || {textContent: ""}).textContent`)
+		n, err := strconv.Atoi(strings.TrimSpace(txt))
+		return n, err == nil
+	}
+	// The page, `lanced stats` and `lanced status` agree (retried while a
+	// commit may still land between the reads).
+	for _, u := range uris {
+		path := strings.TrimPrefix(u, "file://")
+		waitUntil(t, 60*time.Second, "page agrees with lanced stats on "+u, func() bool {
+			n, ok := fragmentsOnPage(u)
+			st := statsJSON(t, path)
+			var snap status.Snapshot
+			if err := json.Unmarshal([]byte(runCLI(t, "status", "--addr", addr, "--json")), &snap); err != nil {
+				t.Fatal(err)
+			}
+			agree := false
+			for _, tb := range snap.Tables {
+				agree = agree || tb.URI == u && tb.Fragments == st.Totals.Fragments
+			}
+			return ok && n == st.Totals.Fragments && agree
+		})
+	}
+	html := evalJS[string](t, bctx, `document.body.outerHTML`)
+	for _, want := range []string{`id="timeline"`, `class="card layout"`, "no table is held", `id="queue"`} {
+		if !strings.Contains(html, want) {
+			t.Fatalf("page lacks %s", want)
+		}
+	}
+
+	// A hold placed with the CLI appears with its reason...
+	runCLI(t, "holds", "place", b, "--reason", "browser test hold")
+	var reason string
+	waitUntil(t, 20*time.Second, "hold shown", func() bool {
+		reason = load(`(document.querySelector('li.hold[data-table="` + uris[1] + `"] .reason') || {textContent: ""}).textContent`)
+		return reason != ""
+	})
+	if reason != "browser test hold" {
+		t.Fatalf("hold reason on the page: %q", reason)
+	}
+	shot := filepath.Join(artifactDir(t), "status-page.png")
+	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%d bytes)", shot, len(png))
+	// ...the page's release action is refused without an admin token...
+	resp, err := http.PostForm(base+"/api/holds/release", map[string][]string{"table": {uris[1]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("release without admin token: %s", resp.Status)
+	}
+	// ...and the hold is gone after `lanced holds release`.
+	runCLI(t, "holds", "release", b)
+	waitUntil(t, 20*time.Second, "hold gone", func() bool {
+		return load(`document.querySelectorAll('li.hold').length + ":" + !!document.getElementById('no-holds')`) == "0:true"
+	})
+}
+
+// evalJS evaluates expr in the page of ctx.
+func evalJS[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}

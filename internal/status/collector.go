@@ -1,0 +1,360 @@
+package status
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/lanced-dev/lanced/internal/engine/hold"
+)
+
+// Config wires a Collector to the daemon.
+type Config struct {
+	Node    string
+	Version string
+	// Open maps a canonical table URI to the URI to open it with.
+	Open func(table string) string
+	// SmallRows returns the row count below which a fragment of table
+	// counts as small (its target_rows_per_fragment); nil: DefaultSmallRows.
+	SmallRows func(table string, cfg map[string]string) uint64
+	// Gatherer is read for the queue figures (the scheduler's metrics).
+	Gatherer prometheus.Gatherer
+	// Leases lists the coordinator leases (nil: none shown).
+	Leases func(ctx context.Context) ([]Lease, error)
+	// Ready is the daemon's readiness check (nil: always ready).
+	Ready func() error
+	// AdminToken enables the page's mutating actions and is then required
+	// by them; empty leaves the page read-only.
+	AdminToken string
+	// Interval between refreshes of every known table. Default 30s.
+	Interval time.Duration
+	Logger   *slog.Logger
+}
+
+// Lease is one table coordinator lease.
+type Lease struct {
+	Table   string    `json:"table"`
+	Holder  string    `json:"holder"`
+	Expires time.Time `json:"expires"`
+}
+
+// Event is one entry of the maintenance timeline or the error list.
+type Event struct {
+	Time  time.Time `json:"time"`
+	Kind  string    `json:"kind"` // commit, writer, task, conflict, cleanup, held, error
+	Table string    `json:"table,omitempty"`
+	Msg   string    `json:"msg"`
+	// Detail is the record's other attributes, rendered key=value.
+	Detail string `json:"detail,omitempty"`
+}
+
+// Queue sums the scheduler's queue gauges and counters.
+type Queue struct {
+	Pending     float64 `json:"pending"`
+	Running     float64 `json:"running"`
+	DeadLetters float64 `json:"dead_letters"`
+	LeasesHeld  float64 `json:"leases_held"`
+}
+
+// Root is one configured table root and its last sweep.
+type Root struct {
+	URI       string    `json:"uri"`
+	Tables    int       `json:"tables"`
+	Swept     time.Time `json:"swept,omitzero"`
+	Err       string    `json:"error,omitempty"`
+	Succeeded bool      `json:"succeeded"`
+}
+
+// Snapshot is everything the page and `lanced status` show.
+type Snapshot struct {
+	Node      string    `json:"node"`
+	Version   string    `json:"version"`
+	Generated time.Time `json:"generated"`
+	Ready     string    `json:"ready"`
+	Roots     []Root    `json:"roots"`
+	Tables    []Table   `json:"tables"`
+	Queue     Queue     `json:"queue"`
+	Leases    []Lease   `json:"leases"`
+	Timeline  []Event   `json:"timeline"`
+	Errors    []Event   `json:"errors"`
+	// Admin reports whether mutating actions are enabled.
+	Admin bool `json:"admin_actions"`
+}
+
+// Held lists the snapshot's held tables.
+func (s Snapshot) Held() []Table {
+	var out []Table
+	for _, t := range s.Tables {
+		if t.Hold != nil {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+const maxEvents = 500
+
+// Collector keeps the status of every table the daemon knows.
+type Collector struct {
+	cfg Config
+
+	mu        sync.Mutex
+	tables    map[string]*Table
+	seen      map[string]uint64 // newest version announced by a source
+	roots     map[string]*Root
+	lastMaint map[string]time.Time
+	timeline  []Event
+	errors    []Event
+	kick      chan string
+}
+
+// New returns a Collector; call Run to refresh tables in the background.
+func New(cfg Config) *Collector {
+	if cfg.Interval <= 0 {
+		cfg.Interval = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Collector{cfg: cfg, tables: map[string]*Table{}, seen: map[string]uint64{}, roots: map[string]*Root{},
+		lastMaint: map[string]time.Time{}, kick: make(chan string, 256)}
+}
+
+// Seen records that a source announced version of table; a new table or
+// version is refreshed soon.
+func (c *Collector) Seen(table string, version uint64) {
+	c.mu.Lock()
+	prev, known := c.seen[table]
+	if version > prev {
+		c.seen[table] = version
+	}
+	c.mu.Unlock()
+	if !known || version > prev {
+		c.Kick(table)
+	}
+}
+
+// Kick asks for table to be refreshed soon.
+func (c *Collector) Kick(table string) {
+	select {
+	case c.kick <- table:
+	default:
+	}
+}
+
+// SweptRoot records one poll sweep of a root.
+func (c *Collector) SweptRoot(uri string, tables int, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.roots[uri]
+	if r == nil {
+		r = &Root{URI: uri}
+		c.roots[uri] = r
+	}
+	r.Swept = time.Now().UTC()
+	if err != nil {
+		r.Err = err.Error()
+		return
+	}
+	r.Err, r.Tables, r.Succeeded = "", tables, true
+}
+
+// AddRoot registers a configured root before its first sweep.
+func (c *Collector) AddRoot(uri string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.roots[uri] == nil {
+		c.roots[uri] = &Root{URI: uri}
+	}
+}
+
+// Run refreshes kicked tables at once and every table each Interval until
+// ctx is done.
+func (c *Collector) Run(ctx context.Context) {
+	t := time.NewTicker(c.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case table := <-c.kick:
+			c.Refresh(ctx, table)
+		case <-t.C:
+			c.mu.Lock()
+			names := make([]string, 0, len(c.seen))
+			for n := range c.seen {
+				names = append(names, n)
+			}
+			c.mu.Unlock()
+			sort.Strings(names)
+			for _, n := range names {
+				if ctx.Err() != nil {
+					return
+				}
+				c.Refresh(ctx, n)
+			}
+		}
+	}
+}
+
+// Refresh reads table's status from the table.
+func (c *Collector) Refresh(ctx context.Context, table string) Table {
+	open := table
+	if c.cfg.Open != nil {
+		open = c.cfg.Open(table)
+	}
+	var small func(map[string]string) uint64
+	if c.cfg.SmallRows != nil {
+		small = func(cfg map[string]string) uint64 { return c.cfg.SmallRows(table, cfg) }
+	}
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	t, err := ReadTable(rctx, table, open, small)
+	cancel()
+	if err != nil {
+		t.Err = err.Error()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if prev := c.tables[table]; prev != nil && err == nil && t.Version > prev.Version && t.WrittenBy != "lanced" {
+		c.addEvent(Event{Time: t.Committed, Kind: "writer", Table: table, Msg: "version written by " + dashIfEmpty(t.WrittenBy),
+			Detail: "version=" + itoa(t.Version)})
+	}
+	if err != nil {
+		if prev := c.tables[table]; prev != nil {
+			keep := *prev
+			keep.Err, keep.Refreshed = t.Err, t.Refreshed
+			t = keep
+		}
+	}
+	t.LastMaintained = c.lastMaint[table]
+	c.tables[table] = &t
+	return t
+}
+
+func (c *Collector) addEvent(e Event) {
+	c.timeline = append(c.timeline, e)
+	if len(c.timeline) > maxEvents {
+		c.timeline = slices.Delete(c.timeline, 0, len(c.timeline)-maxEvents)
+	}
+}
+
+func (c *Collector) addError(e Event) {
+	c.errors = append(c.errors, e)
+	if len(c.errors) > 100 {
+		c.errors = slices.Delete(c.errors, 0, len(c.errors)-100)
+	}
+}
+
+// Snapshot returns the current status.
+func (c *Collector) Snapshot(ctx context.Context) Snapshot {
+	s := Snapshot{Node: c.cfg.Node, Version: c.cfg.Version, Generated: time.Now().UTC(), Ready: "ok", Admin: c.cfg.AdminToken != ""}
+	if c.cfg.Ready != nil {
+		if err := c.cfg.Ready(); err != nil {
+			s.Ready = err.Error()
+		}
+	}
+	c.mu.Lock()
+	for _, r := range c.roots {
+		s.Roots = append(s.Roots, *r)
+	}
+	for _, t := range c.tables {
+		s.Tables = append(s.Tables, *t)
+	}
+	s.Timeline = slices.Clone(c.timeline)
+	s.Errors = slices.Clone(c.errors)
+	c.mu.Unlock()
+	c.refreshHolds(ctx, s.Tables)
+	sort.Slice(s.Roots, func(i, j int) bool { return s.Roots[i].URI < s.Roots[j].URI })
+	sort.Slice(s.Tables, func(i, j int) bool { return s.Tables[i].URI < s.Tables[j].URI })
+	slices.Reverse(s.Timeline)
+	slices.Reverse(s.Errors)
+	if c.cfg.Gatherer != nil {
+		s.Queue = queueFrom(c.cfg.Gatherer)
+	}
+	if c.cfg.Leases != nil {
+		if ls, err := c.cfg.Leases(ctx); err == nil {
+			s.Leases = ls
+		}
+	}
+	if s.Leases == nil {
+		s.Leases = []Lease{}
+	}
+	return s
+}
+
+// holdTTL is how old a table's hold state may be when a snapshot is taken:
+// holds placed or released by `lanced holds` show on the next page load.
+const holdTTL = 3 * time.Second
+
+// refreshHolds re-reads the hold of every table whose hold state is older
+// than holdTTL.
+func (c *Collector) refreshHolds(ctx context.Context, tables []Table) {
+	for i := range tables {
+		t := &tables[i]
+		if time.Since(t.HoldChecked) < holdTTL || ctx.Err() != nil {
+			continue
+		}
+		open := t.URI
+		if c.cfg.Open != nil {
+			open = c.cfg.Open(t.URI)
+		}
+		hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		h, err := hold.Tables{}.Get(hctx, open)
+		cancel()
+		if err != nil {
+			continue
+		}
+		t.Hold, t.HoldChecked = h, time.Now()
+		c.mu.Lock()
+		if cur := c.tables[t.URI]; cur != nil {
+			cur.Hold, cur.HoldChecked = h, t.HoldChecked
+		}
+		c.mu.Unlock()
+	}
+}
+
+func queueFrom(g prometheus.Gatherer) Queue {
+	var q Queue
+	mfs, err := g.Gather()
+	if err != nil {
+		return q
+	}
+	sum := func(mf *dto.MetricFamily) float64 {
+		var v float64
+		for _, m := range mf.GetMetric() {
+			switch {
+			case m.GetGauge() != nil:
+				v += m.GetGauge().GetValue()
+			case m.GetCounter() != nil:
+				v += m.GetCounter().GetValue()
+			}
+		}
+		return v
+	}
+	for _, mf := range mfs {
+		switch mf.GetName() {
+		case "lanced_scheduler_queue_depth":
+			q.Pending = sum(mf)
+		case "lanced_scheduler_tasks_in_flight":
+			q.Running = sum(mf)
+		case "lanced_scheduler_dead_letters_total":
+			q.DeadLetters = sum(mf)
+		case "lanced_scheduler_leases_held":
+			q.LeasesHeld = sum(mf)
+		}
+	}
+	return q
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
