@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -36,21 +35,7 @@ func TestDaemonCompactsAndRepacksTablesRealLanceReadsIdentically(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfgPath := writeTestDaemonConfig(t, root, "")
-	var logs syncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- runDaemon(ctx, []string{"--config", cfgPath}, &logs, &logs) }()
-	stop := func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("daemon: %v", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Error("daemon did not stop")
-		}
-	}
+	logs, stop := startInProcessDaemon(t, "--config", cfgPath)
 	committed := func(table string) bool {
 		return logs.find("version committed", func(l map[string]any) bool {
 			return l["table"] == "file://"+table

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +21,30 @@ import (
 
 // findBrowser returns a Chromium (or Chrome) binary, "" when none is
 // installed.
+// startInProcessDaemon runs `lanced run args...` in this process and
+// returns its log and an idempotent stop that waits for a clean exit.
+func startInProcessDaemon(t *testing.T, args ...string) (*syncBuffer, func()) {
+	t.Helper()
+	logs := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runDaemon(ctx, args, logs, logs) }()
+	var once sync.Once
+	return logs, func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("daemon: %v", err)
+				}
+			case <-time.After(60 * time.Second):
+				t.Error("daemon did not stop")
+			}
+		})
+	}
+}
+
 func findBrowser() string {
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
 		if p, err := exec.LookPath(name); err == nil {
@@ -62,21 +87,8 @@ func TestStatusPageInChromium(t *testing.T) {
 	}
 	addr := freeAddr(t)
 	cfgPath := writeTestDaemonConfig(t, root, addr)
-	var logs syncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- runDaemon(ctx, []string{"--config", cfgPath}, &logs, &logs) }()
-	defer func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("daemon: %v", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Error("daemon did not stop")
-		}
-	}()
+	logs, stop := startInProcessDaemon(t, "--config", cfgPath)
+	defer stop()
 	base := "http://" + addr
 	waitUntil(t, 60*time.Second, "daemon ready", func() bool { code, _ := httpGet(base + "/readyz"); return code == 200 })
 	uris := []string{"file://" + a, "file://" + b}
