@@ -270,6 +270,9 @@ func (s *StorageFile) distance() (func(rows []byte, width int) func(a, b uint32)
 		if err := json.Unmarshal([]byte(s.Metadata[0]), &sq); err != nil || sq.Bounds == nil || sq.NumBits != 8 {
 			return nil, errorf(s.File, ErrUnsupported, "SQ storage metadata %s (want 8 bits and bounds)", s.Metadata[0])
 		}
+		if s.codeWidth() <= 0 {
+			return nil, errorf(s.File, ErrUnsupported, "SQ codes are not a fixed-size list of bytes")
+		}
 		r := float32(sq.Bounds.End - sq.Bounds.Start)
 		scale := r * r / (255 * 255)
 		return func(rows []byte, w int) func(a, b uint32) float32 {
@@ -289,10 +292,16 @@ func (s *StorageFile) distance() (func(rows []byte, width int) func(a, b uint32)
 			return nil, err
 		}
 		bits, subs := s.PQBits, s.PQSubVectors
+		codeBytes := subs
+		if bits == 4 {
+			codeBytes = subs / 2
+		}
+		if codeBytes == 0 || (bits == 4 && subs%2 != 0) || s.codeWidth() != codeBytes {
+			return nil, errorf(s.File, ErrCorrupt, "PQ codes of %d bytes for %d sub-vectors of %d bits", s.codeWidth(), subs, bits)
+		}
 		return func(rows []byte, w int) func(a, b uint32) float32 {
 			n := len(rows) / w
-			dim := len(book) / (subs * (1 << bits))
-			dim *= subs
+			dim := len(book) / (subs * (1 << bits)) * subs
 			recon := make([]float32, n*dim)
 			for i := 0; i < n; i++ {
 				pqReconstruct(recon[i*dim:(i+1)*dim], book, rows[i*w:(i+1)*w], bits, subs, dim)
@@ -310,6 +319,20 @@ func (s *StorageFile) distance() (func(rows []byte, width int) func(a, b uint32)
 	default:
 		return nil, errorf(s.File, ErrUnsupported, "HNSW over %s storage", s.Quantization)
 	}
+}
+
+// codeWidth is the byte width of one row's codes (a fixed-size list of
+// uint8), or -1.
+func (s *StorageFile) codeWidth() int {
+	f := s.File.Field(s.CodeField)
+	if f == nil {
+		return -1
+	}
+	var w int
+	if _, err := fmt.Sscanf(f.GetLogicalType(), "fixed_size_list:uint8:%d", &w); err != nil {
+		return -1
+	}
+	return w
 }
 
 // pqCodebook reads the PQ codebook tensor (float32) from the global buffer

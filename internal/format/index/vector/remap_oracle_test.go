@@ -33,6 +33,9 @@ type remapCase struct {
 	refine  bool // also query with refineFactor
 	hnsw    bool
 	exact   bool // answers equal the pre-compaction index's
+	// emptyPartition also deletes every row of partition 0 before the
+	// compaction.
+	emptyPartition bool
 }
 
 var remapCases = []remapCase{
@@ -42,6 +45,8 @@ var remapCases = []remapCase{
 	{typ: "hnsw_sq", options: map[string]any{"numPartitions": 4, "distanceType": "l2"}, refine: true, hnsw: true},
 	{typ: "hnsw_pq", options: map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}, refine: true, hnsw: true},
 	{name: "ivf_pq_4bit_cosine", typ: "ivf_pq", options: map[string]any{"numPartitions": 4, "numSubVectors": 8, "numBits": 4, "distanceType": "cosine"}, refine: true},
+	{name: "ivf_pq_empty_partition", typ: "ivf_pq", options: map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}, exact: true, emptyPartition: true},
+	{name: "hnsw_sq_empty_partition", typ: "hnsw_sq", options: map[string]any{"numPartitions": 4, "distanceType": "l2"}, hnsw: true, emptyPartition: true},
 	{name: "hnsw_sq_cosine", typ: "hnsw_sq", options: map[string]any{"numPartitions": 4, "distanceType": "cosine"}, refine: true, hnsw: true},
 }
 
@@ -82,10 +87,35 @@ func testRemapOracle(t *testing.T, c remapCase) {
 		os.RemoveAll(dir)
 	}
 	path := oracle.Build(t, "sized-4x1000-v32-t0-d0", dir)
-	oracle.RunOps(t, path, []oracle.Op{
-		{"op": "create_index", "column": "vec", "type": c.typ, "options": c.options},
-		{"op": "delete", "where": "id % 10 = 0"},
-	})
+	res0 := oracle.RunOps(t, path, []oracle.Op{{"op": "create_index", "column": "vec", "type": c.typ, "options": c.options}})
+	where := "id % 10 = 0"
+	if c.emptyPartition {
+		// Also delete every row of partition 0, so the remap writes an
+		// empty partition.
+		var r struct {
+			Version uint64 `json:"version"`
+		}
+		if err := json.Unmarshal(res0[0], &r); err != nil {
+			t.Fatal(err)
+		}
+		u := uuidString(t, vectorIndex(t, readManifest(t, path, r.Version)).GetUuid())
+		st := openStorage(t, filepath.Join(path, "_indices", u, vector.AuxiliaryFileName))
+		rec, err := st.ReadPartition(context.Background(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byAddr := map[uint64]int64{}
+		for id, a := range rowAddrs(t, path, r.Version) {
+			byAddr[a] = id
+		}
+		var ids []string
+		for _, a := range rec.Column(0).(*array.Uint64).Uint64Values() {
+			ids = append(ids, strconv.FormatInt(byAddr[a], 10))
+		}
+		rec.Release()
+		where += " OR id IN (" + strings.Join(ids, ",") + ")"
+	}
+	oracle.RunOps(t, path, []oracle.Op{{"op": "delete", "where": where}})
 	pre := oracle.Inspect(t, path, 0)
 	queries := queryVectors(envInt("LANCED_REMAP_QUERIES", 32), 32)
 	before := searchAll(t, path, pre.Version, queries, c)
@@ -123,6 +153,9 @@ func testRemapOracle(t *testing.T, c remapCase) {
 	}
 	if res.Storage.Rows != uint64(pre.Rows) || res.Storage.Dropped != uint64(4000-pre.Rows) {
 		t.Fatalf("remap kept %d dropped %d, want %d and %d", res.Storage.Rows, res.Storage.Dropped, pre.Rows, 4000-pre.Rows)
+	}
+	if c.emptyPartition && res.Storage.Lengths[0] != 0 {
+		t.Fatalf("partition 0 keeps %d rows, want 0", res.Storage.Lengths[0])
 	}
 	if c.hnsw {
 		checkGraphs(t, openIndex(t, filepath.Join(newDir, vector.IndexFileName)), res.Storage.Lengths)
@@ -176,11 +209,12 @@ func testRemapOracle(t *testing.T, c remapCase) {
 		t.Logf("%s %s: recall@10 before %.3f, Lance's remap %.3f, ours %.3f", c.name, mode, rb, rl, ro)
 		if c.hnsw {
 			// Rebuilt graphs (Lance rebuilds too, with its own random
-			// levels): no worse than before or than Lance's own rebuild
-			// beyond the spread of random graphs (measured over 3 runs of
-			// 64 queries: ours 0.908/0.884/0.911, Lance's rebuild
-			// 0.897/0.894/0.887 for hnsw_sq); a broken graph loses far more.
-			if ro+0.05+1e-9 < min(rb, rl) {
+			// levels): 32 queries through real Lance measure recall only
+			// to a few hits (64-query runs, hnsw_sq: ours 0.908/0.884/0.911,
+			// Lance's rebuild 0.897/0.894/0.887, before 0.920/0.916/0.927),
+			// so this only catches a broken graph; graph quality against
+			// Lance's own graphs is TestHNSWGraphQualityOracle's job.
+			if ro+0.1 < min(rb, rl) {
 				t.Errorf("%s: recall@10 %.3f after our remap, %.3f before, %.3f after Lance's remap", mode, ro, rb, rl)
 			}
 			continue
@@ -462,35 +496,39 @@ func mappingFromManifests(t *testing.T, path string, pre, post *format.Manifest)
 	return m, newIDs
 }
 
+// rowAddrs maps each live id to its row address at version v, as real
+// Lance scans it.
+func rowAddrs(t *testing.T, path string, v uint64) map[int64]uint64 {
+	t.Helper()
+	tbl := oracle.ScanWith(t, path, oracle.ScanOptions{Version: v, Columns: []string{"id"}, WithRowAddr: true})
+	defer tbl.Release()
+	out := map[int64]uint64{}
+	tr := array.NewTableReader(tbl, 1024)
+	defer tr.Release()
+	for tr.Next() {
+		rec := tr.RecordBatch()
+		var ids *array.Int64
+		var ra *array.Uint64
+		for i, f := range rec.Schema().Fields() {
+			switch f.Name {
+			case "id":
+				ids = rec.Column(i).(*array.Int64)
+			case "_rowaddr":
+				ra = rec.Column(i).(*array.Uint64)
+			}
+		}
+		for i := 0; i < ids.Len(); i++ {
+			out[ids.Value(i)] = ra.Value(i)
+		}
+	}
+	return out
+}
+
 // checkMappingAgainstLance: for every live row, Map(address before) is the
 // address real Lance gives the same id after its compaction.
 func checkMappingAgainstLance(t *testing.T, path string, pre, post uint64, m vector.Mapping) {
 	t.Helper()
-	addrs := func(v uint64) map[int64]uint64 {
-		tbl := oracle.ScanWith(t, path, oracle.ScanOptions{Version: v, Columns: []string{"id"}, WithRowAddr: true})
-		defer tbl.Release()
-		out := map[int64]uint64{}
-		tr := array.NewTableReader(tbl, 1024)
-		defer tr.Release()
-		for tr.Next() {
-			rec := tr.RecordBatch()
-			var ids *array.Int64
-			var ra *array.Uint64
-			for i, f := range rec.Schema().Fields() {
-				switch f.Name {
-				case "id":
-					ids = rec.Column(i).(*array.Int64)
-				case "_rowaddr":
-					ra = rec.Column(i).(*array.Uint64)
-				}
-			}
-			for i := 0; i < ids.Len(); i++ {
-				out[ids.Value(i)] = ra.Value(i)
-			}
-		}
-		return out
-	}
-	a, b := addrs(pre), addrs(post)
+	a, b := rowAddrs(t, path, pre), rowAddrs(t, path, post)
 	if len(a) != len(b) {
 		t.Fatalf("%d live rows before, %d after", len(a), len(b))
 	}
