@@ -16,7 +16,9 @@ import (
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
-func openFile(t *testing.T, p string) *lancefile.File {
+// OpenTestFile opens a Lance file for a test (closed when it ends); exported
+// for the package's external tests.
+func OpenTestFile(t *testing.T, p string) *lancefile.File {
 	t.Helper()
 	fh, err := os.Open(p)
 	if err != nil {
@@ -101,11 +103,11 @@ func TestHNSWGraphQualityOracle(t *testing.T) {
 }
 
 func compareGraphs(t *testing.T, dir string) {
-	x, err := OpenIndexFile(openFile(t, filepath.Join(dir, IndexFileName)))
+	x, err := OpenIndexFile(OpenTestFile(t, filepath.Join(dir, IndexFileName)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := OpenStorageFile(openFile(t, filepath.Join(dir, AuxiliaryFileName)))
+	s, err := OpenStorageFile(OpenTestFile(t, filepath.Join(dir, AuxiliaryFileName)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,6 @@ import (
 
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/index/vector"
-	"github.com/lanced-dev/lanced/internal/format/lancefile"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
@@ -560,27 +559,10 @@ func uuidString(t *testing.T, u *tablepb.UUID) string {
 	return id.String()
 }
 
-func openLance(t *testing.T, p string) *lancefile.File {
-	t.Helper()
-	fh, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fh.Close() })
-	st, err := fh.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := lancefile.Open(fh, st.Size(), p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
 
 func openStorage(t *testing.T, p string) *vector.StorageFile {
 	t.Helper()
-	s, err := vector.OpenStorageFile(openLance(t, p))
+	s, err := vector.OpenStorageFile(vector.OpenTestFile(t, p))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -589,7 +571,7 @@ func openStorage(t *testing.T, p string) *vector.StorageFile {
 
 func openIndex(t *testing.T, p string) *vector.IndexFile {
 	t.Helper()
-	s, err := vector.OpenIndexFile(openLance(t, p))
+	s, err := vector.OpenIndexFile(vector.OpenTestFile(t, p))
 	if err != nil {
 		t.Fatal(err)
 	}
