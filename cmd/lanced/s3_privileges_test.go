@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
+	"github.com/lanced-dev/lanced/internal/store/storetest"
+	"github.com/lanced-dev/lanced/testenv/oracle"
+)
+
+// s3OpRecorder records the S3 API operation of every request before the
+// emulator serves it, with the object key or list prefix it touched.
+type s3OpRecorder struct {
+	next http.Handler
+	mu   sync.Mutex
+	ops  map[string]int
+	keys []string // bucket-relative keys and list prefixes
+}
+
+func (r *s3OpRecorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	op, key := s3Operation(req)
+	keys := []string{key}
+	if op == "DeleteObjects" {
+		// The keys are in the body: read them and hand the body on.
+		body, _ := io.ReadAll(req.Body)
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		var del struct {
+			Objects []struct{ Key string } `xml:"Object"`
+		}
+		_ = xml.Unmarshal(body, &del)
+		keys = keys[:0]
+		for _, o := range del.Objects {
+			keys = append(keys, o.Key)
+		}
+	}
+	r.mu.Lock()
+	if r.ops != nil {
+		r.ops[op]++
+		r.keys = append(r.keys, keys...)
+	}
+	r.mu.Unlock()
+	r.next.ServeHTTP(w, req)
+}
+
+func (r *s3OpRecorder) start() {
+	r.mu.Lock()
+	r.ops, r.keys = map[string]int{}, nil
+	r.mu.Unlock()
+}
+
+// s3Operation names a path-style request's S3 API operation and the key
+// (or, for listings, the prefix) it addresses.
+func s3Operation(req *http.Request) (op, key string) {
+	q := req.URL.Query()
+	path := strings.TrimPrefix(req.URL.Path, "/")
+	bucketLevel := !strings.Contains(path, "/")
+	if _, k, ok := strings.Cut(path, "/"); ok {
+		key = k
+	}
+	switch req.Method {
+	case http.MethodGet:
+		switch {
+		case bucketLevel && q.Has("location"):
+			return "GetBucketLocation", ""
+		case bucketLevel && q.Get("list-type") == "2":
+			return "ListObjectsV2", q.Get("prefix")
+		case bucketLevel:
+			return "ListObjects", q.Get("prefix")
+		}
+		return "GetObject", key
+	case http.MethodHead:
+		if bucketLevel {
+			return "HeadBucket", ""
+		}
+		return "HeadObject", key
+	case http.MethodPut:
+		switch {
+		case q.Has("partNumber"):
+			return "UploadPart", key
+		case req.Header.Get("X-Amz-Copy-Source") != "":
+			return "CopyObject", key
+		}
+		return "PutObject", key
+	case http.MethodPost:
+		switch {
+		case q.Has("delete"):
+			return "DeleteObjects", key
+		case q.Has("uploads"):
+			return "CreateMultipartUpload", key
+		case q.Has("uploadId"):
+			return "CompleteMultipartUpload", key
+		}
+	case http.MethodDelete:
+		if q.Has("uploadId") {
+			return "AbortMultipartUpload", key
+		}
+		return "DeleteObject", key
+	}
+	return req.Method + " " + req.URL.RawQuery, key
+}
+
+// s3Actions maps S3 API operations onto the IAM actions that authorize them
+// (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html).
+var s3Actions = map[string]string{
+	"GetObject": "s3:GetObject", "HeadObject": "s3:GetObject",
+	"ListObjectsV2": "s3:ListBucket", "ListObjects": "s3:ListBucket", "HeadBucket": "s3:ListBucket",
+	"PutObject": "s3:PutObject", "CreateMultipartUpload": "s3:PutObject", "UploadPart": "s3:PutObject",
+	"CompleteMultipartUpload": "s3:PutObject", "AbortMultipartUpload": "s3:AbortMultipartUpload",
+	"DeleteObject": "s3:DeleteObject", "DeleteObjects": "s3:DeleteObject",
+	"GetBucketLocation": "s3:GetBucketLocation",
+}
+
+// documentedS3Policy reads the bucket policy JSON that docs/daemon.md
+// documents (the json block after the "least-privilege-s3" marker) and
+// returns its actions and resources.
+func documentedS3Policy(t *testing.T) (actions, resources []string) {
+	t.Helper()
+	doc, err := os.ReadFile("../../docs/daemon.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := bytes.Cut(doc, []byte("<!-- least-privilege-s3 -->"))
+	if !ok {
+		t.Fatal("docs/daemon.md: no least-privilege-s3 marker")
+	}
+	_, rest, _ = bytes.Cut(rest, []byte("```json\n"))
+	block, _, ok := bytes.Cut(rest, []byte("```"))
+	if !ok {
+		t.Fatal("docs/daemon.md: no json block after the least-privilege-s3 marker")
+	}
+	var pol struct {
+		Statement []struct {
+			Action   []string
+			Resource any
+		}
+	}
+	if err := json.Unmarshal(block, &pol); err != nil {
+		t.Fatalf("docs/daemon.md: bucket policy: %v", err)
+	}
+	for _, st := range pol.Statement {
+		actions = append(actions, st.Action...)
+		switch r := st.Resource.(type) {
+		case string:
+			resources = append(resources, r)
+		case []any:
+			for _, x := range r {
+				resources = append(resources, x.(string))
+			}
+		}
+	}
+	sort.Strings(actions)
+	return slices.Compact(actions), resources
+}
+
+// TestS3OperationsMatchDocumentedLeastPrivilege records every S3 request
+// lanced makes while compacting and cleaning real-Lance tables in the S3
+// emulator and checks that the IAM actions they need are exactly the ones
+// the documented bucket policy grants (s3:AbortMultipartUpload is granted
+// for failed large uploads and may go unused), and that every key and list
+// prefix lies under the tables' prefix, as the policy's resources require.
+func TestS3OperationsMatchDocumentedLeastPrivilege(t *testing.T) {
+	oracle.Require(t)
+	mem := s3mem.New()
+	if err := mem.CreateBucket(storetest.BucketName); err != nil {
+		t.Fatal(err)
+	}
+	rec := &s3OpRecorder{next: gofakes3.New(mem, gofakes3.WithAutoBucket(false)).Server()}
+	srv := httptest.NewServer(rec)
+	defer srv.Close()
+	s3 := &storetest.S3Server{Endpoint: srv.URL}
+	so := oracle.Options{StorageOptions: s3.LanceStorageOptions()}
+	const prefix = "warehouse"
+	var uris []string
+	for _, sc := range []string{"appends", "deletes_arrow"} {
+		lance := oracle.Build(t, sc, s3.LanceURI(prefix), so)
+		uris = append(uris, s3.URI(strings.TrimPrefix(lance, "s3://"+storetest.BucketName+"/")))
+	}
+
+	rec.start()
+	for _, uri := range uris {
+		var out bytes.Buffer
+		if code := runMain([]string{"compact", uri}, &out, &out); code != 0 {
+			t.Fatalf("compact %s: exit %d\n%s", uri, code, out.String())
+		}
+		out.Reset()
+		if code := runMain([]string{"cleanup", "--older-than", "0", "--unverified-after", "0", uri}, &out, &out); code != 0 {
+			t.Fatalf("cleanup %s: exit %d\n%s", uri, code, out.String())
+		}
+	}
+	rec.mu.Lock()
+	ops, keys := rec.ops, rec.keys
+	rec.mu.Unlock()
+	t.Logf("S3 operations during compact + cleanup: %v", ops)
+
+	used := map[string]bool{}
+	for op := range ops {
+		a, ok := s3Actions[op]
+		if !ok {
+			t.Errorf("lanced issued %s, which the least-privilege mapping does not know", op)
+			continue
+		}
+		used[a] = true
+	}
+	for _, need := range []string{"s3:GetObject", "s3:ListBucket", "s3:PutObject", "s3:DeleteObject"} {
+		if !used[need] {
+			t.Errorf("compact + cleanup never needed %s: the run did not exercise what the policy documents", need)
+		}
+	}
+	documented, resources := documentedS3Policy(t)
+	for a := range used {
+		if !slices.Contains(documented, a) {
+			t.Errorf("lanced needs %s, the documented policy does not grant it", a)
+		}
+	}
+	for _, a := range documented {
+		if !used[a] && a != "s3:AbortMultipartUpload" {
+			t.Errorf("documented policy grants %s, which lanced never used", a)
+		}
+	}
+	for _, k := range keys {
+		if k != prefix && !strings.HasPrefix(k, prefix+"/") {
+			t.Errorf("request outside the tables' prefix: %q", k)
+		}
+	}
+	if !slices.Contains(resources, "arn:aws:s3:::BUCKET/PREFIX/*") || !slices.Contains(resources, "arn:aws:s3:::BUCKET") {
+		t.Errorf("documented resources %v: want the bucket (for listing) and BUCKET/PREFIX/* (objects)", resources)
+	}
+}
