@@ -37,11 +37,10 @@
 // test, its compaction-time remap did not join either, and its segments
 // equal ours partition by partition.
 //
-// CompactionMapping derives the row-address mapping of a rewrite from the
-// old fragments' row counts and deletions and the new fragments' row counts,
-// without a per-row table.
+// The row-address mapping (index.Mapping, index.CompactionMapping) comes
+// from internal/format/index.
 //
-// Imports: internal/format/lancefile, internal/format/lancewrite,
-// internal/format/pb/indexpb; no I/O beyond the readers and writers handed
-// in.
+// Imports: internal/format/index, internal/format/lancefile,
+// internal/format/lancewrite, internal/format/pb/indexpb; no I/O beyond the
+// readers and writers handed in.
 package vector

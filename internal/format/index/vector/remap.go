@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/format/lancefile"
 	"github.com/lanced-dev/lanced/internal/format/lancewrite"
 	"github.com/lanced-dev/lanced/internal/format/pb/indexpb"
@@ -91,7 +92,7 @@ type StorageResult struct {
 // falls under a quarter of the target partition size (which needs the raw
 // vectors from the table); this remap keeps every partition, which is also a
 // valid index (the centroids are unchanged).
-func RemapStorage(ctx context.Context, s *StorageFile, m Mapping, w io.Writer, keep func(p int, rec arrow.RecordBatch, kept []int) error) (StorageResult, error) {
+func RemapStorage(ctx context.Context, s *StorageFile, m index.Mapping, w io.Writer, keep func(p int, rec arrow.RecordBatch, kept []int) error) (StorageResult, error) {
 	var res StorageResult
 	ver := lancewrite.V2_1
 	if s.File.Format == lancefile.Format20 {
@@ -158,7 +159,7 @@ func copyGlobalBuffers(f *lancefile.File, ivfPos int, ivf *indexpb.IVF, wr *lanc
 	return nil
 }
 
-func (s *StorageFile) remapPartition(ctx context.Context, p int, m Mapping, wr *lancewrite.Writer, keep func(int, arrow.RecordBatch, []int) error) (uint64, uint64, error) {
+func (s *StorageFile) remapPartition(ctx context.Context, p int, m index.Mapping, wr *lancewrite.Writer, keep func(int, arrow.RecordBatch, []int) error) (uint64, uint64, error) {
 	if s.IVF.GetLengths()[p] == 0 {
 		if keep != nil {
 			rec, err := s.ReadPartition(ctx, p)

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/format/lancefile"
 	"github.com/lanced-dev/lanced/internal/format/lancewrite"
 	"github.com/lanced-dev/lanced/internal/format/pb/indexpb"
@@ -34,7 +35,7 @@ type Result struct {
 // as lance's remap does (HNSW::remap rebuilds through index_vectors with
 // the partition's stored build parameters). seed makes the HNSW level draw
 // reproducible. Memory: one partition (its storage rows and graph).
-func Remap(ctx context.Context, x *IndexFile, s *StorageFile, m Mapping, storageOut, indexOut io.Writer, seed uint64) (Result, error) {
+func Remap(ctx context.Context, x *IndexFile, s *StorageFile, m index.Mapping, storageOut, indexOut io.Writer, seed uint64) (Result, error) {
 	var res Result
 	if len(x.IVF.GetLengths()) != s.NumPartitions() {
 		return res, errorf(x.File, ErrCorrupt, "index has %d partitions, storage %s %d", len(x.IVF.GetLengths()), s.File.Name(), s.NumPartitions())

@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/format/index/vector"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/testenv/oracle"
@@ -140,11 +141,11 @@ func testRemapOracle(t *testing.T, c remapCase) {
 		t.Fatal(err)
 	}
 	storage := openStorage(t, filepath.Join(oldDir, vector.AuxiliaryFileName))
-	index := openIndex(t, filepath.Join(oldDir, vector.IndexFileName))
-	if d := c.options["distanceType"]; index.Distance != d || storage.Distance != d {
-		t.Fatalf("distance %q/%q, want %s", index.Distance, storage.Distance, d)
+	ixFile := openIndex(t, filepath.Join(oldDir, vector.IndexFileName))
+	if d := c.options["distanceType"]; ixFile.Distance != d || storage.Distance != d {
+		t.Fatalf("distance %q/%q, want %s", ixFile.Distance, storage.Distance, d)
 	}
-	res, err := vector.Remap(ctx, index, storage, mapping,
+	res, err := vector.Remap(ctx, ixFile, storage, mapping,
 		mustCreate(t, filepath.Join(newDir, vector.AuxiliaryFileName)),
 		mustCreate(t, filepath.Join(newDir, vector.IndexFileName)), 1)
 	if err != nil {
@@ -452,20 +453,20 @@ func readManifest(t *testing.T, path string, v uint64) *format.Manifest {
 // mappingFromManifests models the compaction between two versions: the
 // fragments only pre has were rewritten, in id order, into the fragments
 // only post has.
-func mappingFromManifests(t *testing.T, path string, pre, post *format.Manifest) (*vector.CompactionMapping, []uint64) {
+func mappingFromManifests(t *testing.T, path string, pre, post *format.Manifest) (*index.CompactionMapping, []uint64) {
 	t.Helper()
 	postIDs := map[uint64]bool{}
 	for _, f := range post.PB.GetFragments() {
 		postIDs[f.GetId()] = true
 	}
 	preIDs := map[uint64]bool{}
-	var g vector.RewriteGroup
+	var g index.RewriteGroup
 	for _, f := range pre.PB.GetFragments() {
 		preIDs[f.GetId()] = true
 		if postIDs[f.GetId()] {
 			continue
 		}
-		of := vector.OldFragment{ID: f.GetId(), PhysicalRows: f.GetPhysicalRows()}
+		of := index.OldFragment{ID: f.GetId(), PhysicalRows: f.GetPhysicalRows()}
 		if df := f.GetDeletionFile(); df != nil {
 			key := format.DeletionFileKey(f.GetId(), df)
 			data, err := os.ReadFile(filepath.Join(path, key))
@@ -485,10 +486,10 @@ func mappingFromManifests(t *testing.T, path string, pre, post *format.Manifest)
 		if preIDs[f.GetId()] {
 			continue
 		}
-		g.New = append(g.New, vector.NewFragment{ID: f.GetId(), Rows: f.GetPhysicalRows()})
+		g.New = append(g.New, index.NewFragment{ID: f.GetId(), Rows: f.GetPhysicalRows()})
 		newIDs = append(newIDs, f.GetId())
 	}
-	m, err := vector.NewCompactionMapping([]vector.RewriteGroup{g})
+	m, err := index.NewCompactionMapping([]index.RewriteGroup{g})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -525,7 +526,7 @@ func rowAddrs(t *testing.T, path string, v uint64) map[int64]uint64 {
 
 // checkMappingAgainstLance: for every live row, Map(address before) is the
 // address real Lance gives the same id after its compaction.
-func checkMappingAgainstLance(t *testing.T, path string, pre, post uint64, m vector.Mapping) {
+func checkMappingAgainstLance(t *testing.T, path string, pre, post uint64, m index.Mapping) {
 	t.Helper()
 	a, b := rowAddrs(t, path, pre), rowAddrs(t, path, post)
 	if len(a) != len(b) {
@@ -558,7 +559,6 @@ func uuidString(t *testing.T, u *tablepb.UUID) string {
 	}
 	return id.String()
 }
-
 
 func openStorage(t *testing.T, p string) *vector.StorageFile {
 	t.Helper()
