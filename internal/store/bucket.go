@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -342,7 +343,11 @@ func (b *Bucket) Put(ctx context.Context, key string, data []byte) error {
 
 // PutIfAbsent creates key with data only if no object exists under it,
 // atomically across processes. It returns an error matching
-// ErrPreconditionFailed if the key exists.
+// ErrPreconditionFailed if the key exists with other content. When the
+// outcome is ambiguous (the response was lost, the client timed out, or
+// the client's own retry of a landed request met the precondition), it
+// reads the key back: holding exactly data means the create landed, and
+// PutIfAbsent returns nil.
 func (b *Bucket) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	done, err := b.begin("put_if_absent", key, false)
 	if err != nil {
@@ -352,6 +357,13 @@ func (b *Bucket) PutIfAbsent(ctx context.Context, key string, data []byte) error
 	delay := 20 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		err = b.write(ctx, key, data, true)
+		if err != nil && !isConditionalConflict(err) && b.landed(ctx, key, data) {
+			// The write failed as far as the client can tell (a lost
+			// response, a timeout, or a precondition failure on the
+			// client's own retry of a request that had landed), yet the
+			// object under key is exactly ours: the create succeeded.
+			return done(nil)
+		}
 		if err == nil || !isConditionalConflict(err) || attempt >= maxConflictRetries {
 			return done(err)
 		}
@@ -364,6 +376,41 @@ func (b *Bucket) PutIfAbsent(ctx context.Context, key string, data []byte) error
 		}
 		delay *= 2
 	}
+}
+
+// landed reports whether key holds exactly data, reading it back after an
+// ambiguous conditional create. A manifest's bytes name its own transaction
+// file, so another writer's object never matches. The read-back outlives a
+// cancelled ctx (a cancelled write may still have landed) and is retried a
+// few times; if it cannot tell, landed is false and the write's error
+// stands.
+func (b *Bucket) landed(ctx context.Context, key string, data []byte) bool {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	delay := 50 * time.Millisecond
+	for range 4 {
+		a, err := b.bkt.Attributes(rctx, b.prefix+key)
+		if err == nil && a.Size != int64(len(data)) {
+			return false
+		}
+		if err == nil {
+			var got []byte
+			got, err = b.bkt.ReadAll(rctx, b.prefix+key)
+			if err == nil {
+				return bytes.Equal(got, data)
+			}
+		}
+		if classify(err) == NotFound {
+			return false
+		}
+		select {
+		case <-rctx.Done():
+			return false
+		case <-time.After(delay):
+		}
+		delay *= 2
+	}
+	return false
 }
 
 func (b *Bucket) write(ctx context.Context, key string, data []byte, ifAbsent bool) error {

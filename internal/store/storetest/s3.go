@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
@@ -33,6 +34,20 @@ func StartS3(t testing.TB) *S3Server {
 // (nil: none), e.g. to publish notifications for committed objects.
 func StartS3With(t testing.TB, wrap func(gofakes3.Backend) gofakes3.Backend) *S3Server {
 	t.Helper()
+	return StartS3Wrapped(t, wrap, nil)
+}
+
+// StartS3WithHandler is StartS3 with the emulator's HTTP handler passed
+// through wrap (e.g. a fault layer).
+func StartS3WithHandler(t testing.TB, wrap func(http.Handler) http.Handler) *S3Server {
+	t.Helper()
+	return StartS3Wrapped(t, nil, wrap)
+}
+
+// StartS3Wrapped wraps both the backend (nil: none) and the HTTP handler
+// (nil: none).
+func StartS3Wrapped(t testing.TB, wrap func(gofakes3.Backend) gofakes3.Backend, wrapHandler func(http.Handler) http.Handler) *S3Server {
+	t.Helper()
 	mem := s3mem.New()
 	if err := mem.CreateBucket(BucketName); err != nil {
 		t.Fatalf("storetest: create bucket: %v", err)
@@ -42,7 +57,11 @@ func StartS3With(t testing.TB, wrap func(gofakes3.Backend) gofakes3.Backend) *S3
 		be = wrap(mem)
 	}
 	faker := gofakes3.New(be, gofakes3.WithAutoBucket(false))
-	srv := httptest.NewServer(faker.Server())
+	var h http.Handler = faker.Server()
+	if wrapHandler != nil {
+		h = wrapHandler(h)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &S3Server{Endpoint: srv.URL, Backend: be, srv: srv}
 }
