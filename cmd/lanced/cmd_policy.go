@@ -12,7 +12,9 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/policy"
+	"github.com/lanced-dev/lanced/internal/scheduler/plan"
 	"github.com/lanced-dev/lanced/internal/store"
 )
 
@@ -124,6 +126,7 @@ func runPolicyExplain(ctx context.Context, args []string, stdout, stderr io.Writ
 		return err
 	}
 	var cfg map[string]string
+	var latest *format.Manifest
 	if !*noTable {
 		b, err := store.Open(ctx, uri)
 		if err != nil {
@@ -138,7 +141,7 @@ func runPolicyExplain(ctx context.Context, args []string, stdout, stderr io.Writ
 		if err != nil {
 			return err
 		}
-		cfg = m.PB.GetConfig()
+		cfg, latest = m.PB.GetConfig(), m
 	}
 	eff := set.Resolve(uri, cfg)
 	if *asJSON {
@@ -155,6 +158,18 @@ func runPolicyExplain(ctx context.Context, args []string, stdout, stderr io.Writ
 	for _, r := range eff.Explain() {
 		v, _ := json.Marshal(r.Value)
 		fmt.Fprintf(stdout, "  %-44s %-24s %s\n", r.Setting, v, r.Source)
+	}
+	if latest != nil {
+		// What index_coverage does to each index of the latest version,
+		// and which fragments an index keeps out of rewrites.
+		p, _ := computePlan(uri, latest, set, "")
+		for _, ix := range p.Indices {
+			fmt.Fprintf(stdout, "index %s (%s): %s: %s", ix.Name, ix.Kind, ix.Action, ix.Reason)
+			if ix.Action == plan.IndexKeep && len(ix.Covered) > 0 {
+				fmt.Fprintf(stdout, " (blocks fragments %v)", ix.Covered)
+			}
+			fmt.Fprintln(stdout)
+		}
 	}
 	for _, w := range eff.Warnings {
 		fmt.Fprintf(stdout, "warning: %s\n", w)

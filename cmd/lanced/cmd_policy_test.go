@@ -93,3 +93,40 @@ func TestPlanAndExplainOnARealTable(t *testing.T) {
 		t.Fatalf("explain: %+v %v\n%s", eff, err, out.String())
 	}
 }
+
+// TestExplainAndPlanNameTheBlockingIndex: on a table with a BTree and an
+// IVF_PQ over fragments 0-1, plan and policy explain say per index what
+// happens and which fragments it keeps out of rewrites; with unindex the
+// plan says the indices' last covered fragments are kept.
+func TestExplainAndPlanNameTheBlockingIndex(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the npm oracle")
+	}
+	uri := oracle.Build(t, "indexed", t.TempDir())
+	out := runCLI(t, "policy", "explain", uri)
+	for _, want := range []string{"index id_idx (btree): keep", "index vec_idx (ivfPq): keep", "blocks fragments [0 1]"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("explain lacks %q:\n%s", want, out)
+		}
+	}
+	out = runCLI(t, "plan", uri)
+	if !strings.Contains(out, "vec_idx (ivfPq, 1 segment(s), covers 2 fragment(s)): keep") {
+		t.Fatalf("plan:\n%s", out)
+	}
+	pdir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(pdir, "p.hcl"), []byte("defaults {\n  compaction {\n    index_coverage = \"unindex\"\n  }\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var p plan.Plan
+	if err := json.Unmarshal([]byte(runCLI(t, "plan", uri, "--policy", pdir, "--json")), &p); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Decisions) != 4 || !strings.Contains(p.Decisions[0].Reason, "last fragments covered by index") {
+		t.Fatalf("unindex plan: %+v", p.Decisions)
+	}
+	for _, ix := range p.Indices {
+		if ix.Action != plan.IndexUntouched {
+			t.Fatalf("index %+v", ix)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lanced-dev/lanced/internal/engine"
 	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/store"
 )
 
@@ -36,6 +37,8 @@ type statsReport struct {
 	Writable bool   `json:"writable"`
 	Refusal  string `json:"refusal,omitempty"`
 	Indices  int    `json:"indices"`
+	// IndexCoverage is every index's coverage of this version.
+	IndexCoverage []index.Coverage `json:"index_coverage,omitempty"`
 	format.LayoutStats
 }
 
@@ -117,6 +120,9 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := format.CheckWritable(m.PB); err != nil {
 		rep.Writable, rep.Refusal = false, err.Error()
 	}
+	if rep.IndexCoverage, err = index.CoverageOf(m.PB.GetFragments(), m.Indices.GetIndices()); err != nil {
+		return fmt.Errorf("stats of %s version %d: %w", b.URI(), m.Version(), err)
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -132,6 +138,21 @@ func printStats(w io.Writer, r *statsReport, files bool) error {
 	fmt.Fprintf(w, "flags    reader %d, writer %d; %d index segment(s)\n", r.ReaderFeatureFlags, r.WriterFeatureFlags, r.Indices)
 	if !r.Writable {
 		fmt.Fprintf(w, "READ ONLY: %s\n", r.Refusal)
+	}
+	if len(r.IndexCoverage) > 0 {
+		fmt.Fprintln(w)
+		iw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(iw, "index\ttype\tsegments\tindexed rows\tunindexed rows\tfragments\tunindexed fragments\tstale ids\t")
+		for _, c := range r.IndexCoverage {
+			note := ""
+			if c.Lost {
+				note = "  (covers nothing: real Lance drops it at its next write)"
+			}
+			fmt.Fprintf(iw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", c.Name, c.Kind, c.Segments, c.IndexedRows, c.UnindexedRows, len(c.Fragments), len(c.Unindexed), c.Stale, note)
+		}
+		if err := iw.Flush(); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)

@@ -68,6 +68,17 @@ func TestStatsMatchesRealLance(t *testing.T) {
 
 func checkStatsAgainstLance(t *testing.T, rep statsReport, lance oracle.Report) {
 	t.Helper()
+	// Index coverage: the indexStats counts of every index.
+	if len(rep.IndexCoverage) != len(lance.Indices) {
+		t.Errorf("v%d: %d indices, Lance lists %d", rep.Version, len(rep.IndexCoverage), len(lance.Indices))
+	}
+	for _, li := range lance.Indices {
+		for _, c := range rep.IndexCoverage {
+			if c.Name == li.Name && (int64(c.IndexedRows) != li.IndexedRows || int64(c.UnindexedRows) != li.UnindexedRows) {
+				t.Errorf("v%d index %s: %d indexed / %d unindexed, Lance %d / %d", rep.Version, c.Name, c.IndexedRows, c.UnindexedRows, li.IndexedRows, li.UnindexedRows)
+			}
+		}
+	}
 	tot := rep.Totals
 	if int64(tot.Rows) != lance.Rows {
 		t.Errorf("v%d rows %d, Lance countRows %d", rep.Version, tot.Rows, lance.Rows)

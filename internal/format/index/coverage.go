@@ -216,3 +216,67 @@ func Recalculate(bm *roaring.Bitmap, oldIDs, newIDs []uint64) (changed bool, err
 	}
 	return true, nil
 }
+
+// Coverage is one index's coverage of a table version, as lanced stats
+// reports it.
+type Coverage struct {
+	Name     string  `json:"name"`
+	Kind     Kind    `json:"kind"`
+	Fields   []int32 `json:"fields"`
+	Segments int     `json:"segments"`
+	// IndexedRows and UnindexedRows count live rows (physical minus
+	// deleted) of the existing fragments the index covers and does not.
+	IndexedRows   uint64 `json:"indexed_rows"`
+	UnindexedRows uint64 `json:"unindexed_rows"`
+	// Fragments are the existing fragments covered; Unindexed the others.
+	Fragments []uint64 `json:"fragments"`
+	Unindexed []uint64 `json:"unindexed_fragments,omitempty"`
+	// Stale counts fragment ids in the bitmaps that no longer exist (left
+	// by rewrites that did not remap the index).
+	Stale uint64 `json:"stale_fragment_ids"`
+	// Lost is set when real Lance's next Delete/Update/Merge/Project
+	// commit would drop the index (a vector index covering nothing).
+	Lost bool `json:"would_be_dropped,omitempty"`
+}
+
+// CoverageOf reports every index's coverage of the given fragments.
+func CoverageOf(frags []*tablepb.DataFragment, indices []*tablepb.IndexMetadata) ([]Coverage, error) {
+	ixs, err := Group(indices)
+	if err != nil {
+		return nil, err
+	}
+	existing := Fragments(frags)
+	lost := map[string]bool{}
+	for _, d := range Retention(ixs, existing) {
+		if d.Lost {
+			lost[d.Name] = true
+		}
+	}
+	var out []Coverage
+	for _, ix := range ixs {
+		if ix.Kind.IsSystem() {
+			continue
+		}
+		cov := ix.Covered(existing)
+		all := roaring.New()
+		for _, s := range ix.Segments {
+			if s.Bitmap != nil {
+				all.Or(s.Bitmap)
+			}
+		}
+		c := Coverage{Name: ix.Name, Kind: ix.Kind, Fields: ix.Fields, Segments: len(ix.Segments),
+			Stale: roaring.AndNot(all, existing).GetCardinality(), Lost: lost[ix.Name]}
+		for _, f := range frags {
+			live := f.GetPhysicalRows() - min(f.GetPhysicalRows(), f.GetDeletionFile().GetNumDeletedRows())
+			if cov.Contains(uint32(f.GetId())) {
+				c.IndexedRows += live
+				c.Fragments = append(c.Fragments, f.GetId())
+			} else {
+				c.UnindexedRows += live
+				c.Unindexed = append(c.Unindexed, f.GetId())
+			}
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
