@@ -64,6 +64,13 @@ func NewCleaner(reg prometheus.Registerer, log *slog.Logger) (*Cleaner, error) {
 				Name: "lanced_cleanup_runs_total", Help: "Cleanup runs, by outcome.",
 			}, []string{"outcome"}),
 		}
+		// Every series is exported from the start, at 0.
+		for _, k := range []string{KindManifest, KindData, KindDeletion, KindTransaction, KindIndex, KindTemp} {
+			m.files.WithLabelValues(k)
+		}
+		for _, o := range []string{"ok", "failed", "refused"} {
+			m.runs.WithLabelValues(o)
+		}
 		for _, col := range []prometheus.Collector{m.files, m.bytes, m.versions, m.runs} {
 			if err := reg.Register(col); err != nil {
 				return nil, fmt.Errorf("register cleanup metrics: %w", err)

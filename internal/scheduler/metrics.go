@@ -27,12 +27,19 @@ type metrics struct {
 	plans          *prometheus.CounterVec
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// newMetrics registers the scheduler's metrics on reg. With tableHolds
+// (Config.Holds set) lanced_table_held is left to whoever reads the holds
+// from table state (the status collector) and kept unregistered here.
+func newMetrics(reg prometheus.Registerer, tableHolds bool) *metrics {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
 	f := promauto.With(reg)
-	return &metrics{
+	heldFactory := f
+	if tableHolds {
+		heldFactory = promauto.With(nil)
+	}
+	m := &metrics{
 		tasks: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "lanced_scheduler_tasks_total",
 			Help: "Task executions by kind and outcome (done, stale, retried, abandoned, corrupt, shutdown).",
@@ -91,7 +98,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "lanced_scheduler_leases_lost_total",
 			Help: "Leases this node lost before releasing them (renewal failed or expired).",
 		}),
-		held: f.NewGaugeVec(prometheus.GaugeOpts{
+		held: heldFactory.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "lanced_table_held",
 			Help: "1 while a table is held (after corruption was reported, or by an operator); only held tables appear.",
 		}, []string{"table"}),
@@ -104,4 +111,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Table evaluations by result (tasks, empty, held, error).",
 		}, []string{"result"}),
 	}
+	// Every unlabelled-by-table series is exported from the start, at 0.
+	for _, o := range []string{"rebased", "stale", "abandoned"} {
+		m.commitConflict.WithLabelValues(o)
+	}
+	for _, o := range []string{"tasks", "empty", "held", "error"} {
+		m.plans.WithLabelValues(o)
+	}
+	return m
 }

@@ -104,7 +104,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config, p Planner, e Executor, 
 	n := &Node{
 		cfg: cfg, nc: nc, q: q, planner: p, exec: e, commit: c,
 		log:    cfg.Logger.With("node", cfg.NodeID),
-		m:      newMetrics(cfg.Registerer),
+		m:      newMetrics(cfg.Registerer, cfg.Holds != nil),
 		tables: map[string]*tableState{},
 		wake:   make(chan struct{}, 1),
 	}

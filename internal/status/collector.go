@@ -229,6 +229,9 @@ func (c *Collector) Refresh(ctx context.Context, table string) Table {
 		if prev := c.tables[table]; prev != nil {
 			keep := *prev
 			keep.Err, keep.Refreshed = t.Err, t.Refreshed
+			if !t.HoldChecked.IsZero() {
+				keep.Hold, keep.HoldChecked = t.Hold, t.HoldChecked
+			}
 			t = keep
 		}
 	}

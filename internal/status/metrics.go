@@ -13,12 +13,13 @@ var (
 	descVersions  = prometheus.NewDesc("lanced_table_versions", "Versions (manifests) the table keeps.", []string{"table"}, nil)
 	descBytes     = prometheus.NewDesc("lanced_table_bytes", "Bytes of the data files of the table's latest version.", []string{"table"}, nil)
 	descLastMaint = prometheus.NewDesc("lanced_table_last_maintenance_timestamp_seconds", "Unix time of lanced's last commit to the table seen by this process (0: none yet).", []string{"table"}, nil)
+	descHeld      = prometheus.NewDesc("lanced_table_held", "1 while the table is held (after corruption was reported, or by an operator), else 0; read from the table's hold record.", []string{"table"}, nil)
 	descTables    = prometheus.NewDesc("lanced_tables", "Tables this process knows.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descFragments, descSmall, descMaxFiles, descDeleted, descUnindexed, descVersions, descBytes, descLastMaint, descTables} {
+	for _, d := range []*prometheus.Desc{descFragments, descSmall, descMaxFiles, descDeleted, descUnindexed, descVersions, descBytes, descLastMaint, descHeld, descTables} {
 		ch <- d
 	}
 }
@@ -30,11 +31,16 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	defer c.mu.Unlock()
 	ch <- prometheus.MustNewConstMetric(descTables, prometheus.GaugeValue, float64(len(c.tables)))
 	for uri, t := range c.tables {
-		if t.Version == 0 {
-			continue // never read successfully
-		}
 		g := func(d *prometheus.Desc, v float64) {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, uri)
+		}
+		held := 0.0
+		if t.Hold != nil {
+			held = 1
+		}
+		g(descHeld, held)
+		if t.Version == 0 {
+			continue // never read successfully
 		}
 		g(descFragments, float64(t.Fragments))
 		g(descSmall, float64(t.SmallFragments))

@@ -78,6 +78,11 @@ func ReadTable(ctx context.Context, uri, openURI string, smallRows func(cfg map[
 		return t, err
 	}
 	defer b.Close()
+	// The hold first: a table held for corruption may not open.
+	if t.Hold, err = hold.Get(ctx, b); err != nil {
+		return t, err
+	}
+	t.HoldChecked = time.Now()
 	tbl, err := engine.OpenTable(ctx, b)
 	if err != nil {
 		return t, err
@@ -91,10 +96,6 @@ func ReadTable(ctx context.Context, uri, openURI string, smallRows func(cfg map[
 	if err != nil {
 		return t, err
 	}
-	if t.Hold, err = hold.Get(ctx, b); err != nil {
-		return t, err
-	}
-	t.HoldChecked = time.Now()
 	thr := uint64(DefaultSmallRows)
 	if smallRows != nil {
 		thr = smallRows(m.PB.GetConfig())
