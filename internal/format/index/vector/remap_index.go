@@ -111,7 +111,7 @@ func newHNSWRebuild(x *IndexFile, s *StorageFile, out io.Writer, seed uint64) (*
 		if err := json.Unmarshal(meta.Params, &p); err != nil {
 			return nil, errorf(x.File, ErrCorrupt, "%s params: %v", keyHNSW, err)
 		}
-		if p.MaxLevel < 1 || p.M < 2 || p.Ef < 1 {
+		if p.MaxLevel < 1 || p.MaxLevel > math.MaxUint16 || p.M < 2 || p.Ef < 1 {
 			return nil, errorf(x.File, ErrUnsupported, "HNSW params %s", meta.Params)
 		}
 		hb.params, hb.maxLevel, hb.m, hb.ef = meta.Params, p.MaxLevel, p.M, p.Ef
