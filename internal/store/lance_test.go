@@ -20,8 +20,12 @@ import (
 // it (its If-None-Match manifest put works against the emulator).
 func TestRealLanceOnEmulator(t *testing.T) {
 	oracle.Require(t)
+	t.Run("s3", func(t *testing.T) { realLanceOnEmulator(t, storetest.StartS3(t)) })
+	t.Run("gcs", func(t *testing.T) { realLanceOnEmulator(t, storetest.StartGCS(t)) })
+}
+
+func realLanceOnEmulator(t *testing.T, s3 storetest.Emulator) {
 	ctx := context.Background()
-	s3 := storetest.StartS3(t)
 	opts := oracle.Options{StorageOptions: s3.LanceStorageOptions()}
 
 	// 1. Lance writes into the emulator; we list and read what it wrote.

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,19 @@ import (
 	"testing"
 
 	"github.com/fsouza/fake-gcs-server/fakestorage"
+)
+
+// Emulator is what the S3 and GCS emulators have in common: URIs for
+// store.Open and for real Lance, and Lance's storage options.
+type Emulator interface {
+	URI(prefix string) string
+	LanceURI(prefix string) string
+	LanceStorageOptions() map[string]string
+}
+
+var (
+	_ Emulator = (*S3Server)(nil)
+	_ Emulator = (*GCSServer)(nil)
 )
 
 // GCSServer is an in-process GCS emulator (fsouza/fake-gcs-server with its
@@ -61,7 +75,7 @@ func StartGCSWith(t testing.TB, wrap func(http.Handler) http.Handler) *GCSServer
 		t.Fatalf("storetest: fake-gcs-server: %v", err)
 	}
 	fake.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: BucketName})
-	h := fake.HTTPHandler()
+	var h http.Handler = newGCSXML(fake.HTTPHandler(), BucketName)
 	if wrap != nil {
 		h = wrap(h)
 	}
@@ -87,6 +101,26 @@ func (s *GCSServer) URI(prefix string) string {
 		u.Path = "/" + p
 	}
 	return u.String()
+}
+
+// LanceStorageOptions returns the storage options real Lance (lance 8.0.0
+// via @lancedb/lancedb, object_store's GCS client) needs for this emulator:
+// a service-account key whose gcs_base_url is the emulator and whose
+// disable_oauth skips the token exchange (object_store requires the
+// client_email, private_key and private_key_id fields to be present, empty
+// is fine), and allow_http for the plain-HTTP endpoint. The short timeouts
+// make a misconfiguration fail fast.
+func (s *GCSServer) LanceStorageOptions() map[string]string {
+	key, _ := json.Marshal(map[string]any{
+		"gcs_base_url": s.Endpoint, "disable_oauth": true,
+		"client_email": "", "private_key": "", "private_key_id": "",
+	})
+	return map[string]string{
+		"google_service_account_key": string(key),
+		"allow_http":                 "true",
+		"connect_timeout":            "5s",
+		"timeout":                    "60s",
+	}
 }
 
 // LanceURI returns the URI real Lance uses for prefix: gs://lance/prefix.
