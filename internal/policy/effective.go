@@ -16,6 +16,9 @@ const (
 	FromTableConfig  SourceKind = "table_config"  // a key in the manifest's config
 	FromDefaults     SourceKind = "defaults"      // the policy defaults block
 	FromLanceDefault SourceKind = "lance_default" // Lance's own default
+	// FromLancedDefault marks lanced's own settings (scheduling, caps,
+	// repack), which Lance has no default for.
+	FromLancedDefault SourceKind = "lanced_default"
 )
 
 // Source is where one setting's value came from.
@@ -36,6 +39,9 @@ func (s Source) String() string {
 		return "table config " + s.Where
 	case FromDefaults:
 		return "defaults (" + s.Where + ")"
+	}
+	if s.Kind == FromLancedDefault {
+		return "lanced default"
 	}
 	return "lance default"
 }
@@ -155,13 +161,17 @@ func lance[T any](v T) Setting[T] {
 	return Setting[T]{Value: v, Source: Source{Kind: FromLanceDefault}}
 }
 
+func lanced[T any](v T) Setting[T] {
+	return Setting[T]{Value: v, Source: Source{Kind: FromLancedDefault}}
+}
+
 // LanceDefaults returns the Effective policy with nothing set: Lance's
 // defaults everywhere.
 func LanceDefaults(table string) Effective {
 	return Effective{
 		Table:   table,
-		Enabled: lance(true),
-		Scope:   lance(ScopeAll),
+		Enabled: lanced(true),
+		Scope:   lanced(ScopeAll),
 		Compaction: Compaction{
 			TargetRowsPerFragment:         lance(uint64(DefaultTargetRowsPerFragment)),
 			MaxRowsPerFile:                lance(uint64(0)),
@@ -169,29 +179,29 @@ func LanceDefaults(table string) Effective {
 			MaxRowsPerGroup:               lance(uint64(DefaultMaxRowsPerGroup)),
 			MaterializeDeletions:          lance(true),
 			MaterializeDeletionsThreshold: lance(DefaultDeletionsThreshold),
-			MaxSourceFragments:            lance(uint64(0)),
-			MaxSourceRows:                 lance(uint64(0)),
-			MaxSourceBytes:                lance(uint64(0)),
+			MaxSourceFragments:            lanced(uint64(0)),
+			MaxSourceRows:                 lanced(uint64(0)),
+			MaxSourceBytes:                lanced(uint64(0)),
 			IndexCoverage:                 lance(CoverageKeep),
-			CommitBatchTasks:              lance(uint64(0)),
-			ForceBinaryCopy:               lance(false),
+			CommitBatchTasks:              lanced(uint64(0)),
+			ForceBinaryCopy:               lanced(false),
 		},
 		Repack: Repack{
-			MaxDataFilesPerFragment: lance(uint64(0)),
-			ColumnGroups:            lance([][]string(nil)),
+			MaxDataFilesPerFragment: lanced(uint64(0)),
+			ColumnGroups:            lanced([][]string(nil)),
 		},
 		Cleanup: Cleanup{
 			OlderThan:       lance(Duration(DefaultOlderThan)),
 			KeepVersions:    lance(uint64(1)),
 			KeepTagged:      lance(true),
 			UnverifiedAfter: lance(Duration(DefaultUnverifiedAfter)),
-			DeleteRate:      lance(0.0),
+			DeleteRate:      lanced(0.0),
 		},
 		Schedule: Schedule{
-			Debounce:    lance(Duration(DefaultDebounce)),
-			MaxDelay:    lance(Duration(DefaultMaxDelay)),
-			MinInterval: lance(Duration(DefaultMinInterval)),
-			Windows:     lance([]Window(nil)),
+			Debounce:    lanced(Duration(DefaultDebounce)),
+			MaxDelay:    lanced(Duration(DefaultMaxDelay)),
+			MinInterval: lanced(Duration(DefaultMinInterval)),
+			Windows:     lanced([]Window(nil)),
 		},
 	}
 }
