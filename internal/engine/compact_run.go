@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/format/lancewrite"
 )
 
 // CompactOptions configure Compact.
@@ -106,13 +107,15 @@ type Summary struct {
 	FilesAdded        int      `json:"files_added"`
 	FilesCopied       int      `json:"files_page_copied"`
 	FilesReencoded    int      `json:"files_reencoded"`
-	RowsRewritten     uint64   `json:"rows_rewritten"`
-	BytesRead         int64    `json:"bytes_read"`
-	BytesWritten      int64    `json:"bytes_written"`
-	TasksCommitted    int      `json:"tasks_committed"`
-	TasksStale        int      `json:"tasks_stale"`
-	TasksFailed       int      `json:"tasks_failed"`
-	Conflicts         struct {
+	// Pages counts the pages of page-copied rewrite files by path.
+	Pages          lancewrite.PathStats `json:"pages"`
+	RowsRewritten  uint64               `json:"rows_rewritten"`
+	BytesRead      int64                `json:"bytes_read"`
+	BytesWritten   int64                `json:"bytes_written"`
+	TasksCommitted int                  `json:"tasks_committed"`
+	TasksStale     int                  `json:"tasks_stale"`
+	TasksFailed    int                  `json:"tasks_failed"`
+	Conflicts      struct {
 		Rebased      int `json:"rebased"`
 		Retryable    int `json:"retryable"`
 		Incompatible int `json:"incompatible"`
@@ -254,6 +257,7 @@ func Compact(ctx context.Context, tbl *Table, m *format.Manifest, tasks []Task, 
 			sum.FilesAdded += len(o.Group.New)
 			sum.FilesCopied += o.Copied
 			sum.FilesReencoded += o.Reencoded
+			sum.Pages.Add(o.Paths)
 			sum.RowsRewritten += o.RowsWritten
 			sum.BytesRead += o.BytesRead
 			sum.BytesWritten += o.BytesWritten

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/lanced-dev/lanced/internal/format/lancewrite"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"google.golang.org/protobuf/proto"
 )
@@ -57,6 +58,8 @@ type resultJSON struct {
 	BytesWritten int64    `json:"bytes_written"`
 	Copied       int      `json:"files_page_copied,omitempty"`
 	Reencoded    int      `json:"files_reencoded,omitempty"`
+	// Paths: pages of page-copied rewrite files per path.
+	Paths *lancewrite.PathStats `json:"page_paths,omitempty"`
 }
 
 func marshalAll[M proto.Message](ms []M) ([][]byte, error) {
@@ -96,6 +99,11 @@ func (r Result) MarshalJSON() ([]byte, error) {
 			return nil, err
 		}
 		j.RowsRead, j.RowsWritten, j.BytesRead, j.BytesWritten = o.RowsRead, o.RowsWritten, o.BytesRead, o.BytesWritten
+		j.Copied, j.Reencoded = o.Copied, o.Reencoded
+		if o.Paths != (lancewrite.PathStats{}) {
+			ps := o.Paths
+			j.Paths = &ps
+		}
 	case r.Repack != nil:
 		o := r.Repack
 		if j.Old, err = marshalAll([]*tablepb.DataFragment{o.Result.Base}); err != nil {
@@ -131,7 +139,11 @@ func (r *Result) UnmarshalJSON(data []byte) error {
 			return fmt.Errorf("%w: fragments: %v", ErrTaskFormat, err)
 		}
 		*r = Result{Rewrite: &RewriteOutput{Task: j.Task.Rewrite, Group: &RewriteGroup{Old: old, New: nw}, Written: j.Written,
-			RowsRead: j.RowsRead, RowsWritten: j.RowsWritten, BytesRead: j.BytesRead, BytesWritten: j.BytesWritten}}
+			RowsRead: j.RowsRead, RowsWritten: j.RowsWritten, BytesRead: j.BytesRead, BytesWritten: j.BytesWritten,
+			Copied: j.Copied, Reencoded: j.Reencoded}}
+		if j.Paths != nil {
+			r.Rewrite.Paths = *j.Paths
+		}
 	case j.Task.Repack != nil:
 		if len(old) != 1 {
 			return fmt.Errorf("%w: repack result with %d base fragments", ErrTaskFormat, len(old))

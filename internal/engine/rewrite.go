@@ -62,6 +62,9 @@ type RewriteOutput struct {
 	// Copied counts new files made by page copy (rewrite_copy.go),
 	// Reencoded those written by decoding and re-encoding rows.
 	Copied, Reencoded int
+	// Paths counts the pages of page-copied files by how they were made
+	// (copied, filtered, re-encoded, dropped).
+	Paths lancewrite.PathStats
 }
 
 // checkKnownFields refuses fragments and data files with protobuf fields this
@@ -276,12 +279,18 @@ func ExecuteRewrite(ctx context.Context, tbl *Table, m *tablepb.Manifest, t *Rew
 	}
 	done := 0
 	if groups := copyGroups(m, frags, ver, target, t.MaxBytesPerFile); groups != nil {
-		done, err = copyRewrite(ctx, tbl, groups, out, func(g []*tablepb.DataFragment, name string, res lancewrite.Result) error {
-			for _, f := range g {
-				if err := takeFragment(f, nil); err != nil {
+		done, err = copyRewrite(ctx, tbl, fields, ver, groups, out, func(g []*tablepb.DataFragment, dels []*roaring.Bitmap, name string, res lancewrite.Result) error {
+			for i, f := range g {
+				if err := takeFragment(f, dels[i]); err != nil {
 					return err
 				}
 				out.RowsRead += f.GetPhysicalRows()
+				if dels[i] != nil {
+					out.RowsRead -= dels[i].GetCardinality()
+				}
+			}
+			if name == "" {
+				return nil
 			}
 			return addFragment(name, res)
 		})

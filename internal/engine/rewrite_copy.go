@@ -4,25 +4,37 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"sync/atomic"
+
+	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/lanced-dev/lanced/internal/format/lancefile"
 	"github.com/lanced-dev/lanced/internal/format/lancewrite"
+	"github.com/lanced-dev/lanced/internal/format/pb/filepb"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/store"
 )
 
-// A rewrite may concatenate its fragments' files page by page
-// (lancewrite.ConcatRows) instead of decoding and re-encoding them when
-// nothing has to be dropped and the inputs line up exactly:
+// A rewrite may write its fragments' files by copying encoded pages
+// instead of decoding and re-encoding every row when the inputs line up:
 //
-//   - no fragment has a deletion file;
 //   - every fragment has exactly one data file, and that file holds exactly
 //     the current schema's fields (no dropped or tombstoned columns, nothing
 //     missing), in the table's data storage version;
-//   - grouping whole fragments greedily into outputs of at most the target
-//     rows (and max_bytes_per_file) gives as many new fragments as a
-//     re-encode would;
-//   - the pages are big enough (the page rule below).
+//   - grouping whole fragments greedily by live rows into outputs of at most
+//     the target rows (and max_bytes_per_file) gives as many new fragments
+//     as a re-encode would;
+//   - 2.0 files: no fragment has a deletion file, and the pages are big
+//     enough (the page rule below); the group is concatenated whole
+//     (lancewrite.ConcatRows).
+//
+// 2.1 files go through lancewrite.FilterConcat: column by column, pages
+// without deleted rows are copied, full-zip pages (vectors, long strings)
+// that lost rows are filtered without decoding, and other pages that lost
+// rows are re-encoded; columns of small pages are re-encoded whole by the
+// same page rule, applied per column. Columns run on the task's workers
+// (SetTaskParallelism).
 //
 // The page rule. A copy keeps every source page, so a column ends up with
 // as many pages as the sources had together, where a re-encode would write
@@ -35,13 +47,28 @@ import (
 // fragments of a few scalar columns (~100 KiB pages) is re-encoded; one
 // with vectors or long text (MiB-sized pages) is copied.
 //
-// Anything ConcatRows itself finds unsafe (blob pages, differing encodings
+// Anything the copy itself finds unsafe (blob pages, differing encodings
 // per column, extra global buffers, ...) returns ErrCopyUnsupported and the
 // remaining fragments are re-encoded.
 const (
 	copyPageCost    = 64 << 10
 	copyMaxOverhead = 0.25
 )
+
+// taskWorkers and taskBudget are the worker-level parallelism of one
+// rewrite task: columns encoded at once and the bytes they may hold.
+var (
+	taskWorkers atomic.Int64
+	taskBudget  atomic.Int64
+)
+
+// SetTaskParallelism sets how many columns one rewrite task encodes at
+// once (0: GOMAXPROCS) and the memory budget of a task in bytes (0:
+// lancewrite.DefaultTaskBudget). It applies to tasks started afterwards.
+func SetTaskParallelism(workers int, budgetBytes int64) {
+	taskWorkers.Store(int64(max(workers, 0)))
+	taskBudget.Store(max(budgetBytes, 0))
+}
 
 // copyGroups returns the task's fragments split into runs to concatenate
 // into one new file each, or nil if the task does not qualify by its
@@ -57,7 +84,7 @@ func copyGroups(m *tablepb.Manifest, frags []*tablepb.DataFragment, ver lancewri
 	}
 	var total uint64
 	for _, f := range frags {
-		if f.GetDeletionFile() != nil || len(f.GetFiles()) != 1 {
+		if (f.GetDeletionFile() != nil && ver != lancewrite.V2_1) || len(f.GetFiles()) != 1 {
 			return nil
 		}
 		df := f.GetFiles()[0]
@@ -74,18 +101,18 @@ func copyGroups(m *tablepb.Manifest, frags []*tablepb.DataFragment, ver lancewri
 			}
 			seen[id] = true
 		}
-		if f.GetPhysicalRows() == 0 || f.GetPhysicalRows() > target {
+		if f.GetPhysicalRows() == 0 || liveRows(f) > target {
 			return nil
 		}
-		if maxBytes > 0 && df.GetFileSizeBytes() > maxBytes {
+		if maxBytes > 0 && liveBytes(f) > maxBytes {
 			return nil
 		}
-		total += f.GetPhysicalRows()
+		total += liveRows(f)
 	}
 	var groups [][]*tablepb.DataFragment
 	var rows, bytes uint64
 	for _, f := range frags {
-		n, sz := f.GetPhysicalRows(), f.GetFiles()[0].GetFileSizeBytes()
+		n, sz := liveRows(f), liveBytes(f)
 		if len(groups) == 0 || rows+n > target || (maxBytes > 0 && bytes+sz > maxBytes) {
 			groups = append(groups, nil)
 			rows, bytes = 0, 0
@@ -98,6 +125,15 @@ func copyGroups(m *tablepb.Manifest, frags []*tablepb.DataFragment, ver lancewri
 		return nil // a copy would leave more fragments than the plan expects
 	}
 	return groups
+}
+
+// liveBytes estimates the bytes of a fragment's file that hold live rows.
+func liveBytes(f *tablepb.DataFragment) uint64 {
+	sz := f.GetFiles()[0].GetFileSizeBytes()
+	if p := f.GetPhysicalRows(); p > 0 {
+		return uint64(float64(sz) * float64(liveRows(f)) / float64(p))
+	}
+	return sz
 }
 
 // pagesWorthKeeping applies the page rule to the opened source files of one
@@ -133,12 +169,22 @@ func pagesWorthKeeping(files []*lancefile.File) bool {
 // copyRewrite writes the task's fragments by page copy, group by group, as
 // far as it can: it returns how many of frags (a prefix) it consumed. A
 // group that cannot be copied ends the copy without error; the caller
-// re-encodes the rest. newFragment records a written file as a new fragment.
-func copyRewrite(ctx context.Context, tbl *Table, groups [][]*tablepb.DataFragment, out *RewriteOutput, newFragment func(g []*tablepb.DataFragment, name string, res lancewrite.Result) error) (int, error) {
+// re-encodes the rest. newFragment records a group (with each fragment's
+// deleted rows, nil for none) and the file written for it (name "" when no
+// row of the group is live).
+func copyRewrite(ctx context.Context, tbl *Table, fields []*filepb.Field, ver lancewrite.Version, groups [][]*tablepb.DataFragment, out *RewriteOutput, newFragment func(g []*tablepb.DataFragment, dels []*roaring.Bitmap, name string, res lancewrite.Result) error) (int, error) {
 	b := tbl.Bucket()
 	done := 0
 	for gi, g := range groups {
-		ok, err := copyGroup(ctx, b, g, out, newFragment, gi == 0)
+		var ok bool
+		var err error
+		if ver == lancewrite.V2_1 {
+			ok, err = filterGroup(ctx, tbl, fields, g, out, newFragment)
+		} else {
+			ok, err = copyGroup(ctx, b, g, out, func(g []*tablepb.DataFragment, name string, res lancewrite.Result) error {
+				return newFragment(g, make([]*roaring.Bitmap, len(g)), name, res)
+			}, gi == 0)
+		}
 		if err != nil {
 			return done, err
 		}
@@ -148,6 +194,72 @@ func copyRewrite(ctx context.Context, tbl *Table, groups [][]*tablepb.DataFragme
 		done += len(g)
 	}
 	return done, nil
+}
+
+// filterGroup writes the live rows of one group of 2.1 fragments into one
+// new file with lancewrite.FilterConcat. It returns false (nothing written)
+// when the files cannot be copied.
+func filterGroup(ctx context.Context, tbl *Table, fields []*filepb.Field, g []*tablepb.DataFragment, out *RewriteOutput, newFragment func([]*tablepb.DataFragment, []*roaring.Bitmap, string, lancewrite.Result) error) (bool, error) {
+	b := tbl.Bucket()
+	srcs := make([]lancewrite.FilterSource, 0, len(g))
+	dels := make([]*roaring.Bitmap, 0, len(g))
+	defer func() {
+		for _, s := range srcs {
+			_ = s.R.(store.ReaderAt).Close()
+		}
+	}()
+	var live uint64
+	for _, f := range g {
+		d, err := tbl.ReadDeletions(ctx, f)
+		if err != nil {
+			return false, fmt.Errorf("read fragment %d: %w", f.GetId(), err)
+		}
+		if d != nil && d.IsEmpty() {
+			d = nil
+		}
+		var dead uint64
+		if d != nil {
+			dead = d.GetCardinality()
+		}
+		if dead > f.GetPhysicalRows() {
+			return false, fmt.Errorf("%w: fragment %d has %d deleted of %d rows", ErrInvariant, f.GetId(), dead, f.GetPhysicalRows())
+		}
+		live += f.GetPhysicalRows() - dead
+		dels = append(dels, d)
+		df := f.GetFiles()[0]
+		key := "data/" + df.GetPath()
+		ra, err := b.OpenReaderAt(ctx, key)
+		if err != nil {
+			return false, fmt.Errorf("open %s: %w", key, err)
+		}
+		srcs = append(srcs, lancewrite.FilterSource{CopySource: lancewrite.CopySource{R: ra, Size: ra.Size(), Name: key, File: df}, Deleted: d})
+	}
+	if live == 0 {
+		return true, newFragment(g, dels, "", lancewrite.Result{})
+	}
+	var paths lancewrite.PathStats
+	name, res, ok, err := writeCopied(ctx, b, out, func(w io.Writer) (lancewrite.Result, error) {
+		fr, err := lancewrite.FilterConcat(ctx, w, fields, srcs, lancewrite.FilterOptions{
+			Workers: int(taskWorkers.Load()), BudgetBytes: taskBudget.Load(), PageCost: copyPageCost})
+		paths = fr.Paths
+		return fr.Result, err
+	})
+	if !ok || err != nil {
+		return false, err
+	}
+	if res.NumRows != live {
+		return false, fmt.Errorf("%w: copied %d rows into %s, fragments hold %d live rows", ErrInvariant, res.NumRows, name, live)
+	}
+	if err := newFragment(g, dels, name, res); err != nil {
+		return false, err
+	}
+	out.Paths.Add(paths)
+	if paths.ColsCopied > 0 {
+		out.Copied++
+	} else {
+		out.Reencoded++
+	}
+	return true, nil
 }
 
 // copyGroup concatenates one group's files into one new file. checkPages
@@ -183,41 +295,54 @@ func copyGroup(ctx context.Context, b *store.Bucket, g []*tablepb.DataFragment, 
 	if checkPages && !pagesWorthKeeping(files) {
 		return false, nil
 	}
-	name := newDataFileName()
-	key := "data/" + name
-	if err := recordOutput(ctx, key); err != nil {
+	name, res, ok, err := writeCopied(ctx, b, out, func(w io.Writer) (lancewrite.Result, error) {
+		return lancewrite.ConcatRows(ctx, w, srcs...)
+	})
+	if !ok || err != nil {
 		return false, err
 	}
-	sw, err := b.NewWriter(ctx, key)
-	if err != nil {
-		return false, err
-	}
-	out.Written = append(out.Written, key)
-	res, err := lancewrite.ConcatRows(ctx, sw, srcs...)
-	if err != nil {
-		_ = abortWriter(sw)
-		if errors.Is(err, lancewrite.ErrCopyUnsupported) {
-			// Nothing was committed to the key; forget it.
-			deleteKeys(context.WithoutCancel(ctx), b, []string{key})
-			out.Written = out.Written[:len(out.Written)-1]
-			return false, nil
-		}
-		return false, fmt.Errorf("copy into %s: %w", key, err)
-	}
-	if err := sw.Close(); err != nil {
-		return false, fmt.Errorf("upload %s: %w", key, err)
-	}
-	failpoint("rewrite.file")
 	var want uint64
 	for _, f := range g {
 		want += f.GetPhysicalRows()
 	}
 	if res.NumRows != want {
-		return false, fmt.Errorf("%w: copied %d rows into %s, fragments hold %d", ErrInvariant, res.NumRows, key, want)
+		return false, fmt.Errorf("%w: copied %d rows into %s, fragments hold %d", ErrInvariant, res.NumRows, name, want)
 	}
 	if err := newFragment(g, name, res); err != nil {
 		return false, err
 	}
 	out.Copied++
 	return true, nil
+}
+
+// writeCopied writes one new data file with write (a page copy). ok is
+// false, and nothing is left behind, when write finds the inputs cannot be
+// copied (ErrCopyUnsupported).
+func writeCopied(ctx context.Context, b *store.Bucket, out *RewriteOutput, write func(io.Writer) (lancewrite.Result, error)) (name string, res lancewrite.Result, ok bool, err error) {
+	name = newDataFileName()
+	key := "data/" + name
+	if err := recordOutput(ctx, key); err != nil {
+		return "", res, false, err
+	}
+	sw, err := b.NewWriter(ctx, key)
+	if err != nil {
+		return "", res, false, err
+	}
+	out.Written = append(out.Written, key)
+	res, err = write(sw)
+	if err != nil {
+		_ = abortWriter(sw)
+		if errors.Is(err, lancewrite.ErrCopyUnsupported) {
+			// Nothing was committed to the key; forget it.
+			deleteKeys(context.WithoutCancel(ctx), b, []string{key})
+			out.Written = out.Written[:len(out.Written)-1]
+			return "", res, false, nil
+		}
+		return "", res, false, fmt.Errorf("copy into %s: %w", key, err)
+	}
+	if err := sw.Close(); err != nil {
+		return "", res, false, fmt.Errorf("upload %s: %w", key, err)
+	}
+	failpoint("rewrite.file")
+	return name, res, true, nil
 }

@@ -17,12 +17,19 @@ import (
 func TestRewriteCopyOracle(t *testing.T) {
 	oracle.Require(t)
 	vec := oracle.Sized{Fragments: 5, RowsPerFragment: 2000, VectorDim: 256}.Scenario()
+	// vectors and long text (full-zip pages) with every 7th row deleted:
+	// their pages are filtered, the scalar columns re-encoded
+	del := oracle.Sized{Fragments: 4, RowsPerFragment: 3000, VectorDim: 128, TextWords: 80, DeleteEvery: 7}.Scenario()
 	cases := []struct {
 		name, scenario string
 		opts           oracle.Options
 		copied         bool
+		filtered       bool
 	}{
 		{name: vec, scenario: vec, copied: true},
+		{name: del, scenario: del, copied: true, filtered: true},
+		{name: "stable-" + del, scenario: del, copied: true, filtered: true,
+			opts: oracle.Options{StorageOptions: map[string]string{"new_table_enable_stable_row_ids": "true"}}},
 		// stable row ids: the copy carries every row's id (real Lance's _rowid)
 		{name: "stable-" + vec, scenario: vec, copied: true,
 			opts: oracle.Options{StorageOptions: map[string]string{"new_table_enable_stable_row_ids": "true"}}},
@@ -55,6 +62,11 @@ func TestRewriteCopyOracle(t *testing.T) {
 			if !c.copied && (sum.FilesCopied != 0 || sum.FilesReencoded == 0) {
 				t.Fatalf("want every file re-encoded: %+v", sum)
 			}
+			if c.filtered && (sum.Pages.Filtered.Pages == 0 || sum.Pages.Reencoded.Pages == 0 || sum.Pages.Copied.Pages != 0) {
+				// every source page lost rows: none is copied verbatim; the
+				// full-zip ones are filtered, the mini-block ones re-encoded
+				t.Fatalf("want filtered and re-encoded pages, none copied: %+v", sum.Pages)
+			}
 
 			after := oracle.Inspect(t, path, 0)
 			if after.Rows != before.Rows || after.Fragments >= before.Fragments {
@@ -85,7 +97,7 @@ func TestRewriteCopyOracle(t *testing.T) {
 			if final := oracle.Inspect(t, path, 0); final.Rows <= 0 {
 				t.Fatalf("final rows %d", final.Rows)
 			}
-			t.Logf("fragments %d -> %d, copied %d, re-encoded %d", before.Fragments, after.Fragments, sum.FilesCopied, sum.FilesReencoded)
+			t.Logf("fragments %d -> %d, copied %d, re-encoded %d, pages %+v", before.Fragments, after.Fragments, sum.FilesCopied, sum.FilesReencoded, sum.Pages)
 		})
 	}
 }

@@ -10,8 +10,11 @@
 // Usage: go run ./testenv/bench [-frags 200] [-rows 5000] [-repack-frags 8] [-repack-rows 100000] [-backfills 3]
 // [-sized sized-60x5000-v0-t40-d0,sized-60x5000-v128-t0-d0] (more rewrite
 // tables, built by testenv/oracle/build.mjs: text-heavy, vectors, deletions)
-// (needs `make oracle`). Results are printed as ratios; noisy machines make
-// single runs noisy, so it repeats each measurement and keeps the best.
+// [-large] (the ~0.5 GB rewrite table and the ~0.4 GB text-heavy table, both
+// with 10% of rows deleted; with -huge also the ~2 GB one) [-cache dir]
+// (keep built tables there and reuse them) (needs `make oracle`). Results
+// are printed as ratios; noisy machines make single runs noisy, so it
+// repeats each measurement and keeps the best.
 package main
 
 import (
@@ -109,7 +112,18 @@ func main() {
 	backfills := flag.Int("backfills", 3, "add_columns backfills in the repack table")
 	reps := flag.Int("reps", 3, "repetitions (best is kept)")
 	sized := flag.String("sized", "", "comma-separated oracle Sized scenarios to rewrite as well (e.g. sized-60x5000-v0-t40-d0)")
+	large := flag.Bool("large", false, "add the large rewrite tables: "+strings.Join(largeTables, ", "))
+	huge := flag.Bool("huge", false, "with -large, also "+hugeTable)
+	cache := flag.String("cache", "", "directory where built sized tables are kept and reused (e.g. /work/benchcache)")
+	skipBase := flag.Bool("sized-only", false, "skip the gen.mjs rewrite table and the repack table")
 	flag.Parse()
+	names := strings.Split(*sized, ",")
+	if *large {
+		names = append(names, largeTables...)
+		if *huge {
+			names = append(names, hugeTable)
+		}
+	}
 
 	loadStart := loadAvg()
 	root, err := os.Getwd()
@@ -133,6 +147,26 @@ func main() {
 	_ = os.MkdirAll(pol, 0o755)
 	_ = os.WriteFile(filepath.Join(pol, "bench.hcl"), []byte("defaults {\n  repack {\n    max_data_files_per_fragment = 1\n  }\n}\n"), 0o644)
 
+	// More rewrite tables: the oracle's Sized scenarios.
+	var extra []map[string]any
+	for _, name := range names {
+		if name = strings.TrimSpace(name); name == "" {
+			continue
+		}
+		extra = append(extra, sizedRewrite(name, work, *cache, oracleDir, root, bin, *reps))
+	}
+	if *skipBase {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(map[string]any{
+			"load_average_start": loadStart,
+			"load_average_end":   loadAvg(),
+			"machine":            fmt.Sprintf("%s/%s, %d CPUs", runtime.GOOS, runtime.GOARCH, runtime.NumCPU()),
+			"sized_rewrites":     extra,
+		})
+		return
+	}
+
 	// Rewrite: many small fragments.
 	base := filepath.Join(work, "rw", "t.lance")
 	log.Printf("building rewrite table: %d fragments x %d rows", *frags, *rows)
@@ -148,49 +182,6 @@ func main() {
 		copyTree(base, c)
 		return measure(root, bin, "compact", "--scope", "rewrite", "--json", "file://"+c)
 	})
-
-	// More rewrite tables: the oracle's Sized scenarios.
-	var extra []map[string]any
-	for _, name := range strings.Split(*sized, ",") {
-		if name = strings.TrimSpace(name); name == "" {
-			continue
-		}
-		sb := filepath.Join(work, name, "t.lance")
-		log.Printf("building rewrite table %s", name)
-		measure(oracleDir, "node", "build.mjs", name, sb)
-		l := best(*reps, func(i int) run {
-			c := filepath.Join(work, fmt.Sprintf("%s-lance%d", name, i), "t.lance")
-			copyTree(sb, c)
-			return measure(oracleDir, "node", "../bench/optimize.mjs", c)
-		})
-		var copied, reenc int
-		o := best(*reps, func(i int) run {
-			c := filepath.Join(work, fmt.Sprintf("%s-ours%d", name, i), "t.lance")
-			copyTree(sb, c)
-			r := measure(root, bin, "compact", "--scope", "rewrite", "--json", "file://"+c)
-			var sum struct {
-				Copied    int `json:"files_page_copied"`
-				Reencoded int `json:"files_reencoded"`
-			}
-			_ = json.Unmarshal(r.out, &sum)
-			copied, reenc = sum.Copied, sum.Reencoded
-			return r
-		})
-		extra = append(extra, map[string]any{
-			"table":                      fmt.Sprintf("%s, %.1f MiB", name, float64(dirBytes(sb))/(1<<20)),
-			"lance_optimize_seconds":     l.wall.Seconds(),
-			"lance_optimize_cpu_seconds": l.cpu.Seconds(),
-			"lance_optimize_rss_mib":     float64(l.rssKB) / 1024,
-			"lanced_rewrite_seconds":     o.wall.Seconds(),
-			"lanced_rewrite_cpu_seconds": o.cpu.Seconds(),
-			"lanced_rewrite_rss_mib":     float64(o.rssKB) / 1024,
-			"rewrite_time_ratio":         o.wall.Seconds() / l.wall.Seconds(),
-			"rewrite_cpu_ratio":          o.cpu.Seconds() / l.cpu.Seconds(),
-			"rewrite_rss_ratio":          float64(o.rssKB) / float64(l.rssKB),
-			"files_page_copied":          copied,
-			"files_reencoded":            reenc,
-		})
-	}
 
 	// Repack: backfilled fragments, against cp of the moved bytes.
 	rbase := filepath.Join(work, "rp", "t.lance")
@@ -240,4 +231,115 @@ func main() {
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(res)
+}
+
+// The issue-sized rewrite tables (oracle Sized scenarios, 10% of rows
+// deleted): 200 × 5000 rows with 128-d float32 vectors, a short text and
+// float64 columns (~0.5 GB); 180 × 5000 rows of 40-120-word prose (~0.4 GB,
+// text-heavy); and 800 × 5000 rows like the first (~2 GB).
+var (
+	largeTables = []string{"sized-200x5000-v128-t5-d10", "sized-180x5000-v0-t80-d10"}
+	hugeTable   = "sized-800x5000-v128-t5-d10"
+)
+
+// buildSized builds a Sized table with real Lance, or reuses the one in
+// cache (a directory per scenario, complete once its .done marker exists).
+func buildSized(name, work, cache, oracleDir string) string {
+	dir := filepath.Join(work, name)
+	if cache != "" {
+		dir = filepath.Join(cache, name)
+		if _, err := os.Stat(filepath.Join(dir, ".done")); err == nil {
+			log.Printf("reusing %s from %s", name, dir)
+			return filepath.Join(dir, "t.lance")
+		}
+		_ = os.RemoveAll(dir)
+	}
+	log.Printf("building rewrite table %s", name)
+	measure(oracleDir, "node", "build.mjs", name, filepath.Join(dir, "t.lance"))
+	if cache != "" {
+		if err := os.WriteFile(filepath.Join(dir, ".done"), nil, 0o644); err != nil {
+			log.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "t.lance")
+}
+
+// newDataFiles lists the data files of table that are not in base.
+func newDataFiles(base, table string) (files []string, bytes int64) {
+	old := map[string]bool{}
+	ents, _ := os.ReadDir(filepath.Join(base, "data"))
+	for _, e := range ents {
+		old[e.Name()] = true
+	}
+	ents, _ = os.ReadDir(filepath.Join(table, "data"))
+	for _, e := range ents {
+		if old[e.Name()] {
+			continue
+		}
+		if info, err := e.Info(); err == nil {
+			files = append(files, filepath.Join(table, "data", e.Name()))
+			bytes += info.Size()
+		}
+	}
+	return files, bytes
+}
+
+// sizedRewrite times Lance's optimize() and lanced's rewrite on fresh
+// copies of one Sized table, and cp + fsync of the files lanced wrote.
+func sizedRewrite(name, work, cache, oracleDir, root, bin string, reps int) map[string]any {
+	sb := buildSized(name, work, cache, oracleDir)
+	var lanceOut, oursOut int64
+	l := best(reps, func(i int) run {
+		c := filepath.Join(work, fmt.Sprintf("%s-lance%d", name, i), "t.lance")
+		copyTree(sb, c)
+		defer os.RemoveAll(filepath.Dir(c))
+		r := measure(oracleDir, "node", "../bench/optimize.mjs", c)
+		_, lanceOut = newDataFiles(sb, c)
+		return r
+	})
+	var sum struct {
+		Copied    int             `json:"files_page_copied"`
+		Reencoded int             `json:"files_reencoded"`
+		Pages     json.RawMessage `json:"pages"`
+	}
+	var cpSync run
+	o := best(reps, func(i int) run {
+		c := filepath.Join(work, fmt.Sprintf("%s-ours%d", name, i), "t.lance")
+		copyTree(sb, c)
+		defer os.RemoveAll(filepath.Dir(c))
+		r := measure(root, bin, "compact", "--scope", "rewrite", "--json", "file://"+c)
+		_ = json.Unmarshal(r.out, &sum)
+		files, n := newDataFiles(sb, c)
+		oursOut = n
+		// the durable physical limit: cp of the same bytes, each file fsynced
+		dst := filepath.Join(work, fmt.Sprintf("%s-cp%d", name, i))
+		_ = os.MkdirAll(dst, 0o755)
+		script := "for f in \"$@\"; do cp \"$f\" " + dst + "/ && dd if=/dev/null of=" + dst + "/$(basename \"$f\") conv=notrunc,fsync status=none; done"
+		c2 := measure(root, "sh", append([]string{"-c", script, "sh"}, files...)...)
+		if i == 0 || c2.wall < cpSync.wall {
+			cpSync = c2
+		}
+		_ = os.RemoveAll(dst)
+		return r
+	})
+	return map[string]any{
+		"table":                      fmt.Sprintf("%s, %.1f MiB", name, float64(dirBytes(sb))/(1<<20)),
+		"lance_optimize_seconds":     l.wall.Seconds(),
+		"lance_optimize_cpu_seconds": l.cpu.Seconds(),
+		"lance_optimize_rss_mib":     float64(l.rssKB) / 1024,
+		"lanced_rewrite_seconds":     o.wall.Seconds(),
+		"lanced_rewrite_cpu_seconds": o.cpu.Seconds(),
+		"lanced_rewrite_rss_mib":     float64(o.rssKB) / 1024,
+		"cp_fsync_written_seconds":   cpSync.wall.Seconds(),
+		"rewrite_time_ratio":         o.wall.Seconds() / l.wall.Seconds(),
+		"rewrite_cpu_ratio":          o.cpu.Seconds() / l.cpu.Seconds(),
+		"rewrite_rss_ratio":          float64(o.rssKB) / float64(l.rssKB),
+		"rewrite_vs_cp_fsync_ratio":  o.wall.Seconds() / cpSync.wall.Seconds(),
+		"output_bytes_ratio":         float64(oursOut) / float64(lanceOut),
+		"lance_output_mib":           float64(lanceOut) / (1 << 20),
+		"lanced_output_mib":          float64(oursOut) / (1 << 20),
+		"files_page_copied":          sum.Copied,
+		"files_reencoded":            sum.Reencoded,
+		"pages":                      sum.Pages,
+	}
 }

@@ -179,7 +179,13 @@ func roundTrip(t testing.TB, schema *arrow.Schema, recs []arrow.RecordBatch, opt
 	if res.Size != int64(buf.Len()) {
 		t.Fatalf("Result.Size %d, wrote %d", res.Size, buf.Len())
 	}
-	f, err := lancefile.Open(bytes.NewReader(buf.Bytes()), int64(buf.Len()), "roundtrip.lance")
+	return diffFile(t, buf.Bytes(), schema, recs)
+}
+
+// diffFile reads the data file b with lancefile and diffs it against recs.
+func diffFile(t testing.TB, b []byte, schema *arrow.Schema, recs []arrow.RecordBatch) string {
+	t.Helper()
+	f, err := lancefile.Open(bytes.NewReader(b), int64(len(b)), "roundtrip.lance")
 	if err != nil {
 		t.Fatal(err)
 	}

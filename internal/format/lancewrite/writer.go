@@ -214,16 +214,12 @@ func (w *Writer) flush(l *leaf) error {
 	if l.rows == 0 {
 		return nil
 	}
-	bufs, layout, err := l.encodePage21()
+	bufs, enc, err := l.encodePage()
 	if err != nil {
-		return fmt.Errorf("column %q: %w", l.n.f.Name, err)
-	}
-	lb, err := marshalOpts.Marshal(layout)
-	if err != nil {
-		return fmt.Errorf("lancewrite: marshal page layout: %w", err)
+		return err
 	}
 	cm := w.cols[l.n.col]
-	cm.Pages = append(cm.Pages, w.c.page(bufs, l.rows, l.written, mustAny(pageLayoutURL, lb)))
+	cm.Pages = append(cm.Pages, w.c.page(bufs, l.rows, l.written, enc))
 	l.written += l.rows
 	l.reset()
 	return w.c.err
@@ -302,4 +298,18 @@ func (w *Writer) Close() (Result, error) {
 	}
 	res.Size = w.c.pos
 	return res, nil
+}
+
+// encodePage encodes the buffered rows as one 2.1 page: its buffers and
+// its encoding (Any of the PageLayout).
+func (l *leaf) encodePage() ([][]byte, []byte, error) {
+	bufs, layout, err := l.encodePage21()
+	if err != nil {
+		return nil, nil, fmt.Errorf("column %q: %w", l.n.f.Name, err)
+	}
+	lb, err := marshalOpts.Marshal(layout)
+	if err != nil {
+		return nil, nil, fmt.Errorf("lancewrite: marshal page layout: %w", err)
+	}
+	return bufs, mustAny(pageLayoutURL, lb), nil
 }

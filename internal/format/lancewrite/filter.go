@@ -1,0 +1,799 @@
+package lancewrite
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/lanced-dev/lanced/internal/format/lancefile"
+	"github.com/lanced-dev/lanced/internal/format/pb/enc21pb"
+	"github.com/lanced-dev/lanced/internal/format/pb/file2pb"
+	"github.com/lanced-dev/lanced/internal/format/pb/filepb"
+)
+
+// FilterConcat writes the live rows of 2.1 source files, in order, into one
+// new 2.1 file, keeping encoded pages wherever their layout allows it. Every
+// output column is handled on its own, page by page:
+//
+//   - a source page none of whose rows is deleted is copied verbatim
+//     (PathCopy), with its buffers relocated and its priority shifted;
+//   - a page all of whose rows are deleted is left out (PathDrop);
+//   - a full-zip page without repetition (wide fixed-width values such as
+//     vectors, long strings) that lost rows is filtered without decoding:
+//     the zipped rows that survive are copied run by run and, for variable
+//     width, the repetition index is rebuilt (PathFilter);
+//   - any other page that lost rows is decoded, its live rows re-encoded
+//     (PathReencode); consecutive re-encoded pages are merged up to the
+//     page size, as a writer would.
+//
+// Columns whose source pages are small are re-encoded whole (the copy rule,
+// FilterOptions.PageCost): a copy keeps every source page, and a column of
+// many small pages costs a reader one request per page.
+//
+// fields are the output schema (the table's fields; the writer's column
+// order); every source must hold exactly these fields (by DataFile field
+// ids) in the same types. Columns are processed on up to Workers goroutines
+// with their pages written as they are ready; the bytes of encoded pages
+// waiting to be written are bounded by BudgetBytes. Inputs this cannot
+// handle (2.0 files, blob pages, fields missing from a source) return
+// ErrCopyUnsupported before anything is written to dst.
+func FilterConcat(ctx context.Context, dst io.Writer, fields []*filepb.Field, srcs []FilterSource, opts FilterOptions) (FilterResult, error) {
+	opts.defaults()
+	cs := make([]CopySource, len(srcs))
+	for i, s := range srcs {
+		cs[i] = s.CopySource
+	}
+	ss, err := openSources(cs)
+	if err != nil {
+		return FilterResult{}, err
+	}
+	if ss[0].f.Format != lancefile.Format21 {
+		return FilterResult{}, unsupported("filtered copy needs 2.1 files, %s is %s", ss[0].Name, ss[0].f.Footer.Version)
+	}
+	w, err := NewWriter(dst, fields, Options{Version: V2_1, PageBytes: opts.PageBytes})
+	if err != nil {
+		if errors.Is(err, ErrUnsupportedType) {
+			return FilterResult{}, fmt.Errorf("%w: %w", ErrCopyUnsupported, err)
+		}
+		return FilterResult{}, err
+	}
+	fs := make([]*filterSrc, len(ss))
+	var rows uint64
+	for i, s := range ss {
+		d := srcs[i].Deleted
+		if d != nil && d.IsEmpty() {
+			d = nil
+		}
+		phys := s.f.NumRows()
+		var dead uint64
+		if d != nil {
+			if mx := d.Maximum(); uint64(mx) >= phys {
+				return FilterResult{}, fmt.Errorf("lancewrite: %s: deleted row %d beyond its %d rows", s.Name, mx, phys)
+			}
+			dead = d.GetCardinality()
+		}
+		fs[i] = &filterSrc{openSource: s, deleted: d, outStart: rows}
+		rows += phys - dead
+	}
+	plans := make([]*colPlan, len(w.all))
+	for ci, l := range w.all {
+		p, err := planColumn(l, fs, opts)
+		if err != nil {
+			return FilterResult{}, err
+		}
+		p.col = ci
+		plans[ci] = p
+	}
+	res, err := runColumns(ctx, w, plans, opts)
+	if err != nil {
+		return FilterResult{}, err
+	}
+	for _, l := range w.all {
+		res.Fields = append(res.Fields, l.n.f.Id)
+	}
+	for i := range w.all {
+		res.ColumnIndices = append(res.ColumnIndices, int32(i))
+	}
+	if err := w.c.finish(fields, nil, rows, w.cols, 2, 1); err != nil {
+		return FilterResult{}, err
+	}
+	w.closed = true
+	res.NumRows = rows
+	res.Size = w.c.pos
+	res.Major, res.Minor = 2, 1
+	return res, nil
+}
+
+// FilterSource is a source file and its deleted rows (offsets into the
+// file's rows; nil or empty when none).
+type FilterSource struct {
+	CopySource
+	Deleted *roaring.Bitmap
+}
+
+// PagePath says how an output page (or a dropped source page) was made.
+type PagePath int
+
+const (
+	PathCopy     PagePath = iota // source page kept byte for byte
+	PathFilter                   // source page with deleted rows cut out, not decoded
+	PathReencode                 // decoded and encoded again
+	PathDrop                     // source page with no live rows: nothing written
+)
+
+func (p PagePath) String() string {
+	switch p {
+	case PathCopy:
+		return "copy"
+	case PathFilter:
+		return "filter"
+	case PathReencode:
+		return "reencode"
+	case PathDrop:
+		return "drop"
+	}
+	return fmt.Sprintf("path(%d)", int(p))
+}
+
+// PathCount is how many pages took a path and the bytes they hold in the
+// output (for PathDrop: in the sources).
+type PathCount struct {
+	Pages int   `json:"pages"`
+	Bytes int64 `json:"bytes"`
+}
+
+// PathStats counts the pages per path.
+type PathStats struct {
+	Copied     PathCount `json:"copied"`
+	Filtered   PathCount `json:"filtered"`
+	Reencoded  PathCount `json:"reencoded"`
+	Dropped    PathCount `json:"dropped"`
+	ColsCopied int       `json:"columns_copied"` // columns handled page by page (the others were re-encoded whole)
+}
+
+// Add accumulates o into s.
+func (s *PathStats) Add(o PathStats) {
+	s.Copied.Pages += o.Copied.Pages
+	s.Copied.Bytes += o.Copied.Bytes
+	s.Filtered.Pages += o.Filtered.Pages
+	s.Filtered.Bytes += o.Filtered.Bytes
+	s.Reencoded.Pages += o.Reencoded.Pages
+	s.Reencoded.Bytes += o.Reencoded.Bytes
+	s.Dropped.Pages += o.Dropped.Pages
+	s.Dropped.Bytes += o.Dropped.Bytes
+	s.ColsCopied += o.ColsCopied
+}
+
+func (s *PathStats) count(p PagePath, bytes int64) {
+	c := &s.Copied
+	switch p {
+	case PathFilter:
+		c = &s.Filtered
+	case PathReencode:
+		c = &s.Reencoded
+	case PathDrop:
+		c = &s.Dropped
+	}
+	c.Pages++
+	c.Bytes += bytes
+}
+
+// PageEvent describes one output page (or dropped source page): the
+// output column, the source and its page index (-1 for a re-encoded page
+// that merges rows of several pages or sources), the path and the output
+// rows it holds.
+type PageEvent struct {
+	Column, Source, SourcePage int
+	Path                       PagePath
+	Rows                       uint64
+}
+
+// FilterResult is a finished file plus how its pages were made.
+type FilterResult struct {
+	Result
+	Paths PathStats
+}
+
+// FilterOptions tune FilterConcat.
+type FilterOptions struct {
+	// PageBytes is the page size of re-encoded pages (default DefaultPageBytes).
+	PageBytes int
+	// Workers is the number of columns processed at once (default GOMAXPROCS).
+	Workers int
+	// BudgetBytes bounds the memory of the task: encoded pages waiting for
+	// the output plus every worker's buffered rows (about 3 × PageBytes
+	// each). Fewer workers run when the budget does not cover them all
+	// (default 256 MiB; at least one worker always runs).
+	BudgetBytes int64
+	// PageCost is what one page more than a re-encode would write is worth
+	// in bytes read (a request's latency); a column is copied page by page
+	// when those charges stay within a quarter of its bytes (default
+	// 64 KiB). Negative copies every column.
+	PageCost int64
+	// OnPage, if set, is called for every output page and dropped source
+	// page (serially).
+	OnPage func(PageEvent)
+}
+
+// DefaultTaskBudget is FilterOptions.BudgetBytes' default.
+const DefaultTaskBudget = 256 << 20
+
+func (o *FilterOptions) defaults() {
+	if o.PageBytes <= 0 {
+		o.PageBytes = DefaultPageBytes
+	}
+	if o.Workers <= 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
+	}
+	if o.BudgetBytes <= 0 {
+		o.BudgetBytes = DefaultTaskBudget
+	}
+	if o.PageCost == 0 {
+		o.PageCost = 64 << 10
+	}
+}
+
+type filterSrc struct {
+	*openSource
+	deleted  *roaring.Bitmap
+	outStart uint64 // output row of this source's first live row
+}
+
+// deadIn counts deleted rows in [a, b).
+func (s *filterSrc) deadIn(a, b uint64) uint64 {
+	if s.deleted == nil || a >= b {
+		return 0
+	}
+	return rankBelow(s.deleted, b) - rankBelow(s.deleted, a)
+}
+
+// outRow is the output row of physical row r (the next live row at or after it).
+func (s *filterSrc) outRow(r uint64) uint64 { return s.outStart + r - rankBelow(s.deleted, r) }
+
+func rankBelow(bm *roaring.Bitmap, x uint64) uint64 {
+	if bm == nil || x == 0 {
+		return 0
+	}
+	return bm.Rank(uint32(x - 1))
+}
+
+// colPlan is one output column: its leaf (writer state for re-encoding),
+// the column of each source, and whether it is copied page by page.
+type colPlan struct {
+	col     int
+	leaf    *leaf
+	topID   int32
+	srcCol  []int
+	sources []*filterSrc
+	copy    bool
+}
+
+func planColumn(l *leaf, fs []*filterSrc, opts FilterOptions) (*colPlan, error) {
+	p := &colPlan{leaf: l, topID: l.path[0].f.Id, srcCol: make([]int, len(fs)), sources: fs}
+	id := l.n.f.Id
+	enc := directEncoding(columnEncodingBytes)
+	copyOK := true
+	var pages, bytes uint64
+	for i, s := range fs {
+		ci, ok := s.byID[id]
+		if !ok {
+			return nil, unsupported("%s holds no column for field %d (%q)", s.Name, id, l.n.f.Name)
+		}
+		sf := s.f.Field(id)
+		if sf == nil || sf.GetLogicalType() != l.n.f.GetLogicalType() {
+			return nil, unsupported("%s: field %d is not %q in the file", s.Name, id, l.n.f.GetLogicalType())
+		}
+		p.srcCol[i] = ci
+		col := s.f.Columns[ci]
+		if !proto.Equal(col.Meta.GetEncoding(), enc) {
+			copyOK = false
+		}
+		// pages must tile the file's rows in order
+		var next uint64
+		for _, pg := range col.Meta.GetPages() {
+			if pg.GetPriority() != next {
+				copyOK = false
+			}
+			next += pg.GetLength()
+			if s.deadIn(pg.GetPriority(), pg.GetPriority()+pg.GetLength()) == pg.GetLength() {
+				continue
+			}
+			pages++
+			for _, b := range pg.GetBufferSizes() {
+				bytes += b
+			}
+		}
+		if next != s.f.NumRows() {
+			copyOK = false
+		}
+	}
+	if copyOK && opts.PageCost > 0 {
+		re := max(1, (bytes+uint64(opts.PageBytes)-1)/uint64(opts.PageBytes))
+		if pages > re && float64(pages-re)*float64(opts.PageCost) > 0.25*float64(bytes) {
+			copyOK = false
+		}
+	}
+	p.copy = copyOK
+	return p, nil
+}
+
+// outPage is a page ready for the output: owned buffers, or a source page
+// to stream verbatim.
+type outPage struct {
+	col      int
+	bufs     [][]byte
+	layout   []byte // Any(PageLayout) for bufs
+	src      *filterSrc
+	srcPage  *file2pb.ColumnMetadata_Page
+	rows     uint64
+	priority uint64
+	cost     int64 // bytes of bufs, held from the budget (dropped pages: source bytes, not held)
+	ev       PageEvent
+}
+
+// holds says whether the page holds budget bytes.
+func (op *outPage) holds() bool { return op.src == nil && op.ev.Path != PathDrop }
+
+// budget is a byte semaphore.
+type budget struct {
+	mu    sync.Mutex
+	cond  *sync.Cond
+	free  int64
+	total int64
+	dead  bool
+}
+
+func newBudget(n int64) *budget {
+	b := &budget{free: n, total: n}
+	b.cond = sync.NewCond(&b.mu)
+	return b
+}
+
+// acquire waits for n bytes (a request over the total waits for all of
+// it); false when the budget was closed.
+func (b *budget) acquire(n int64) bool {
+	n = min(n, b.total)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.free < n && !b.dead {
+		b.cond.Wait()
+	}
+	if b.dead {
+		return false
+	}
+	b.free -= n
+	return true
+}
+
+func (b *budget) release(n int64) {
+	n = min(n, b.total)
+	b.mu.Lock()
+	b.free += n
+	b.mu.Unlock()
+	b.cond.Broadcast()
+}
+
+func (b *budget) close() {
+	b.mu.Lock()
+	b.dead = true
+	b.mu.Unlock()
+	b.cond.Broadcast()
+}
+
+// runColumns processes the columns on workers and writes their pages.
+func runColumns(ctx context.Context, w *Writer, plans []*colPlan, opts FilterOptions) (FilterResult, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	perWorker := int64(3 * opts.PageBytes)
+	workers := int(min(int64(opts.Workers), max(1, opts.BudgetBytes/(2*perWorker))))
+	workers = max(1, min(workers, len(plans)))
+	// what is left of the budget after the workers' own buffers bounds
+	// the pages in flight (at least one page's worth)
+	bud := newBudget(max(opts.BudgetBytes-int64(workers)*perWorker, int64(opts.PageBytes)))
+	out := make(chan *outPage, 4*workers)
+	jobs := make(chan *colPlan)
+	var errOnce sync.Once
+	var firstErr error
+	fail := func(err error) {
+		errOnce.Do(func() { firstErr = err })
+		cancel()
+		bud.close()
+	}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range jobs {
+				if err := p.run(ctx, out, bud, opts); err != nil {
+					fail(err)
+					return
+				}
+			}
+		}()
+	}
+	go func() {
+		defer close(out)
+		defer wg.Wait()
+		defer close(jobs)
+		for _, p := range plans {
+			select {
+			case jobs <- p:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var res FilterResult
+	cp := &copier{ctx: ctx, c: w.c, buf: make([]byte, copyBufSize)}
+	for op := range out {
+		if firstErr != nil || ctx.Err() != nil {
+			if op.holds() {
+				bud.release(op.cost)
+			}
+			continue
+		}
+		var np *file2pb.ColumnMetadata_Page
+		var size int64
+		start := w.c.pos
+		if op.src != nil {
+			var err error
+			np, err = cp.copyPage(op.src.openSource, op.srcPage, op.priority)
+			if err != nil {
+				fail(err)
+				continue
+			}
+			np.Length = op.rows
+		} else if op.bufs != nil || op.layout != nil {
+			np = w.c.page(op.bufs, op.rows, op.priority, op.layout)
+		}
+		if w.c.err != nil {
+			fail(w.c.err)
+			if op.holds() {
+				bud.release(op.cost)
+			}
+			continue
+		}
+		if np != nil {
+			w.cols[op.col].Pages = append(w.cols[op.col].Pages, np)
+			size = w.c.pos - start
+		} else {
+			size = op.cost // a dropped page: its source bytes
+		}
+		res.Paths.count(op.ev.Path, size)
+		if opts.OnPage != nil {
+			opts.OnPage(op.ev)
+		}
+		if op.holds() {
+			bud.release(op.cost)
+		}
+	}
+	if firstErr != nil {
+		return res, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	for _, p := range plans {
+		if p.copy {
+			res.Paths.ColsCopied++
+		}
+	}
+	return res, nil
+}
+
+// emit hands a page to the output, holding cost bytes of the budget.
+func emit(ctx context.Context, out chan<- *outPage, bud *budget, op *outPage) error {
+	if op.holds() && !bud.acquire(op.cost) {
+		return context.Canceled
+	}
+	select {
+	case out <- op:
+		return nil
+	case <-ctx.Done():
+		if op.holds() {
+			bud.release(op.cost)
+		}
+		return ctx.Err()
+	}
+}
+
+// run writes one column: page by page (copy) or re-encoded whole.
+func (p *colPlan) run(ctx context.Context, out chan<- *outPage, bud *budget, opts FilterOptions) error {
+	l := p.leaf
+	l.reset()
+	pendingFrom := -1 // source of the rows buffered in the leaf, -1 if mixed
+	pendingPage := -1
+	flush := func() error {
+		if l.rows == 0 {
+			return nil
+		}
+		bufs, enc, err := l.encodePage()
+		if err != nil {
+			return err
+		}
+		var cost int64
+		for _, b := range bufs {
+			cost += int64(len(b))
+		}
+		op := &outPage{col: p.col, bufs: bufs, layout: enc, rows: l.rows, priority: l.written, cost: cost,
+			ev: PageEvent{Column: p.col, Source: pendingFrom, SourcePage: pendingPage, Path: PathReencode, Rows: l.rows}}
+		l.written += l.rows
+		// the page owns bufs now; the leaf starts new buffers
+		l.rows, l.nvis, l.nvalid, l.maxLen = 0, 0, 0, 0
+		l.rep, l.codes, l.visible, l.fixed, l.bits, l.data, l.itemValid, l.offs = nil, nil, nil, nil, nil, nil, nil, []int64{0}
+		l.hasCodes, l.itemNulls = false, false
+		pendingFrom, pendingPage = -2, -2
+		return emit(ctx, out, bud, op)
+	}
+	// addRows decodes physical rows [a,b) of source si and buffers the live ones.
+	addRows := func(si int, s *filterSrc, a, b uint64, page int) error {
+		if l.rows == 0 {
+			l.written = s.outRow(a)
+			pendingFrom, pendingPage = si, page
+		} else if pendingFrom != si || pendingPage != page {
+			pendingFrom, pendingPage = -1, -1
+		}
+		r, err := s.f.NewReader(ctx, lancefile.ReadOptions{FieldIDs: []int32{p.topID}, Offset: a, Limit: b - a, BatchRows: lancefile.DefaultBatchRows})
+		if err != nil {
+			return fmt.Errorf("lancewrite: read %s: %w", s.Name, err)
+		}
+		defer r.Release()
+		pos := a
+		for r.Next() {
+			col := r.RecordBatch().Column(0)
+			n := uint64(col.Len())
+			if err := addLive(l, col, s, pos); err != nil {
+				return fmt.Errorf("column %q: %w", l.n.f.Name, err)
+			}
+			pos += n
+			if l.size() >= opts.PageBytes {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if err := r.Err(); err != nil {
+			return fmt.Errorf("lancewrite: read %s: %w", s.Name, err)
+		}
+		if pos != b {
+			return fmt.Errorf("lancewrite: read %s rows [%d,%d): got %d", s.Name, a, b, pos-a)
+		}
+		return nil
+	}
+	for si, s := range p.sources {
+		if !p.copy {
+			if s.f.NumRows() > s.deadIn(0, s.f.NumRows()) {
+				if err := addRows(si, s, 0, s.f.NumRows(), -1); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		col := s.f.Columns[p.srcCol[si]].Meta
+		for pi, pg := range col.GetPages() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			a, n := pg.GetPriority(), pg.GetLength()
+			dead := s.deadIn(a, a+n)
+			ev := PageEvent{Column: p.col, Source: si, SourcePage: pi, Rows: n - dead}
+			switch {
+			case dead == n:
+				var sz int64
+				for _, b := range pg.GetBufferSizes() {
+					sz += int64(b)
+				}
+				ev.Path = PathDrop
+				if err := emit(ctx, out, bud, &outPage{col: p.col, cost: sz, ev: ev}); err != nil {
+					return err
+				}
+				continue
+			case dead == 0:
+				if err := flush(); err != nil {
+					return err
+				}
+				ev.Path = PathCopy
+				if err := emit(ctx, out, bud, &outPage{col: p.col, src: s, srcPage: pg, rows: n, priority: s.outRow(a), ev: ev}); err != nil {
+					return err
+				}
+				continue
+			}
+			op, err := filterPage(s, pg, a, n)
+			if err != nil {
+				return fmt.Errorf("%s column %d page %d: %w", s.Name, p.srcCol[si], pi, err)
+			}
+			if op != nil {
+				if err := flush(); err != nil {
+					return err
+				}
+				op.col, op.ev = p.col, ev
+				op.ev.Path = PathFilter
+				if err := emit(ctx, out, bud, op); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := addRows(si, s, a, a+n, pi); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
+}
+
+// addLive adds the live rows of col (physical rows from pos on) to l, run
+// by run.
+func addLive(l *leaf, col arrow.Array, s *filterSrc, pos uint64) error {
+	n := uint64(col.Len())
+	if s.deadIn(pos, pos+n) == 0 {
+		return l.add(col)
+	}
+	it := s.deleted.Iterator()
+	it.AdvanceIfNeeded(uint32(pos))
+	at := uint64(0)
+	for it.HasNext() {
+		d := uint64(it.Next())
+		if d >= pos+n {
+			break
+		}
+		if k := d - pos; k > at {
+			if err := addSlice(l, col, at, k); err != nil {
+				return err
+			}
+		}
+		at = d - pos + 1
+	}
+	if at < n {
+		return addSlice(l, col, at, n)
+	}
+	return nil
+}
+
+func addSlice(l *leaf, col arrow.Array, a, b uint64) error {
+	if a == 0 && b == uint64(col.Len()) {
+		return l.add(col)
+	}
+	sl := array.NewSlice(col, int64(a), int64(b))
+	defer sl.Release()
+	return l.add(sl)
+}
+
+// filterPage cuts the deleted rows out of a full-zip page without
+// repetition (rows [a, a+n) of the source, some of them deleted). It
+// returns nil when the page's layout needs a decode.
+func filterPage(s *filterSrc, pg *file2pb.ColumnMetadata_Page, a, n uint64) (*outPage, error) {
+	anyEnc, err := lancefile.PageEncoding(pg.GetEncoding())
+	if err != nil {
+		return nil, err
+	}
+	var pl enc21pb.PageLayout
+	if err := proto.Unmarshal(anyEnc.GetValue(), &pl); err != nil {
+		return nil, fmt.Errorf("%w: page layout: %v", lancefile.ErrCorrupt, err)
+	}
+	fz := pl.GetFullZipLayout()
+	if fz == nil || fz.GetBitsRep() != 0 || uint64(fz.GetNumItems()) != n || (fz.GetNumVisibleItems() != 0 && fz.GetNumVisibleItems() != fz.GetNumItems()) {
+		return nil, nil
+	}
+	bufs := lancefile.PageBuffers(pg)
+	cw := uint64(0)
+	switch b := fz.GetBitsDef(); {
+	case b == 0:
+	case b <= 8:
+		cw = 1
+	case b <= 16:
+		cw = 2
+	default:
+		return nil, nil
+	}
+	live := n - s.deadIn(a, a+n)
+	// live runs, page-relative
+	var runs [][2]uint64
+	at := uint64(0)
+	it := s.deleted.Iterator()
+	it.AdvanceIfNeeded(uint32(a))
+	for it.HasNext() {
+		d := uint64(it.Next())
+		if d >= a+n {
+			break
+		}
+		if d-a > at {
+			runs = append(runs, [2]uint64{at, d - a})
+		}
+		at = d - a + 1
+	}
+	if at < n {
+		runs = append(runs, [2]uint64{at, n})
+	}
+	read := func(b lancefile.Buffer) ([]byte, error) {
+		buf := make([]byte, b.Size)
+		if _, err := s.R.ReadAt(buf, int64(b.Offset)); err != nil {
+			return nil, fmt.Errorf("lancewrite: read %s [%d,+%d): %w", s.Name, b.Offset, b.Size, err)
+		}
+		return buf, nil
+	}
+	nz := proto.Clone(fz).(*enc21pb.FullZipLayout)
+	nz.NumItems = uint32(live)
+	if fz.GetNumVisibleItems() != 0 {
+		nz.NumVisibleItems = uint32(live)
+	}
+	var out [][]byte
+	switch {
+	case fz.GetBitsPerValue() != 0 && len(bufs) == 1:
+		row := cw + uint64(fz.GetBitsPerValue()/8)
+		if bufs[0].Size != n*row {
+			return nil, fmt.Errorf("%w: full-zip page of %d rows × %d bytes has %d bytes", lancefile.ErrCorrupt, n, row, bufs[0].Size)
+		}
+		data := make([]byte, 0, live*row)
+		for _, r := range runs {
+			b, err := read(lancefile.Buffer{Offset: bufs[0].Offset + r[0]*row, Size: (r[1] - r[0]) * row})
+			if err != nil {
+				return nil, err
+			}
+			data = append(data, b...)
+		}
+		out = [][]byte{data}
+	case fz.GetBitsPerOffset() != 0 && len(bufs) == 2:
+		w := bufs[1].Size / (n + 1)
+		if w*(n+1) != bufs[1].Size || (w != 1 && w != 2 && w != 4 && w != 8) {
+			return nil, fmt.Errorf("%w: full-zip repetition index of %d bytes for %d rows", lancefile.ErrCorrupt, bufs[1].Size, n)
+		}
+		ix, err := read(bufs[1])
+		if err != nil {
+			return nil, err
+		}
+		at := func(i uint64) uint64 {
+			switch w {
+			case 1:
+				return uint64(ix[i])
+			case 2:
+				return uint64(binary.LittleEndian.Uint16(ix[2*i:]))
+			case 4:
+				return uint64(binary.LittleEndian.Uint32(ix[4*i:]))
+			}
+			return binary.LittleEndian.Uint64(ix[8*i:])
+		}
+		var total uint64
+		for _, r := range runs {
+			if at(r[0]) > at(r[1]) || at(r[1]) > bufs[0].Size {
+				return nil, fmt.Errorf("%w: full-zip repetition index out of order", lancefile.ErrCorrupt)
+			}
+			total += at(r[1]) - at(r[0])
+		}
+		data := make([]byte, 0, total)
+		starts := make([]uint64, 0, live+1)
+		for _, r := range runs {
+			base := uint64(len(data)) - at(r[0])
+			for i := r[0]; i < r[1]; i++ {
+				starts = append(starts, at(i)+base)
+			}
+			b, err := read(lancefile.Buffer{Offset: bufs[0].Offset + at(r[0]), Size: at(r[1]) - at(r[0])})
+			if err != nil {
+				return nil, err
+			}
+			data = append(data, b...)
+		}
+		starts = append(starts, uint64(len(data)))
+		out = [][]byte{data, bytepacked(starts, uint64(len(data)))}
+	default:
+		return nil, nil
+	}
+	lb, err := marshalOpts.Marshal(&enc21pb.PageLayout{Layout: &enc21pb.PageLayout_FullZipLayout{FullZipLayout: nz}})
+	if err != nil {
+		return nil, fmt.Errorf("lancewrite: marshal page layout: %w", err)
+	}
+	var cost int64
+	for _, b := range out {
+		cost += int64(len(b))
+	}
+	return &outPage{bufs: out, layout: mustAny(pageLayoutURL, lb), rows: live, priority: s.outRow(a), cost: cost}, nil
+}
