@@ -100,7 +100,10 @@ func covered(ic *indexCoverage, segs []int, existing *roaring.Bitmap) *roaring.B
 // that indexes nothing. So index_coverage = unindex keeps each index's last
 // covered fragments. Only indices that are neither remapped nor
 // bitmap-only are considered.
-func protectLastCoverage(ic *indexCoverage, frags []*tablepb.DataFragment, tasks [][]int, mode string, stable bool, reasons []string) [][]int {
+//
+// Fragments of tasks in flight count as rewritten: their task may commit
+// first.
+func protectLastCoverage(ic *indexCoverage, frags []*tablepb.DataFragment, tasks [][]int, mode string, stable bool, excluded, reasons []string) [][]int {
 	if stable || mode != policy.CoverageUnindex || len(tasks) == 0 {
 		return tasks
 	}
@@ -133,7 +136,11 @@ func protectLastCoverage(ic *indexCoverage, frags []*tablepb.DataFragment, tasks
 		last := -1
 		kept := false
 		for _, id := range cov.ToArray() {
-			t := taskOf[pos[id]]
+			i := pos[id]
+			t := taskOf[i]
+			if t < 0 && strings.HasPrefix(excluded[i], "in flight") {
+				continue
+			}
 			if t < 0 || dropped[t] {
 				kept = true
 				break
@@ -142,7 +149,7 @@ func protectLastCoverage(ic *indexCoverage, frags []*tablepb.DataFragment, tasks
 				last = t
 			}
 		}
-		if kept {
+		if kept || last < 0 {
 			continue
 		}
 		dropped[last] = true

@@ -139,7 +139,7 @@ func Compute(in Input) *Plan {
 			materialize: c.MaterializeDeletions.Value && threshold < 1,
 			threshold:   float32(threshold),
 		}, excluded, reasons)
-		tasks = protectLastCoverage(ic, frags, tasks, coverage, stable, reasons)
+		tasks = protectLastCoverage(ic, frags, tasks, coverage, stable, excluded, reasons)
 		for _, task := range tasks {
 			var ids []uint64
 			var rows, physical, bytes uint64
