@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/lanced-dev/lanced/internal/status"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
@@ -61,5 +63,63 @@ func TestHoldsPlaceListReleaseAndOneShotCommandsRespectThem(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(tbl, "_lanced", "hold.json")); !os.IsNotExist(err) {
 		t.Fatalf("hold record left after release: %v", err)
+	}
+}
+
+// TestHistoryTellsLancedFromWriters: after `lanced compact` on a table real
+// Lance appended to, `lanced history` lists the Rewrite as lanced's (with
+// the fragments it removed and no rows changed) and the appends as a
+// writer's, newest first.
+func TestHistoryTellsLancedFromWriters(t *testing.T) {
+	oracle.Require(t)
+	tbl := oracle.Build(t, "appends", t.TempDir())
+	runCLI(t, "compact", tbl)
+	var h []historyEntry
+	if err := json.Unmarshal([]byte(runCLI(t, "history", tbl, "--json", "--limit", "3")), &h); err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 3 {
+		t.Fatalf("history --limit 3: %d entries", len(h))
+	}
+	if h[0].Operation != "Rewrite" || !h[0].ByLanced || h[0].RowsChanged != 0 || h[0].FragmentsChanged >= 0 || h[0].Version != h[1].Version+1 {
+		t.Fatalf("newest entry %+v", h[0])
+	}
+	if h[1].Operation != "Append" || h[1].ByLanced || h[1].Writer != "lance" || h[1].RowsChanged <= 0 || h[1].FragmentsChanged != 1 {
+		t.Fatalf("writer entry %+v", h[1])
+	}
+}
+
+// TestStatsErrorsSayWhatToDo: a version past the latest is "not found
+// (latest N)"; a LanceDB directory lists the tables inside; `lanced status`
+// on the directory (relative path) agrees with `lanced stats` per table.
+func TestStatsErrorsSayWhatToDo(t *testing.T) {
+	oracle.Require(t)
+	root := t.TempDir()
+	tbl := oracle.Build(t, "appends", filepath.Join(root, "db"))
+	oracle.Build(t, "deletes_bitmap", filepath.Join(root, "db"))
+	t.Chdir(root)
+	latest := statsJSON(t, tbl).LatestVersion
+	var o, e bytes.Buffer
+	if code := runMain([]string{"stats", "db/appends.lance", "--version", "999"}, &o, &e); code == 0 ||
+		!strings.Contains(e.String(), "version 999 not found (latest "+strconv.FormatUint(latest, 10)+")") {
+		t.Fatalf("stats --version 999: exit %d, %q", code, e.String())
+	}
+	e.Reset()
+	if code := runMain([]string{"stats", "db"}, &o, &e); code == 0 || !strings.Contains(e.String(), "holds 2 table(s)") ||
+		!strings.Contains(e.String(), "file://"+tbl) {
+		t.Fatalf("stats on a LanceDB dir: exit %d, %q", code, e.String())
+	}
+	var snap status.Snapshot
+	if err := json.Unmarshal([]byte(runCLI(t, "status", "db", "--json")), &snap); err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Tables) != 2 {
+		t.Fatalf("status db: %d tables", len(snap.Tables))
+	}
+	for _, st := range snap.Tables {
+		rep := statsJSON(t, strings.TrimPrefix(st.URI, "file://"))
+		if st.Fragments != rep.Totals.Fragments || st.Rows != rep.Totals.Rows || st.Bytes != rep.Totals.DataFileBytes || st.Version != rep.Version {
+			t.Fatalf("status %+v disagrees with stats %+v", st, rep.Totals)
+		}
 	}
 }

@@ -206,7 +206,9 @@ func cleanupOptionsFor(ctx context.Context, b *store.Bucket, p policy.Cleanup) (
 	if err != nil {
 		return o, err
 	}
-	set := func(s policy.Source) bool { return s.Kind != policy.FromLanceDefault && s.Kind != policy.FromLancedDefault }
+	set := func(s policy.Source) bool {
+		return s.Kind != policy.FromLanceDefault && s.Kind != policy.FromLancedDefault
+	}
 	if set(p.OlderThan.Source) {
 		o.OlderThan = time.Duration(p.OlderThan.Value)
 	}

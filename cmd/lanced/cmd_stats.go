@@ -3,15 +3,18 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/lanced-dev/lanced/internal/engine"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/store"
+	"github.com/lanced-dev/lanced/internal/watch"
 )
 
 func init() {
@@ -83,11 +86,14 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer b.Close()
 	t, err := engine.OpenTable(ctx, b)
 	if err != nil {
-		return err
+		return notATableHint(ctx, pos[0], err)
 	}
 	latest, err := t.LatestVersion(ctx)
 	if err != nil {
-		return err
+		return notATableHint(ctx, pos[0], err)
+	}
+	if *version > latest {
+		return fmt.Errorf("version %d not found (latest %d)", *version, latest)
 	}
 	naming, err := t.Naming(ctx)
 	if err != nil {
@@ -98,6 +104,9 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		m, err = t.Latest(ctx)
 	} else {
 		m, err = t.Load(ctx, *version)
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("version %d not found (cleaned up; latest %d; lanced history %s lists the versions kept)", *version, latest, store.CanonicalURI(pos[0]))
+		}
 	}
 	if err != nil {
 		return err
@@ -178,6 +187,21 @@ func printStats(w io.Writer, r *statsReport, files bool) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// notATableHint turns "no manifest" on a directory of tables (a LanceDB
+// database) into an error listing the tables inside.
+func notATableHint(ctx context.Context, arg string, err error) error {
+	found, ferr := watch.FindTables(ctx, store.LocalURI(arg))
+	if ferr != nil || len(found) == 0 || found[0].Table == store.CanonicalURI(arg) {
+		return err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s is not a table but holds %d table(s); pass one of them:", store.CanonicalURI(arg), len(found))
+	for _, f := range found {
+		b.WriteString("\n  " + f.Table)
+	}
+	return errors.New(b.String())
 }
 
 func dashIfEmpty(s string) string {
