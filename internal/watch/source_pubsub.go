@@ -4,22 +4,27 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	neturl "net/url"
 	"strings"
 	"time"
 
 	"gocloud.dev/gcerrors"
 	"gocloud.dev/pubsub"
+	"gocloud.dev/pubsub/gcppubsub"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	// The drivers a subscription URL may name. They link the AWS and GCP
 	// SDKs, but only through Go CDK; this package calls no SDK directly.
 	_ "gocloud.dev/pubsub/awssnssqs"
-	_ "gocloud.dev/pubsub/gcppubsub"
 	_ "gocloud.dev/pubsub/mempubsub"
 )
 
 // PubSubSource reads a Go CDK subscription: awssqs://… (S3 events sent to
 // SQS directly, through SNS, or through EventBridge), gcppubsub://… (GCS
-// notifications) or mem://… (tests). The subscription is opened by URL in
+// notifications; endpoint=host:port reads from a Pub/Sub emulator) or
+// mem://… (tests). The subscription is opened by URL in
 // Run, so credentials come from the environment as Go CDK resolves them.
 type PubSubSource struct {
 	url  string
@@ -27,6 +32,8 @@ type PubSubSource struct {
 	h    handler
 	// reopen is false for a subscription opened by the caller.
 	reopen bool
+	// closeConn releases what open dialled itself (an endpoint= connection).
+	closeConn func()
 	// useAttrs is false for SQS: its message attributes are not part of
 	// an S3 notification, so they may not turn a body into a GCS event.
 	useAttrs bool
@@ -40,8 +47,43 @@ func NewPubSubSource(url string, opts Options) *PubSubSource {
 		useAttrs: !strings.HasPrefix(url, "awssqs:"),
 		reopen:   true,
 	}
-	s.open = func(ctx context.Context) (*pubsub.Subscription, error) { return pubsub.OpenSubscription(ctx, url) }
+	s.open = func(ctx context.Context) (*pubsub.Subscription, error) {
+		sub, closeConn, err := openSubscription(ctx, url)
+		s.closeConn = closeConn
+		return sub, err
+	}
 	return s
+}
+
+// openSubscription opens a Go CDK subscription URL. A gcppubsub:// URL may
+// carry endpoint=host:port: the subscription is then read from a Pub/Sub
+// emulator (or any plaintext Pub/Sub gRPC endpoint) at that address, with
+// no credentials; the same as PUBSUB_EMULATOR_HOST, but per source. The
+// connection is closed when the subscription shuts down.
+func openSubscription(ctx context.Context, rawURL string) (*pubsub.Subscription, func(), error) {
+	nop := func() {}
+	u, err := neturl.Parse(rawURL)
+	if err != nil || u.Scheme != gcppubsub.Scheme || !u.Query().Has("endpoint") {
+		sub, err := pubsub.OpenSubscription(ctx, rawURL)
+		return sub, nop, err
+	}
+	q := u.Query()
+	ep := q.Get("endpoint")
+	if _, _, err := net.SplitHostPort(ep); err != nil {
+		return nil, nop, fmt.Errorf("endpoint %q: want host:port of a Pub/Sub emulator", ep)
+	}
+	q.Del("endpoint")
+	u.RawQuery = q.Encode()
+	conn, err := grpc.NewClient(ep, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nop, fmt.Errorf("endpoint %q: %w", ep, err)
+	}
+	sub, err := (&gcppubsub.URLOpener{Conn: conn}).OpenSubscriptionURL(ctx, u)
+	if err != nil {
+		conn.Close()
+		return nil, nop, err
+	}
+	return sub, func() { conn.Close() }, nil
 }
 
 // NewPubSubSourceFrom wraps an already opened subscription (for callers
@@ -102,6 +144,10 @@ func (s *PubSubSource) shutdown(ctx context.Context, sub *pubsub.Subscription) {
 	defer cancel()
 	if err := sub.Shutdown(sctx); err != nil && ctx.Err() == nil {
 		s.h.opts.Logger.Warn("shut down subscription", "source", "pubsub", "subscription", redactURL(s.url), "err", err)
+	}
+	if s.closeConn != nil {
+		s.closeConn()
+		s.closeConn = nil
 	}
 }
 
