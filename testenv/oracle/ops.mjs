@@ -29,6 +29,9 @@
 //   {"op":"vector_search","column":..,"vector":[..],"k":N?,"nprobes":N?,"refine_factor":N?,
 //       "where":SQL?,"columns":[..]?,"bypass_vector_index":bool?,"ef":N?,"distance_type":..?,"explain":bool?}
 //                                       -> {"count":N,"data":[...],"plan":explainPlan(verbose)?}
+//   {"op":"fts_search","column":..,"query":..,"phrase":bool?,"slop":N?,"operator":"and|or"?,"k":N?,
+//       "where":SQL?,"columns":[..]?,"explain":bool?}   MatchQuery (or PhraseQuery) through query().fullTextSearch
+//                                       -> {"count":N,"data":[...],"plan":explainPlan(verbose)?}
 //   {"op":"version"}  {"op":"list_versions"}  {"op":"list_indices"}
 import {
   arrow, lancedb, openTable, parseStorageOptions, genTable, main, isMain, fail, toJSON,
@@ -176,6 +179,18 @@ const handlers = {
     if (op.bypass_vector_index) q = q.bypassVectorIndex();
     if (op.ef !== undefined) q = q.ef(op.ef);
     if (op.distance_type) q = q.distanceType(op.distance_type);
+    const plan = op.explain ? await q.explainPlan(true) : undefined;
+    const tbl = await q.toArrow();
+    return { count: tbl.numRows, data: rowsToJSON(tbl), plan };
+  },
+  async fts_search(t, op) {
+    const fq = op.phrase
+      ? new lancedb.PhraseQuery(op.query, op.column, op.slop !== undefined ? { slop: op.slop } : undefined)
+      : new lancedb.MatchQuery(op.query, op.column, op.operator ? { operator: op.operator === "and" ? lancedb.Operator.And : lancedb.Operator.Or } : undefined);
+    let q = t.query().fullTextSearch(fq);
+    if (op.k !== undefined) q = q.limit(op.k);
+    if (op.where) q = q.where(op.where);
+    if (op.columns) q = q.select(op.columns);
     const plan = op.explain ? await q.explainPlan(true) : undefined;
     const tbl = await q.toArrow();
     return { count: tbl.numRows, data: rowsToJSON(tbl), plan };
