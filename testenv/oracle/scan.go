@@ -116,3 +116,34 @@ func readIPCFile(path string) (arrow.Table, error) {
 	}
 	return array.NewTableFromRecords(r.Schema(), recs), nil
 }
+
+// RowAddrsByID maps each live row's integer "id" to its row address at
+// version v (0 = latest), as real Lance scans it.
+func RowAddrsByID(t testing.TB, uri string, v uint64, opts ...Options) map[int64]uint64 {
+	t.Helper()
+	tbl := ScanWith(t, uri, ScanOptions{Version: v, Columns: []string{"id"}, WithRowAddr: true}, opts...)
+	defer tbl.Release()
+	out := map[int64]uint64{}
+	tr := array.NewTableReader(tbl, 1024)
+	defer tr.Release()
+	for tr.Next() {
+		rec := tr.RecordBatch()
+		var ids *array.Int64
+		var ra *array.Uint64
+		for i, f := range rec.Schema().Fields() {
+			switch f.Name {
+			case "id":
+				ids, _ = rec.Column(i).(*array.Int64)
+			case "_rowaddr":
+				ra, _ = rec.Column(i).(*array.Uint64)
+			}
+		}
+		if ids == nil || ra == nil {
+			t.Fatalf("oracle: RowAddrsByID(%s): scan has no int64 id or _rowaddr column: %s", uri, rec.Schema())
+		}
+		for i := 0; i < ids.Len(); i++ {
+			out[ids.Value(i)] = ra.Value(i)
+		}
+	}
+	return out
+}

@@ -4,16 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/apache/arrow-go/v18/arrow/array"
-
 	"github.com/lanced-dev/lanced/internal/format/index/text"
-	"github.com/lanced-dev/lanced/internal/format/lancefile"
+	"github.com/lanced-dev/lanced/internal/format/lancefile/lancefiletest"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
@@ -27,53 +24,24 @@ func (m addrMapping) Map(old uint64) (uint64, bool) {
 	return n, ok
 }
 
-// rows returns id -> (row address, body) as real Lance scans version v.
-func rows(t *testing.T, path string, v uint64) (map[int64]uint64, map[int64]string) {
+// bodies returns id -> body of the rows real Lance returns for where.
+func bodies(t *testing.T, path, where string) map[int64]string {
 	t.Helper()
-	tbl := oracle.ScanWith(t, path, oracle.ScanOptions{Version: v, Columns: []string{"id", "body"}, WithRowAddr: true})
-	defer tbl.Release()
-	addrs, bodies := map[int64]uint64{}, map[int64]string{}
-	tr := array.NewTableReader(tbl, 1024)
-	defer tr.Release()
-	for tr.Next() {
-		rec := tr.RecordBatch()
-		var ids *array.Int64
-		var ra *array.Uint64
-		var body *array.String
-		for i, f := range rec.Schema().Fields() {
-			switch f.Name {
-			case "id":
-				ids = rec.Column(i).(*array.Int64)
-			case "_rowaddr":
-				ra = rec.Column(i).(*array.Uint64)
-			case "body":
-				body = rec.Column(i).(*array.String)
-			}
-		}
-		for r := 0; r < ids.Len(); r++ {
-			addrs[ids.Value(r)] = ra.Value(r)
-			bodies[ids.Value(r)] = body.Value(r)
-		}
+	res := oracle.RunOps(t, path, []oracle.Op{{"op": "query", "where": where, "columns": []string{"id", "body"}}})
+	var r struct {
+		Data []struct {
+			ID   int64  `json:"id"`
+			Body string `json:"body"`
+		} `json:"data"`
 	}
-	return addrs, bodies
-}
-
-func open(t *testing.T, p string) *lancefile.File {
-	t.Helper()
-	fh, err := os.Open(p)
-	if err != nil {
+	if err := json.Unmarshal(res[0], &r); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { fh.Close() })
-	st, err := fh.Stat()
-	if err != nil {
-		t.Fatal(err)
+	out := map[int64]string{}
+	for _, d := range r.Data {
+		out[d.ID] = d.Body
 	}
-	f, err := lancefile.Open(fh, st.Size(), filepath.Base(p))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
+	return out
 }
 
 type ftsIndex struct {
@@ -147,7 +115,8 @@ func TestDocsRemapOracle(t *testing.T) {
 		t.Fatalf("FTS index covers %d/%d rows, want 2000/0", pre.Indexed, pre.Unindexed)
 	}
 	preVersion := oracle.Inspect(t, path, 0).Version
-	preAddrs, bodies := rows(t, path, preVersion)
+	preAddrs := oracle.RowAddrsByID(t, path, preVersion)
+	sample := bodies(t, path, "id % 37 = 1")
 
 	// Queries: single words (match) and three-word phrases cut from real
 	// rows, which must at least find their own row.
@@ -163,7 +132,7 @@ func TestDocsRemapOracle(t *testing.T) {
 	}
 	phraseOf := map[int]int64{}
 	for id := int64(1); id < 2000 && len(phraseOf) < 4; id += 37 {
-		words := strings.Fields(bodies[id])
+		words := strings.Fields(sample[id])
 		for k := 0; k+1 < len(words); k++ {
 			if content[words[k]] && content[words[k+1]] {
 				phraseOf[len(ops)] = id
@@ -185,7 +154,7 @@ func TestDocsRemapOracle(t *testing.T) {
 	if post.Indexed != 1800 || post.Unindexed != 0 {
 		t.Fatalf("after Lance's remap the FTS index covers %d/%d rows, want 1800/0", post.Indexed, post.Unindexed)
 	}
-	postAddrs, _ := rows(t, path, 0)
+	postAddrs := oracle.RowAddrsByID(t, path, 0)
 	m := addrMapping{}
 	for id, a := range preAddrs {
 		if b, ok := postAddrs[id]; ok {
@@ -195,11 +164,11 @@ func TestDocsRemapOracle(t *testing.T) {
 
 	preDir := filepath.Join(path, "_indices", pre.UUID)
 	postDir := filepath.Join(path, "_indices", post.UUID)
-	pm, err := text.ReadMetadata(ctx, open(t, filepath.Join(preDir, text.MetadataFileName)))
+	pm, err := text.ReadMetadata(ctx, lancefiletest.Open(t, filepath.Join(preDir, text.MetadataFileName)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	lm, err := text.ReadMetadata(ctx, open(t, filepath.Join(postDir, text.MetadataFileName)))
+	lm, err := text.ReadMetadata(ctx, lancefiletest.Open(t, filepath.Join(postDir, text.MetadataFileName)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +184,7 @@ func TestDocsRemapOracle(t *testing.T) {
 
 	// Docs: every indexed row, in address order, before; ours = Lance's after.
 	var preDocs int
-	err = text.ReadDocs(ctx, open(t, filepath.Join(preDir, text.DocsFileName(0))), func(doc uint32, row uint64, n uint32) error {
+	err = text.ReadDocs(ctx, lancefiletest.Open(t, filepath.Join(preDir, text.DocsFileName(0))), func(doc uint32, row uint64, n uint32) error {
 		if int(doc) != preDocs {
 			t.Fatalf("doc id %d at row %d", doc, preDocs)
 		}
@@ -233,7 +202,7 @@ func TestDocsRemapOracle(t *testing.T) {
 		n   uint32
 	}
 	var ours, lance []doc
-	removed, err := text.RemapDocs(ctx, open(t, filepath.Join(preDir, text.DocsFileName(0))), m, func(row uint64, n uint32) error {
+	removed, err := text.RemapDocs(ctx, lancefiletest.Open(t, filepath.Join(preDir, text.DocsFileName(0))), m, func(row uint64, n uint32) error {
 		ours = append(ours, doc{row, n})
 		return nil
 	})
@@ -243,7 +212,7 @@ func TestDocsRemapOracle(t *testing.T) {
 	if removed.GetCardinality() != 200 {
 		t.Fatalf("RemapDocs dropped %d docs, want 200", removed.GetCardinality())
 	}
-	err = text.ReadDocs(ctx, open(t, filepath.Join(postDir, text.DocsFileName(0))), func(_ uint32, row uint64, n uint32) error {
+	err = text.ReadDocs(ctx, lancefiletest.Open(t, filepath.Join(postDir, text.DocsFileName(0))), func(_ uint32, row uint64, n uint32) error {
 		lance = append(lance, doc{row, n})
 		return nil
 	})
@@ -263,19 +232,19 @@ func TestDocsRemapOracle(t *testing.T) {
 	// Tokens and postings: Lance's remap drops no token here (every word
 	// survives in some live row), and its posting count shrinks by the
 	// deleted docs' distinct tokens.
-	pt, err := text.ReadTokens(ctx, open(t, filepath.Join(preDir, text.TokensFileName(0))))
+	pt, err := text.ReadTokens(ctx, lancefiletest.Open(t, filepath.Join(preDir, text.TokensFileName(0))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	lt, err := text.ReadTokens(ctx, open(t, filepath.Join(postDir, text.TokensFileName(0))))
+	lt, err := text.ReadTokens(ctx, lancefiletest.Open(t, filepath.Join(postDir, text.TokensFileName(0))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pi, err := text.ReadInvert(ctx, open(t, filepath.Join(preDir, text.InvertFileName(0))))
+	pi, err := text.ReadInvert(ctx, lancefiletest.Open(t, filepath.Join(preDir, text.InvertFileName(0))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	li, err := text.ReadInvert(ctx, open(t, filepath.Join(postDir, text.InvertFileName(0))))
+	li, err := text.ReadInvert(ctx, lancefiletest.Open(t, filepath.Join(postDir, text.InvertFileName(0))))
 	if err != nil {
 		t.Fatal(err)
 	}

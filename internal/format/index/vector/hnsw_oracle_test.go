@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"sort"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/lanced-dev/lanced/internal/format/lancefile"
+	"github.com/lanced-dev/lanced/internal/format/lancefile/lancefiletest"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
@@ -20,20 +20,7 @@ import (
 // for the package's external tests.
 func OpenTestFile(t *testing.T, p string) *lancefile.File {
 	t.Helper()
-	fh, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fh.Close() })
-	st, err := fh.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := lancefile.Open(fh, st.Size(), filepath.Base(p))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
+	return lancefiletest.Open(t, p)
 }
 
 // loadLanceGraph loads partition p's graph the way lance's HNSW::load does.

@@ -500,28 +500,7 @@ func mappingFromManifests(t *testing.T, path string, pre, post *format.Manifest)
 // Lance scans it.
 func rowAddrs(t *testing.T, path string, v uint64) map[int64]uint64 {
 	t.Helper()
-	tbl := oracle.ScanWith(t, path, oracle.ScanOptions{Version: v, Columns: []string{"id"}, WithRowAddr: true})
-	defer tbl.Release()
-	out := map[int64]uint64{}
-	tr := array.NewTableReader(tbl, 1024)
-	defer tr.Release()
-	for tr.Next() {
-		rec := tr.RecordBatch()
-		var ids *array.Int64
-		var ra *array.Uint64
-		for i, f := range rec.Schema().Fields() {
-			switch f.Name {
-			case "id":
-				ids = rec.Column(i).(*array.Int64)
-			case "_rowaddr":
-				ra = rec.Column(i).(*array.Uint64)
-			}
-		}
-		for i := 0; i < ids.Len(); i++ {
-			out[ids.Value(i)] = ra.Value(i)
-		}
-	}
-	return out
+	return oracle.RowAddrsByID(t, path, v)
 }
 
 // checkMappingAgainstLance: for every live row, Map(address before) is the
