@@ -14,7 +14,7 @@
 //   {"op":"add_columns","columns":[{"name":..,"value_sql":..}]}
 //   {"op":"drop_columns","columns":[..]}
 //   {"op":"alter_columns","alterations":[{"path":..,"rename":..?,"nullable":..?}]}
-//   {"op":"create_index","column":..,"type":"btree|bitmap|label_list|ivf_pq|ivf_flat|ivf_rq|hnsw_sq|hnsw_pq|fts",
+//   {"op":"create_index","column":..,"type":"btree|bitmap|label_list|ivf_pq|ivf_flat|ivf_rq|hnsw_sq|hnsw_pq|fts|fm",
 //       "options":{...}?,"replace":bool?,"name":..?}
 //   {"op":"optimize","cleanup_older_than_ms":N?,"delete_unverified":bool?}   -> compaction + prune stats
 //   {"op":"cleanup","older_than_ms":0,"delete_unverified":true}  = optimize with cleanupOlderThan
@@ -70,6 +70,7 @@ function indexConfig(type, o = {}) {
     case "hnsw_pq": return I.hnswPq(o);
     case "ivf_rq": return I.ivfRq(o);
     case "fts": return I.fts(o);
+    case "fm": return I.fm();
     default: throw new Error(`create_index: unknown index type ${type}`);
   }
 }
