@@ -134,6 +134,10 @@ func printPlan(w io.Writer, p *plan.Plan, eff policy.Effective) error {
 				fmt.Fprintf(w, " fragments %v", ix.Rewritten)
 			}
 			fmt.Fprintf(w, ": %s\n", ix.Reason)
+			if cu := ix.CatchUp; cu != nil {
+				fmt.Fprintf(w, "    unindexed: %d of %d live row(s) in %d fragment(s); catch-up %s: %s\n",
+					cu.Rows, cu.LiveRows, len(cu.Fragments), cu.Action, cu.Reason)
+			}
 		}
 	}
 	fmt.Fprintln(w, "fragments:")

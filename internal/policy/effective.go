@@ -81,6 +81,8 @@ const (
 	ScopeAll     = "all"
 	ScopeRewrite = "rewrite"
 	ScopeRepack  = "repack"
+	// ScopeIndex: only index catch-up (adding unindexed rows to indices).
+	ScopeIndex = "index"
 )
 
 // Compaction holds the rewrite (and shared) settings. Zero in the Max*
@@ -130,6 +132,24 @@ type Schedule struct {
 	Windows Setting[[]Window] `json:"windows"`
 }
 
+// Index holds the index catch-up settings: when rows appended since an
+// index was built are added to it with its trained model, as Lance's
+// optimize_indices does. Zero in the Max* settings means unset.
+type Index struct {
+	// MaxUnindexedRows: catch an index up once more live rows than this
+	// are outside its fragment bitmaps.
+	MaxUnindexedRows Setting[uint64] `json:"max_unindexed_rows"`
+	// MaxUnindexedFraction: catch up once unindexed / live rows is above
+	// this. With neither bound set, any unindexed row is caught up (as
+	// Lance's optimize() does).
+	MaxUnindexedFraction Setting[float64] `json:"max_unindexed_fraction"`
+	// MaxSegments: merge an index's segments once it has more than this.
+	MaxSegments Setting[uint64] `json:"max_segments"`
+	// Retrain allows retraining the model (centroids, codebooks) instead
+	// of reusing it.
+	Retrain Setting[bool] `json:"retrain"`
+}
+
 // Effective is the resolved policy of one table: every setting with its
 // value and where the value came from.
 type Effective struct {
@@ -141,6 +161,7 @@ type Effective struct {
 	Repack     Repack          `json:"repack"`
 	Cleanup    Cleanup         `json:"cleanup"`
 	Schedule   Schedule        `json:"schedule"`
+	Index      Index           `json:"index"`
 	// Warnings are problems with table config values that were ignored.
 	Warnings []string `json:"warnings,omitempty"`
 }
@@ -202,6 +223,12 @@ func LanceDefaults(table string) Effective {
 			MaxDelay:    lanced(Duration(DefaultMaxDelay)),
 			MinInterval: lanced(Duration(DefaultMinInterval)),
 			Windows:     lanced([]Window(nil)),
+		},
+		Index: Index{
+			MaxUnindexedRows:     lanced(uint64(0)),
+			MaxUnindexedFraction: lanced(0.0),
+			MaxSegments:          lanced(uint64(0)),
+			Retrain:              lance(false),
 		},
 	}
 }

@@ -65,7 +65,7 @@ func setD(f func(e *Effective) *Setting[Duration]) func(*Effective, any, Source)
 // specs lists every setting, in the order explain prints them.
 var specs = []*spec{
 	{name: "enabled", kind: kBool, set: setB(func(e *Effective) *Setting[bool] { return &e.Enabled })},
-	{name: "scope", kind: kEnum, enum: []string{ScopeAll, ScopeRewrite, ScopeRepack}, set: setS(func(e *Effective) *Setting[string] { return &e.Scope })},
+	{name: "scope", kind: kEnum, enum: []string{ScopeAll, ScopeRewrite, ScopeRepack, ScopeIndex}, set: setS(func(e *Effective) *Setting[string] { return &e.Scope })},
 
 	{section: "compaction", name: "target_rows_per_fragment", kind: kCount, min: 1, configKey: "lance.compaction.target_rows_per_fragment",
 		set: setU(func(e *Effective) *Setting[uint64] { return &e.Compaction.TargetRowsPerFragment })},
@@ -118,10 +118,19 @@ var specs = []*spec{
 		set: func(e *Effective, v any, s Source) {
 			e.Schedule.Windows = Setting[[]Window]{Value: v.([]Window), Source: s}
 		}},
+
+	{section: "index", name: "max_unindexed_rows", kind: kCount, min: 1,
+		set: setU(func(e *Effective) *Setting[uint64] { return &e.Index.MaxUnindexedRows })},
+	{section: "index", name: "max_unindexed_fraction", kind: kFraction,
+		set: setF(func(e *Effective) *Setting[float64] { return &e.Index.MaxUnindexedFraction })},
+	{section: "index", name: "max_segments", kind: kCount, min: 1,
+		set: setU(func(e *Effective) *Setting[uint64] { return &e.Index.MaxSegments })},
+	{section: "index", name: "retrain", kind: kBool,
+		set: setB(func(e *Effective) *Setting[bool] { return &e.Index.Retrain })},
 }
 
 // sections lists the nested blocks of a table or defaults block.
-var sections = []string{"compaction", "repack", "cleanup", "schedule"}
+var sections = []string{"compaction", "repack", "cleanup", "schedule", "index"}
 
 // parseConfigValue reads a table config value for sp. Table config is not
 // ours, so a bad value is a warning and the next layer decides.

@@ -41,6 +41,8 @@ type IndexDecision struct {
 	Covered   []uint64 `json:"covered"`
 	Rewritten []uint64 `json:"rewritten,omitempty"`
 	Reason    string   `json:"reason"`
+	// CatchUp says what happens to the rows the index does not cover.
+	CatchUp *CatchUp `json:"catch_up,omitempty"`
 }
 
 // remappable lists the index kinds lanced rewrites for new row addresses.

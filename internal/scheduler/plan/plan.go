@@ -175,10 +175,14 @@ func Compute(in Input) *Plan {
 			}
 		}
 		p.Indices = indexDecisions(ic, frags, inRewrite, coverage, stable)
+		catchUpDecisions(ic, frags, p.Indices, pol)
 	} else {
 		for i := range reasons {
 			reasons[i] = "rewrites not in scope (scope = " + scope + ")"
 		}
+		ic := newIndexCoverage(in.Indices, in.LegacyIndexMaxFragmentID, warn)
+		p.Indices = indexDecisions(ic, frags, inRewrite, c.IndexCoverage.Value, false)
+		catchUpDecisions(ic, frags, p.Indices, pol)
 	}
 
 	if scope == policy.ScopeAll || scope == policy.ScopeRepack {

@@ -68,7 +68,8 @@ type Plan struct {
 	Rewrites    []engine.RewriteTask `json:"rewrites"`
 	Repacks     []engine.RepackTask  `json:"repacks"`
 	Decisions   []Decision           `json:"decisions"`
-	// Indices says per index what the plan does to it (rewrite scope only).
+	// Indices says per index what the plan does to it: to the fragments
+	// it covers (rewrite scope) and to the rows it does not (catch-up).
 	Indices  []IndexDecision `json:"indices,omitempty"`
 	Warnings []string        `json:"warnings,omitempty"`
 }

@@ -1,0 +1,15 @@
+# resolve: s3://lake/events
+# resolve: s3://lake/other
+defaults {
+  index {
+    max_unindexed_fraction = 0.05
+  }
+}
+table "s3://lake/events" {
+  scope = "index"
+  index {
+    max_unindexed_rows = 50000
+    max_segments       = 4
+    retrain            = true
+  }
+}
