@@ -58,40 +58,58 @@ func (n *Node) startCoordinators(ctx context.Context, wg *sync.WaitGroup) {
 	}
 	n.mu.Unlock()
 	slices.Sort(want)
+	// Lease attempts are KV round trips (hold check, get, create): run them
+	// side by side so a burst over many tables does not queue behind them.
+	sem := make(chan struct{}, leaseAttempts)
+	var attempts sync.WaitGroup
 	for _, table := range want {
 		if ctx.Err() != nil {
-			return
+			break
 		}
-		if held, _ := n.isHeld(ctx, table); held {
-			n.mu.Lock()
-			n.tables[table].dirty = false
-			n.mu.Unlock()
-			n.m.plans.WithLabelValues("held").Inc()
-			continue
-		}
-		ls, prev, err := n.leases.acquire(ctx, table)
-		if err != nil {
-			n.log.Warn("acquire lease", "table", table, "err", err)
-			continue
-		}
-		n.mu.Lock()
-		st := n.tables[table]
-		if ls == nil {
-			// Coordinated elsewhere; that node heard the same poke.
-			st.dirty = false
-			n.mu.Unlock()
-			continue
-		}
-		st.running, st.lease = true, ls
-		n.mu.Unlock()
-		n.m.leasesHeld.Inc()
-		var inherited []string
-		if prev != nil {
-			inherited = prev.InFlight
-			n.log.Info("lease taken over", "table", table, "previous_holder", prev.Holder)
-		}
-		wg.Go(func() { n.runTable(ctx, table, ls, inherited) })
+		sem <- struct{}{}
+		attempts.Go(func() {
+			defer func() { <-sem }()
+			n.tryCoordinate(ctx, wg, table)
+		})
 	}
+	attempts.Wait()
+}
+
+// leaseAttempts bounds the concurrent lease attempts of one node.
+const leaseAttempts = 64
+
+// tryCoordinate takes the table's lease if nobody holds it and starts its
+// coordinator; a table another node coordinates is left to it.
+func (n *Node) tryCoordinate(ctx context.Context, wg *sync.WaitGroup, table string) {
+	if held, _ := n.isHeld(ctx, table); held {
+		n.mu.Lock()
+		n.tables[table].dirty = false
+		n.mu.Unlock()
+		n.m.plans.WithLabelValues("held").Inc()
+		return
+	}
+	ls, prev, err := n.leases.acquire(ctx, table)
+	if err != nil {
+		n.log.Warn("acquire lease", "table", table, "err", err)
+		return
+	}
+	n.mu.Lock()
+	st := n.tables[table]
+	if ls == nil {
+		// Coordinated elsewhere; that node heard the same poke.
+		st.dirty = false
+		n.mu.Unlock()
+		return
+	}
+	st.running, st.lease = true, ls
+	n.mu.Unlock()
+	n.m.leasesHeld.Inc()
+	var inherited []string
+	if prev != nil {
+		inherited = prev.InFlight
+		n.log.Info("lease taken over", "table", table, "previous_holder", prev.Holder)
+	}
+	wg.Go(func() { n.runTable(ctx, table, ls, inherited) })
 }
 
 // dispatch publishes pending tasks round-robin across tables, one task per
@@ -203,6 +221,13 @@ func (n *Node) runTable(parent context.Context, table string, ls *lease, inherit
 	cons, err := n.q.resultConsumer(ctx, table, max(3*n.cfg.CommitMaxWait, 30*time.Second))
 	if err != nil {
 		log.Error("open results", "err", err)
+		return
+	}
+	if !ls.valid(n.cfg.Now(), n.cfg.LeaseTTL/6) {
+		// Opening the results took most of the lease (a slow cluster):
+		// another node may take it over; do not start acting on it.
+		n.m.leaseLost.Inc()
+		log.Warn("lease expired before the coordinator started")
 		return
 	}
 	log.Info("coordinator started")

@@ -175,6 +175,13 @@ func (q *queue) depth(ctx context.Context) (uint64, error) {
 // by whoever holds the table's lease.
 func (q *queue) resultConsumer(ctx context.Context, table string, ackWait time.Duration) (jetstream.Consumer, error) {
 	id := TableID(table)
+	// The consumer usually exists (an earlier holder made it): looking it
+	// up is a read, an update is a cluster-wide proposal.
+	if c, err := q.js.Consumer(ctx, ResultsStream, "results-"+id); err == nil {
+		if cfg := c.CachedInfo().Config; cfg.AckWait == ackWait && cfg.FilterSubject == resultSubjectPrefix+id {
+			return c, nil
+		}
+	}
 	c, err := q.js.CreateOrUpdateConsumer(ctx, ResultsStream, jetstream.ConsumerConfig{
 		Durable:           "results-" + id,
 		Description:       "results for " + table,

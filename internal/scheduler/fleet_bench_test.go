@@ -1,0 +1,265 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/watch"
+)
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func freePort(tb testing.TB) int {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// runCluster starts n clustered in-process nats-servers with JetStream and
+// waits until JetStream has a meta leader.
+func runCluster(tb testing.TB, n int) []*server.Server {
+	tb.Helper()
+	routePorts := make([]int, n)
+	var routes []*url.URL
+	for i := range routePorts {
+		routePorts[i] = freePort(tb)
+		routes = append(routes, &url.URL{Scheme: "nats-route", Host: fmt.Sprintf("127.0.0.1:%d", routePorts[i])})
+	}
+	servers := make([]*server.Server, n)
+	for i := range servers {
+		opts := &server.Options{
+			ServerName: fmt.Sprintf("s%d", i), Host: "127.0.0.1", Port: -1,
+			JetStream: true, StoreDir: tb.TempDir(), NoLog: true, NoSigs: true,
+			Cluster: server.ClusterOpts{Name: "fleet", Host: "127.0.0.1", Port: routePorts[i]},
+			Routes:  routes,
+		}
+		s, err := server.NewServer(opts)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		go s.Start()
+		servers[i] = s
+		tb.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	}
+	for _, s := range servers {
+		if !s.ReadyForConnections(30 * time.Second) {
+			tb.Fatal("nats-server not ready")
+		}
+	}
+	nc := connect(tb, servers[0])
+	js, _ := jetstream.New(nc)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := js.AccountInfo(ctx)
+		cancel()
+		if err == nil {
+			return servers
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("jetstream cluster not ready: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// fleetPlanner plans one task per evaluation and records when each table
+// was planned; no table is read (the benchmark measures the scheduling
+// path, not planning).
+type fleetPlanner struct {
+	mu      sync.Mutex
+	planned map[string]time.Time // table → first plan since the last reset
+	plans   atomic.Int64
+	round   atomic.Int64
+}
+
+func (p *fleetPlanner) Plan(_ context.Context, table string, inFlight []string) (Plan, error) {
+	now := time.Now()
+	p.plans.Add(1)
+	p.mu.Lock()
+	if _, ok := p.planned[table]; !ok {
+		p.planned[table] = now
+	}
+	p.mu.Unlock()
+	r := p.round.Load()
+	key := fmt.Sprintf("%s@%d", table, r)
+	if slices.Contains(inFlight, key) {
+		return Plan{ReadVersion: uint64(r)}, nil
+	}
+	return Plan{ReadVersion: uint64(r), Tasks: []Task{{Kind: "rewrite", Key: key, Table: table, ReadVersion: uint64(r)}}}, nil
+}
+
+type fleetExec struct{ done atomic.Int64 }
+
+func (e *fleetExec) Execute(_ context.Context, t Task) (Result, error) {
+	e.done.Add(1)
+	return Result{}, nil
+}
+
+type fleetCommitter struct{ tasks atomic.Int64 }
+
+func (c *fleetCommitter) Commit(_ context.Context, _ string, results []Result) (CommitReport, error) {
+	c.tasks.Add(int64(len(results)))
+	return CommitReport{Version: 1}, nil
+}
+
+// BenchmarkFleet drives a simulated fleet through the daemon's event path
+// on a three-node JetStream cluster (R3): events → per-node coalescer
+// (debounce) → Submit (poke) → lease → plan → task queue → workers →
+// results → commit. Tables are names only (the planner reads nothing), so
+// it measures the scheduling path. Each round sends a burst of
+// events/rounds events spread over all tables and all three nodes' coalescers
+// (as a shared notification queue would), then waits until every table
+// was planned. Reported: ingest rate of the coalescers, event-to-plan
+// latency after the debounce window (p50, p99, max), tasks/s, heap per table
+// and the JetStream store size. Run with:
+//
+//	go test -run '^$' -bench BenchmarkFleet -benchtime 1x ./internal/scheduler/
+func BenchmarkFleet(b *testing.B) {
+	if testing.Short() {
+		b.Skip("fleet benchmark")
+	}
+	// LANCED_FLEET_TABLES and LANCED_FLEET_REPLICAS scale it down or
+	// compare replication; events stay at 100 per table.
+	tables, replicas := envInt("LANCED_FLEET_TABLES", 2000), envInt("LANCED_FLEET_REPLICAS", 3)
+	const (
+		rounds   = 5
+		debounce = 200 * time.Millisecond
+	)
+	events := 100 * tables
+	servers := runCluster(b, 3)
+	pl := &fleetPlanner{planned: map[string]time.Time{}}
+	ex := &fleetExec{}
+	cm := &fleetCommitter{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var runs sync.WaitGroup
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	coalescers := make([]*watch.Coalescer, 3)
+	nodes := make([]*Node, 3)
+	for i, s := range servers {
+		nc := connect(b, s)
+		node, err := New(ctx, nc, Config{
+			NodeID: fmt.Sprintf("n%d", i), Workers: 4, Replicas: replicas,
+			AckWait: 10 * time.Second, LeaseTTL: 20 * time.Second, CommitMaxWait: 50 * time.Millisecond,
+			MaxQueueDepth: 100_000, DrainTimeout: 2 * time.Second, Logger: testLogger(b),
+		}, pl, ex, cm)
+		if err != nil {
+			b.Fatal(err)
+		}
+		nodes[i] = node
+		runs.Go(func() { _ = node.Run(ctx) })
+		co := watch.NewCoalescer(watch.CoalescerConfig{Debounce: debounce, MaxDelay: 10 * time.Second, AutoDone: true},
+			func(ctx context.Context, ref format.VersionRef) error {
+				return node.Submit(ctx, ref.Table, ref.Version)
+			})
+		coalescers[i] = co
+		runs.Go(func() { _ = co.Run(ctx) })
+	}
+	defer runs.Wait()
+	defer cancel()
+	for _, n := range nodes {
+		for !n.Ready() {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	names := make([]string, tables)
+	for i := range names {
+		names[i] = fmt.Sprintf("s3://lake/warehouse/t%04d.lance", i)
+	}
+
+	for b.Loop() {
+		var lat []time.Duration
+		var ingest time.Duration
+		start := time.Now()
+		version := uint64(0)
+		for r := range rounds {
+			pl.round.Store(int64(r + 1))
+			pl.mu.Lock()
+			clear(pl.planned)
+			pl.mu.Unlock()
+			// The burst: every table gets events/rounds/tables versions, in
+			// table-interleaved order, round-robin over the nodes.
+			perTable := events / rounds / tables
+			sent := time.Now()
+			k := 0
+			for v := range perTable {
+				for _, tb := range names {
+					_ = coalescers[k%3].Add(ctx, format.VersionRef{Table: tb, Version: version + uint64(v) + 1})
+					k++
+				}
+			}
+			lastEvent := time.Now()
+			ingest += lastEvent.Sub(sent)
+			version += uint64(perTable)
+			deadline := time.Now().Add(2 * time.Minute)
+			for {
+				pl.mu.Lock()
+				n := len(pl.planned)
+				pl.mu.Unlock()
+				if n == tables {
+					break
+				}
+				if time.Now().After(deadline) {
+					b.Fatalf("round %d: %d of %d tables planned after 2m", r, n, tables)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			pl.mu.Lock()
+			for _, at := range pl.planned {
+				lat = append(lat, max(0, at.Sub(lastEvent)-debounce))
+			}
+			pl.mu.Unlock()
+		}
+		planned := time.Since(start)
+		for cm.tasks.Load() < int64(rounds*tables) && time.Since(start) < 5*time.Minute {
+			time.Sleep(10 * time.Millisecond)
+		}
+		elapsed := time.Since(start)
+		slices.Sort(lat)
+		pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
+		var after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		var storeBytes uint64
+		for _, s := range servers {
+			if st, err := s.Varz(nil); err == nil {
+				storeBytes = max(storeBytes, uint64(st.JetStream.Stats.Store))
+			}
+		}
+		b.ReportMetric(float64(events)/ingest.Seconds()/3, "events/s/node")
+		b.ReportMetric(pct(0.5), "p50_ms")
+		b.ReportMetric(pct(0.99), "p99_ms")
+		b.ReportMetric(pct(1), "max_ms")
+		b.ReportMetric(float64(cm.tasks.Load())/elapsed.Seconds(), "tasks/s")
+		b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(tables)/3, "heap_B/table/node")
+		b.ReportMetric(float64(storeBytes), "js_store_B")
+		b.Logf("%d tables, %d events in %d bursts: planned in %s, %d tasks committed in %s, %d plans",
+			tables, events, rounds, planned.Round(time.Millisecond), cm.tasks.Load(), elapsed.Round(time.Millisecond), pl.plans.Load())
+	}
+}
