@@ -330,7 +330,7 @@ func (d *daemon) run(ctx context.Context) error {
 		w := &inspectWorkload{stateDir: cfg.StateDir, node: func() string { return nodeID }, policies: d.currentPolicies, delay: d.flags.taskDelay, open: roots.OpenURI}
 		planner, exec, committer = w, w, w
 	default:
-		w := &maintainWorkload{policies: d.currentPolicies, log: log, open: roots.OpenURI}
+		w := &maintainWorkload{policies: d.currentPolicies, log: log, open: roots.OpenURI, reg: reg}
 		if w.journal, w.cleanup, err = d.cleanupParts(nc, reg, log, roots.OpenURI); err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"slices"
 
@@ -30,10 +31,29 @@ type maintainWorkload struct {
 	// cleanup runs cleanup after commits and empty plans (nil: none).
 	journal *journalKeeper
 	cleanup *cleanupRunner
+	// reg, if set, receives the tables' object-store metrics.
+	reg prometheus.Registerer
 }
 
 func (w *maintainWorkload) openTable(ctx context.Context, uri string) (*engine.Table, *store.Bucket, error) {
-	return openEngineTable(ctx, w.open(uri))
+	if w.reg == nil {
+		return openEngineTable(ctx, w.open(uri))
+	}
+	b, err := store.Open(ctx, w.open(uri))
+	if err != nil {
+		return nil, nil, fmt.Errorf("open table %s: %w", uri, err)
+	}
+	// lanced_store_* metrics: operations, failures by code (throttled,
+	// unavailable, ...) and latency of every table's object-store calls.
+	if b, err = store.Instrument(b, w.reg); err != nil {
+		return nil, nil, fmt.Errorf("open table %s: %w", uri, err)
+	}
+	tbl, err := engine.OpenTable(ctx, b)
+	if err != nil {
+		_ = b.Close()
+		return nil, nil, fmt.Errorf("open table %s: %w", uri, err)
+	}
+	return tbl, b, nil
 }
 
 func openEngineTable(ctx context.Context, uri string) (*engine.Table, *store.Bucket, error) {

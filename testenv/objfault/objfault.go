@@ -69,6 +69,8 @@ type Config struct {
 	SlowDelay time.Duration
 	// Skip exempts requests from random faults (nil: none exempt).
 	Skip func(r *http.Request) bool
+	// Exempt exempts a request from one kind of random fault (nil: none).
+	Exempt func(r *http.Request, k Kind) bool
 }
 
 // Rule forces kind on requests that match, up to Times times (0: always).
@@ -158,7 +160,7 @@ func (h *Handler) choose(r *http.Request) Kind {
 		if k == OddPages && !list {
 			continue
 		}
-		if p := h.cfg.Rates[k]; p > 0 && h.rng.Float64() < p {
+		if p := h.cfg.Rates[k]; p > 0 && h.rng.Float64() < p && (h.cfg.Exempt == nil || !h.cfg.Exempt(r, k)) {
 			return k
 		}
 	}
