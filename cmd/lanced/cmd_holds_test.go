@@ -123,3 +123,25 @@ func TestStatsErrorsSayWhatToDo(t *testing.T) {
 		}
 	}
 }
+
+// TestRunConfigAcceptsPolicySpelledAsTheFlag: `policy = DIR` in the config
+// file is the --policy flag's spelling of `policies`; `run --help` exits 0
+// with defaults shown and the testing flag hidden.
+func TestRunConfigAcceptsPolicySpelledAsTheFlag(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "pol"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "lanced.hcl")
+	if err := os.WriteFile(cfg, []byte("tables = [\"tables\"]\npolicy = \"pol\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := runCLI(t, "run", "--config", cfg, "--check-config"); !strings.Contains(out, "policies "+filepath.Join(dir, "pol")) {
+		t.Fatalf("check-config: %q", out)
+	}
+	var o, e bytes.Buffer
+	if code := runMain([]string{"help", "run"}, &o, &e); code != 0 || !strings.Contains(e.String(), "(default 127.0.0.1:9464)") ||
+		strings.Contains(e.String(), "debug-task-delay") || !strings.Contains(e.String(), "--policy") {
+		t.Fatalf("help run: exit %d\n%s", code, e.String())
+	}
+}

@@ -111,17 +111,19 @@ func defaultRunConfig() runConfig {
 // The HCL shape of the config file. Optional scalars are pointers so that
 // an absent attribute keeps the default.
 type fileConfig struct {
-	StateDir *string       `hcl:"state_dir,optional"`
-	Tables   []string      `hcl:"tables,optional"`
-	Policies *string       `hcl:"policies,optional"`
-	Workers  *int          `hcl:"workers,optional"`
-	NATS     *natsBlock    `hcl:"nats,block"`
-	Sources  []sourceBlock `hcl:"source,block"`
-	Events   *eventsBlock  `hcl:"events,block"`
-	Queue    *queueBlock   `hcl:"queue,block"`
-	HTTP     *httpBlock    `hcl:"http,block"`
-	Log      *logBlock     `hcl:"log,block"`
-	Body     hcl.Body      `hcl:",body"`
+	StateDir *string  `hcl:"state_dir,optional"`
+	Tables   []string `hcl:"tables,optional"`
+	Policies *string  `hcl:"policies,optional"`
+	// Policy is the same setting spelled as the --policy flag.
+	Policy  *string       `hcl:"policy,optional"`
+	Workers *int          `hcl:"workers,optional"`
+	NATS    *natsBlock    `hcl:"nats,block"`
+	Sources []sourceBlock `hcl:"source,block"`
+	Events  *eventsBlock  `hcl:"events,block"`
+	Queue   *queueBlock   `hcl:"queue,block"`
+	HTTP    *httpBlock    `hcl:"http,block"`
+	Log     *logBlock     `hcl:"log,block"`
+	Body    hcl.Body      `hcl:",body"`
 }
 
 type natsBlock struct {
@@ -296,6 +298,12 @@ func applyFile(cfg *runConfig, fc *fileConfig, dir string) hcl.Diagnostics {
 			continue
 		}
 		cfg.Tables = append(cfg.Tables, u)
+	}
+	if fc.Policy != nil {
+		if fc.Policies != nil {
+			diags = append(diags, diagAt(body, "policy", "Duplicate policy directory", "policy and policies are one setting; keep one."))
+		}
+		fc.Policies = fc.Policy
 	}
 	if fc.Policies != nil {
 		cfg.Policies = absPath(dir, *fc.Policies)
