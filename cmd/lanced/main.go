@@ -100,6 +100,10 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
+	if err := taskThreadsFromEnv(); err != nil {
+		fmt.Fprintf(stderr, "lanced: %v\n", err)
+		return 2
+	}
 	if path := os.Getenv("LANCED_CPUPROFILE"); path != "" {
 		// Profiling for operators and benchmarks: LANCED_CPUPROFILE=file.
 		if f, err := os.Create(path); err == nil {

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/policy"
+)
+
+// taskThreadsFromEnv applies the worker-level parallelism of one rewrite
+// task: LANCED_TASK_THREADS columns encoded at once (default GOMAXPROCS)
+// and LANCED_TASK_MEMORY, the bytes one task may hold (e.g. "256MiB";
+// default 256 MiB). A bad value is an error that names the variable.
+func taskThreadsFromEnv() error {
+	threads, budget := 0, int64(0)
+	if v := os.Getenv("LANCED_TASK_THREADS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fmt.Errorf("LANCED_TASK_THREADS=%q: want a number of threads (0: GOMAXPROCS)", v)
+		}
+		threads = n
+	}
+	if v := os.Getenv("LANCED_TASK_MEMORY"); v != "" {
+		n, err := policy.ParseSize(v)
+		if err != nil || n > 1<<50 {
+			return fmt.Errorf("LANCED_TASK_MEMORY=%q: want a size such as 256MiB", v)
+		}
+		budget = int64(n)
+	}
+	engine.SetTaskParallelism(threads, budget)
+	return nil
+}
