@@ -12,7 +12,7 @@ import (
 // taskThreadsFromEnv applies the worker-level parallelism of one rewrite
 // task: LANCED_TASK_THREADS columns encoded at once (default GOMAXPROCS)
 // and LANCED_TASK_MEMORY, the bytes one task may hold (e.g. "256MiB";
-// default 256 MiB). A bad value is an error that names the variable.
+// default 64 MiB). A bad value is an error that names the variable.
 func taskThreadsFromEnv() error {
 	threads, budget := 0, int64(0)
 	if v := os.Getenv("LANCED_TASK_THREADS"); v != "" {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -212,7 +213,7 @@ type FilterOptions struct {
 	// BudgetBytes bounds the memory of the task: encoded pages waiting for
 	// the output plus every worker's buffered rows (about 3 × PageBytes
 	// each). Fewer workers run when the budget does not cover them all
-	// (default 256 MiB; at least one worker always runs).
+	// (default 64 MiB; at least one worker always runs).
 	BudgetBytes int64
 	// PageCost is what one page more than a re-encode would write is worth
 	// in bytes read (a request's latency); a column is copied page by page
@@ -225,7 +226,7 @@ type FilterOptions struct {
 }
 
 // DefaultTaskBudget is FilterOptions.BudgetBytes' default.
-const DefaultTaskBudget = 256 << 20
+const DefaultTaskBudget = 64 << 20
 
 func (o *FilterOptions) defaults() {
 	if o.PageBytes <= 0 {
@@ -394,7 +395,7 @@ func runColumns(ctx context.Context, w *Writer, plans []*colPlan, opts FilterOpt
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	perWorker := int64(3 * opts.PageBytes)
-	workers := int(min(int64(opts.Workers), max(1, opts.BudgetBytes/(2*perWorker))))
+	workers := int(min(int64(opts.Workers), max(1, opts.BudgetBytes/(perWorker+int64(opts.PageBytes)))))
 	workers = max(1, min(workers, len(plans)))
 	// what is left of the budget after the workers' own buffers bounds
 	// the pages in flight (at least one page's worth)
@@ -714,12 +715,14 @@ func filterPage(s *filterSrc, pg *file2pb.ColumnMetadata_Page, a, n uint64) (*ou
 	if at < n {
 		runs = append(runs, [2]uint64{at, n})
 	}
-	read := func(b lancefile.Buffer) ([]byte, error) {
-		buf := make([]byte, b.Size)
-		if _, err := s.R.ReadAt(buf, int64(b.Offset)); err != nil {
+	// read appends the bytes of b to dst (read in place: no copy)
+	read := func(dst []byte, b lancefile.Buffer) ([]byte, error) {
+		at := len(dst)
+		dst = slices.Grow(dst, int(b.Size))[:at+int(b.Size)]
+		if _, err := s.R.ReadAt(dst[at:], int64(b.Offset)); err != nil {
 			return nil, fmt.Errorf("lancewrite: read %s [%d,+%d): %w", s.Name, b.Offset, b.Size, err)
 		}
-		return buf, nil
+		return dst, nil
 	}
 	nz := proto.Clone(fz).(*enc21pb.FullZipLayout)
 	nz.NumItems = uint32(live)
@@ -735,11 +738,9 @@ func filterPage(s *filterSrc, pg *file2pb.ColumnMetadata_Page, a, n uint64) (*ou
 		}
 		data := make([]byte, 0, live*row)
 		for _, r := range runs {
-			b, err := read(lancefile.Buffer{Offset: bufs[0].Offset + r[0]*row, Size: (r[1] - r[0]) * row})
-			if err != nil {
+			if data, err = read(data, lancefile.Buffer{Offset: bufs[0].Offset + r[0]*row, Size: (r[1] - r[0]) * row}); err != nil {
 				return nil, err
 			}
-			data = append(data, b...)
 		}
 		out = [][]byte{data}
 	case fz.GetBitsPerOffset() != 0 && len(bufs) == 2:
@@ -747,7 +748,7 @@ func filterPage(s *filterSrc, pg *file2pb.ColumnMetadata_Page, a, n uint64) (*ou
 		if w*(n+1) != bufs[1].Size || (w != 1 && w != 2 && w != 4 && w != 8) {
 			return nil, fmt.Errorf("%w: full-zip repetition index of %d bytes for %d rows", lancefile.ErrCorrupt, bufs[1].Size, n)
 		}
-		ix, err := read(bufs[1])
+		ix, err := read(nil, bufs[1])
 		if err != nil {
 			return nil, err
 		}
@@ -776,11 +777,9 @@ func filterPage(s *filterSrc, pg *file2pb.ColumnMetadata_Page, a, n uint64) (*ou
 			for i := r[0]; i < r[1]; i++ {
 				starts = append(starts, at(i)+base)
 			}
-			b, err := read(lancefile.Buffer{Offset: bufs[0].Offset + at(r[0]), Size: at(r[1]) - at(r[0])})
-			if err != nil {
+			if data, err = read(data, lancefile.Buffer{Offset: bufs[0].Offset + at(r[0]), Size: at(r[1]) - at(r[0])}); err != nil {
 				return nil, err
 			}
-			data = append(data, b...)
 		}
 		starts = append(starts, uint64(len(data)))
 		out = [][]byte{data, bytepacked(starts, uint64(len(data)))}
