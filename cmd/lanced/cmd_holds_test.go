@@ -145,3 +145,20 @@ func TestRunConfigAcceptsPolicySpelledAsTheFlag(t *testing.T) {
 		t.Fatalf("help run: exit %d\n%s", code, e.String())
 	}
 }
+
+// TestPolicyCheckPrintsEachDiagnosticOnce: one grep-able line per problem
+// (file:line:col) with its detail, not a second rendering of it.
+func TestPolicyCheckPrintsEachDiagnosticOnce(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.hcl"), []byte("defaults {\n  compaction {\n    target_rows_per_fragmen = 5\n  }\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var o, e bytes.Buffer
+	if code := runMain([]string{"policy", "check", dir}, &o, &e); code != 1 {
+		t.Fatalf("exit %d", code)
+	}
+	if n := strings.Count(e.String(), "Unsupported argument"); n != 1 || !strings.Contains(e.String(), filepath.Join(dir, "a.hcl")+":3:5: error: Unsupported argument") ||
+		!strings.Contains(e.String(), `Did you mean "target_rows_per_fragment"?`) {
+		t.Fatalf("diagnostic printed %d times:\n%s", n, e.String())
+	}
+}

@@ -77,7 +77,6 @@ func runPolicyCheck(args []string, stdout, stderr io.Writer) error {
 		return exitError{2}
 	}
 	set, diags := policy.LoadDirNamed(os.DirFS(dir), dir)
-	writePolicyDiags(stderr, set, diags)
 	errs, warns := 0, 0
 	for _, d := range diags {
 		sev := "warning"
@@ -92,7 +91,11 @@ func runPolicyCheck(args []string, stdout, stderr io.Writer) error {
 		if d.Subject != nil {
 			where = fmt.Sprintf("%s:%d:%d", d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column)
 		}
+		// Each diagnostic once: the grep-able line, then what to do.
 		fmt.Fprintf(stderr, "%s: %s: %s\n", where, sev, d.Summary)
+		if d.Detail != "" {
+			fmt.Fprintf(stderr, "    %s\n", strings.ReplaceAll(d.Detail, "\n", "\n    "))
+		}
 	}
 	if errs > 0 {
 		fmt.Fprintf(stderr, "%s: %d error(s), %d warning(s)\n", dir, errs, warns)
