@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -160,5 +161,25 @@ func TestPolicyCheckPrintsEachDiagnosticOnce(t *testing.T) {
 	if n := strings.Count(e.String(), "Unsupported argument"); n != 1 || !strings.Contains(e.String(), filepath.Join(dir, "a.hcl")+":3:5: error: Unsupported argument") ||
 		!strings.Contains(e.String(), `Did you mean "target_rows_per_fragment"?`) {
 		t.Fatalf("diagnostic printed %d times:\n%s", n, e.String())
+	}
+}
+
+// TestCompletionScriptsParse: the bash completion names every command and
+// bash accepts the script.
+func TestCompletionScriptsParse(t *testing.T) {
+	out := runCLI(t, "completion", "bash")
+	for name := range commands {
+		if !strings.Contains(out, " "+name+" ") && !strings.Contains(out, "\""+name+" ") {
+			t.Errorf("completion lacks %s", name)
+		}
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	cmd := exec.Command(bash, "-n")
+	cmd.Stdin = strings.NewReader(out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("bash -n: %v\n%s", err, b)
 	}
 }
