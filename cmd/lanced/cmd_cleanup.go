@@ -11,8 +11,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/cleanup"
 	"github.com/lanced-dev/lanced/internal/engine/hold"
+	"github.com/lanced-dev/lanced/internal/engine/journal"
 	"github.com/lanced-dev/lanced/internal/store"
 )
 
@@ -39,7 +40,7 @@ func (f cleanupDurationFlag) Set(s string) error {
 		*f.d = 0
 		return nil
 	}
-	d, err := engine.ParseHumanDuration(s)
+	d, err := cleanup.ParseHumanDuration(s)
 	if err != nil {
 		return err
 	}
@@ -90,11 +91,11 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if err := hold.Check(ctx, b, store.CanonicalURI(uri)); err != nil {
 			return err
 		}
-		if _, err := engine.AbandonDeadLocalOwners(ctx, b); err != nil {
+		if _, err := journal.AbandonDeadLocalOwners(ctx, b); err != nil {
 			return err
 		}
 	}
-	opts, err := engine.TableCleanupOptions(ctx, b)
+	opts, err := cleanup.TableCleanupOptions(ctx, b)
 	if err != nil {
 		return err
 	}
@@ -113,7 +114,7 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	})
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := engine.NewCleaner(nil, log)
+	c, err := cleanup.NewCleaner(nil, log)
 	if err != nil {
 		return err
 	}
@@ -123,12 +124,12 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if *asJSON {
 		out := struct {
-			URI     string               `json:"uri"`
-			DryRun  bool                 `json:"dry_run"`
-			Options cleanupOptionsJSON   `json:"options"`
-			Plan    *engine.CleanupPlan  `json:"plan"`
-			Result  engine.CleanupResult `json:"result"`
-			Error   string               `json:"error,omitempty"`
+			URI     string                `json:"uri"`
+			DryRun  bool                  `json:"dry_run"`
+			Options cleanupOptionsJSON    `json:"options"`
+			Plan    *cleanup.CleanupPlan  `json:"plan"`
+			Result  cleanup.CleanupResult `json:"result"`
+			Error   string                `json:"error,omitempty"`
 		}{URI: b.URI(), DryRun: *dryRun, Options: cleanupOptsJSON(opts), Plan: plan, Result: res}
 		if err != nil {
 			out.Error = err.Error()
@@ -152,14 +153,14 @@ type cleanupOptionsJSON struct {
 	DeleteRate      float64 `json:"delete_rate"`
 }
 
-func cleanupOptsJSON(o engine.CleanupOptions) cleanupOptionsJSON {
+func cleanupOptsJSON(o cleanup.CleanupOptions) cleanupOptionsJSON {
 	return cleanupOptionsJSON{
 		OlderThan: o.OlderThan.String(), KeepVersions: o.KeepVersions, KeepTagged: o.KeepTagged,
 		UnverifiedAfter: o.UnverifiedAfter.String(), DeleteRate: o.DeleteRate,
 	}
 }
 
-func printCleanup(w io.Writer, uri string, o engine.CleanupOptions, p *engine.CleanupPlan, r engine.CleanupResult, dry bool) {
+func printCleanup(w io.Writer, uri string, o cleanup.CleanupOptions, p *cleanup.CleanupPlan, r cleanup.CleanupResult, dry bool) {
 	removed := 0
 	for _, v := range p.Versions {
 		if !v.Keep {

@@ -11,6 +11,9 @@ import (
 
 	"github.com/lanced-dev/lanced/internal/engine"
 	"github.com/lanced-dev/lanced/internal/engine/hold"
+	"github.com/lanced-dev/lanced/internal/engine/job"
+	"github.com/lanced-dev/lanced/internal/engine/journal"
+	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/scheduler/plan"
 	"github.com/lanced-dev/lanced/internal/store"
@@ -73,7 +76,7 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := hold.Check(ctx, b, store.CanonicalURI(uri)); err != nil {
 		return err
 	}
-	tbl, err := engine.OpenTable(ctx, b)
+	tbl, err := table.OpenTable(ctx, b)
 	if err != nil {
 		return err
 	}
@@ -91,11 +94,8 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if n == 0 {
 		n = int(eff.Compaction.CommitBatchTasks.Value)
 	}
-	if _, err := engine.AbandonDeadLocalOwners(ctx, b); err != nil {
-		return err
-	}
-	journal := engine.NewTaskJournal(b, engine.LocalOwner("lanced-compact"))
-	sum, err := engine.Compact(ctx, tbl, m, p.Tasks(), engine.CompactOptions{CommitBatchTasks: n, Logger: log, Journal: journal})
+	keeper := journal.NewKeeper("lanced-compact", "", log)
+	sum, err := engine.Compact(ctx, tbl, m, p.Tasks(), engine.CompactOptions{CommitBatchTasks: n, Logger: log, Journal: keeper})
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -106,7 +106,7 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		printSummary(stdout, sum, p)
 	}
 	if err != nil {
-		if errors.Is(err, engine.ErrInvariant) {
+		if errors.Is(err, job.ErrInvariant) {
 			return fmt.Errorf("table held: %w", err)
 		}
 		return err

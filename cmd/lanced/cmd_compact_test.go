@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/store"
 	"github.com/lanced-dev/lanced/testenv/oracle"
@@ -44,7 +45,7 @@ func referencedFiles(t *testing.T, uri string) map[string]bool {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	tbl, err := engine.OpenTable(ctx, b)
+	tbl, err := table.OpenTable(ctx, b)
 	if err != nil {
 		t.Fatal(err)
 	}

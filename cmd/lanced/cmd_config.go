@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/store"
 )
 
@@ -75,7 +75,7 @@ func runTableConfig(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	defer b.Close()
-	t, err := engine.OpenTable(ctx, b)
+	t, err := table.OpenTable(ctx, b)
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/store"
 )
@@ -63,7 +63,7 @@ func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer b.Close()
-	tbl, err := engine.OpenTable(ctx, b)
+	tbl, err := table.OpenTable(ctx, b)
 	if err != nil {
 		return err
 	}
@@ -71,7 +71,7 @@ func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	slices.SortFunc(vs, func(a, b engine.VersionInfo) int { return cmp.Compare(a.Version, b.Version) })
+	slices.SortFunc(vs, func(a, b table.VersionInfo) int { return cmp.Compare(a.Version, b.Version) })
 	if *limit > 0 && len(vs) > *limit+1 {
 		vs = vs[len(vs)-*limit-1:] // one more, for the first entry's change
 	}
@@ -90,7 +90,7 @@ func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		st := format.ComputeLayoutStats(m.PB)
 		e := historyEntry{Version: v.Version, Operation: "-", Writer: m.PB.GetWriterVersion().GetLibrary(),
 			WriterVersion: m.PB.GetWriterVersion().GetVersion(), Fragments: st.Totals.Fragments, Rows: st.Totals.Rows, Tag: tagOf[v.Version]}
-		e.ByLanced = e.Writer == engine.WriterLibrary
+		e.ByLanced = e.Writer == table.WriterLibrary
 		if ts := m.PB.GetTimestamp(); ts != nil {
 			e.Timestamp = ts.AsTime().UTC()
 		}

@@ -8,8 +8,8 @@ import (
 	"io"
 	"os"
 
-	"github.com/lanced-dev/lanced/internal/engine"
 	"github.com/lanced-dev/lanced/internal/engine/hold"
+	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/scheduler/plan"
@@ -46,7 +46,7 @@ func planTable(ctx context.Context, uri string, set *policy.Set) (*plan.Plan, po
 		return nil, policy.Effective{}, err
 	}
 	defer b.Close()
-	tbl, err := engine.OpenTable(ctx, b)
+	tbl, err := table.OpenTable(ctx, b)
 	if err != nil {
 		return nil, policy.Effective{}, err
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
-	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/scheduler/plan"
@@ -136,7 +136,7 @@ func runPolicyExplain(ctx context.Context, args []string, stdout, stderr io.Writ
 			return err
 		}
 		defer b.Close()
-		tbl, err := engine.OpenTable(ctx, b)
+		tbl, err := table.OpenTable(ctx, b)
 		if err != nil {
 			return err
 		}

@@ -10,13 +10,14 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/cleanup"
 	"github.com/lanced-dev/lanced/internal/engine/hold"
+	"github.com/lanced-dev/lanced/internal/engine/journal"
 	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/store"
 )
 
-// cleanupRunner runs Lance's cleanup_old_versions (engine.Cleaner) on the
+// cleanupRunner runs Lance's cleanup_old_versions (cleanup.Cleaner) on the
 // tables this node coordinates: triggered after a maintenance commit and
 // after a plan that found nothing to do, at most once per the table's
 // schedule.min_interval (a trigger inside the interval is deferred to its
@@ -26,15 +27,15 @@ import (
 //
 // Settings: the table's effective policy (cleanup block, else the table's
 // lance.auto_cleanup.* config), else Lance's defaults through
-// engine.TableCleanupOptions. Metrics: the engine's lanced_cleanup_*
+// cleanup.TableCleanupOptions. Metrics: the engine's lanced_cleanup_*
 // series on the daemon's registry.
 type cleanupRunner struct {
-	cleaner  *engine.Cleaner
+	cleaner  *cleanup.Cleaner
 	log      *slog.Logger
 	policies func() *policy.Set
 	open     func(table string) string
 	held     func(ctx context.Context, table string) (bool, error)
-	journal  *journalKeeper
+	journal  *journal.Keeper
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -51,8 +52,8 @@ type cleanState struct {
 	timer   *time.Timer
 }
 
-func newCleanupRunner(cleaner *engine.Cleaner, log *slog.Logger, policies func() *policy.Set, open func(string) string,
-	held func(context.Context, string) (bool, error), journal *journalKeeper) *cleanupRunner {
+func newCleanupRunner(cleaner *cleanup.Cleaner, log *slog.Logger, policies func() *policy.Set, open func(string) string,
+	held func(context.Context, string) (bool, error), journal *journal.Keeper) *cleanupRunner {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &cleanupRunner{cleaner: cleaner, log: log, policies: policies, open: open, held: held, journal: journal,
 		ctx: ctx, cancel: cancel, tables: map[string]*cleanState{}}
@@ -130,17 +131,12 @@ func (c *cleanupRunner) Close() {
 func (c *cleanupRunner) runDue(table string, st *cleanState) time.Duration {
 	ctx := c.ctx
 	uri := c.open(table)
-	b, err := store.Open(ctx, uri)
+	tbl, b, err := openEngineTable(ctx, uri)
 	if err != nil {
 		c.log.Error("cleanup: open table", "table", table, "err", err)
 		return 0
 	}
 	defer b.Close()
-	tbl, err := engine.OpenTable(ctx, b)
-	if err != nil {
-		c.log.Error("cleanup: open table", "table", table, "err", err)
-		return 0
-	}
 	m, err := tbl.Latest(ctx)
 	if err != nil {
 		c.log.Error("cleanup: read latest manifest", "table", table, "err", err)
@@ -172,16 +168,16 @@ func (c *cleanupRunner) runDue(table string, st *cleanState) time.Duration {
 	unlock := c.lockTable(table)
 	defer unlock()
 	st.last = time.Now()
-	c.journal.recover(ctx, table, b)
+	c.journal.Recover(ctx, table, b)
 	// Outputs of lanced processes on this host that died since.
-	if _, err := engine.AbandonDeadLocalOwners(ctx, b); err != nil {
+	if _, err := journal.AbandonDeadLocalOwners(ctx, b); err != nil {
 		c.log.Warn("cleanup: journal", "table", table, "err", err)
 	}
 	c.log.Info("cleanup started", "table", table, "version", m.Version(), "older_than", opts.OlderThan,
 		"keep_versions", opts.KeepVersions, "unverified_after", opts.UnverifiedAfter)
 	plan, res, err := c.cleaner.Run(ctx, b, opts, false)
 	switch {
-	case errors.Is(err, engine.ErrCleanupBranches), errors.Is(err, engine.ErrCleanupTaggedOld), errors.Is(err, engine.ErrCleanupBasePaths):
+	case errors.Is(err, cleanup.ErrCleanupBranches), errors.Is(err, cleanup.ErrCleanupTaggedOld), errors.Is(err, cleanup.ErrCleanupBasePaths):
 		c.log.Warn("cleanup refused", "table", table, "version", m.Version(), "err", err)
 	case err != nil:
 		c.log.Error("cleanup failed", "table", table, "version", m.Version(), "err", err)
@@ -199,10 +195,10 @@ func (c *cleanupRunner) runDue(table string, st *cleanState) time.Duration {
 }
 
 // cleanupOptionsFor takes every setting the policy (or the table config,
-// through the policy's resolution) set, and engine.TableCleanupOptions
+// through the policy's resolution) set, and cleanup.TableCleanupOptions
 // (Lance's defaults, table config) for the rest.
-func cleanupOptionsFor(ctx context.Context, b *store.Bucket, p policy.Cleanup) (engine.CleanupOptions, error) {
-	o, err := engine.TableCleanupOptions(ctx, b)
+func cleanupOptionsFor(ctx context.Context, b *store.Bucket, p policy.Cleanup) (cleanup.CleanupOptions, error) {
+	o, err := cleanup.TableCleanupOptions(ctx, b)
 	if err != nil {
 		return o, err
 	}
@@ -229,9 +225,9 @@ func cleanupOptionsFor(ctx context.Context, b *store.Bucket, p policy.Cleanup) (
 
 // cleanupParts builds the maintain workload's journal keeper and cleanup
 // runner.
-func (d *daemon) cleanupParts(nc *nats.Conn, reg prometheus.Registerer, log *slog.Logger, open func(string) string) (*journalKeeper, *cleanupRunner, error) {
-	jk := newJournalKeeper(d.flags.nodeID, log)
-	cleaner, err := engine.NewCleaner(reg, log)
+func (d *daemon) cleanupParts(nc *nats.Conn, reg prometheus.Registerer, log *slog.Logger, open func(string) string) (*journal.Keeper, *cleanupRunner, error) {
+	jk := journal.NewKeeper("lanced", d.flags.nodeID, log)
+	cleaner, err := cleanup.NewCleaner(reg, log)
 	if err != nil {
 		return nil, nil, err
 	}

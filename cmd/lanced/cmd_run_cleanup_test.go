@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/cleanup"
+	"github.com/lanced-dev/lanced/internal/engine/job"
+	"github.com/lanced-dev/lanced/internal/engine/journal"
 	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/scheduler"
 	"github.com/lanced-dev/lanced/internal/store"
@@ -29,25 +31,25 @@ func noPolicies(t *testing.T) func() *policy.Set {
 	return func() *policy.Set { return s }
 }
 
-func pendingEntries(t *testing.T, tableDir string) []engine.PendingEntry {
+func pendingEntries(t *testing.T, tableDir string) []journal.PendingEntry {
 	t.Helper()
-	ents, err := os.ReadDir(filepath.Join(tableDir, engine.PendingDir))
+	ents, err := os.ReadDir(filepath.Join(tableDir, journal.PendingDir))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []engine.PendingEntry
+	var out []journal.PendingEntry
 	for _, e := range ents {
 		if !strings.HasSuffix(e.Name(), ".json") {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(tableDir, engine.PendingDir, e.Name()))
+		data, err := os.ReadFile(filepath.Join(tableDir, journal.PendingDir, e.Name()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		var pe engine.PendingEntry
+		var pe journal.PendingEntry
 		if err := json.Unmarshal(data, &pe); err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +79,7 @@ func TestDaemonJournalDroppedCommitLeavesNoFile(t *testing.T) {
 	want, wantRows := oracle.RowSetDigest(oracle.Scan(t, path, 0, nil))
 	log := slog.New(slog.DiscardHandler)
 	w := &maintainWorkload{policies: noPolicies(t), log: log, open: func(s string) string { return s },
-		journal: newJournalKeeper("", log)}
+		journal: journal.NewKeeper("lanced", "", log)}
 	p, err := w.Plan(ctx, uri, nil)
 	if err != nil || len(p.Tasks) == 0 {
 		t.Fatalf("plan: %d tasks, %v", len(p.Tasks), err)
@@ -91,7 +93,7 @@ func TestDaemonJournalDroppedCommitLeavesNoFile(t *testing.T) {
 		}
 		r.Task = task
 		results = append(results, r)
-		er, jid, err := decodeResult(r.Payload)
+		er, jid, err := job.DecodeResult(r.Payload)
 		if err != nil || jid == "" || !strings.HasPrefix(jid, task.Key+"~") {
 			t.Fatalf("result envelope: journal %q, %v", jid, err)
 		}
@@ -103,7 +105,7 @@ func TestDaemonJournalDroppedCommitLeavesNoFile(t *testing.T) {
 		t.Fatalf("%d journal entries for %d tasks (%d files)", len(entries), len(results), len(written))
 	}
 	for _, e := range entries {
-		if e.Owner != engine.LocalOwner("lanced") || len(e.Files) == 0 {
+		if e.Owner != journal.LocalOwner("lanced") || len(e.Files) == 0 {
 			t.Fatalf("journal entry %+v", e)
 		}
 	}
@@ -186,11 +188,11 @@ http { listen = "" }
 	}
 
 	log := slog.New(slog.DiscardHandler)
-	cleaner, err := engine.NewCleaner(nil, log)
+	cleaner, err := cleanup.NewCleaner(nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	jk := newJournalKeeper("", log)
+	jk := journal.NewKeeper("lanced", "", log)
 	cr := newCleanupRunner(cleaner, log, noPolicies(t), func(s string) string { return s }, nil, jk)
 	defer cr.Close()
 	uri := "file://" + path
@@ -328,7 +330,7 @@ func TestDaemonCleanupStableNodeIDAndHolds(t *testing.T) {
 		if err := b.Put(ctx, key, []byte("partial output")); err != nil {
 			t.Fatal(err)
 		}
-		if err := engine.NewTaskJournal(b, owner).RecordPending(ctx, "task-"+name, []string{key}); err != nil {
+		if err := journal.NewTaskJournal(b, owner).RecordPending(ctx, "task-"+name, []string{key}); err != nil {
 			t.Fatal(err)
 		}
 		return filepath.Join(path, key)
@@ -337,13 +339,13 @@ func TestDaemonCleanupStableNodeIDAndHolds(t *testing.T) {
 	theirs := leftover("node-b", "theirs")
 
 	log := slog.New(slog.DiscardHandler)
-	cleaner, err := engine.NewCleaner(nil, log)
+	cleaner, err := cleanup.NewCleaner(nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	held := true
 	cr := newCleanupRunner(cleaner, log, noPolicies(t), func(s string) string { return s },
-		func(context.Context, string) (bool, error) { return held, nil }, newJournalKeeper("node-a", log))
+		func(context.Context, string) (bool, error) { return held, nil }, journal.NewKeeper("lanced", "node-a", log))
 	defer cr.Close()
 	cr.runDue(uri, cr.state(uri))
 	if !exists(t, mine) || !exists(t, theirs) || len(pendingEntries(t, path)) != 2 {
@@ -381,11 +383,11 @@ func TestDaemonCleanupIntervalDefersTriggers(t *testing.T) {
 	}
 	var logs syncBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
-	cleaner, err := engine.NewCleaner(nil, log)
+	cleaner, err := cleanup.NewCleaner(nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cr := newCleanupRunner(cleaner, log, func() *policy.Set { return set }, func(s string) string { return s }, nil, newJournalKeeper("", log))
+	cr := newCleanupRunner(cleaner, log, func() *policy.Set { return set }, func(s string) string { return s }, nil, journal.NewKeeper("lanced", "", log))
 	defer cr.Close()
 	runs := func() (n int, last time.Time) {
 		for _, l := range logs.lines() {

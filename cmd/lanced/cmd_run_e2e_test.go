@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/journal"
 	"github.com/lanced-dev/lanced/internal/store"
 	"github.com/lanced-dev/lanced/internal/store/storetest"
 	"github.com/lanced-dev/lanced/testenv/gcsbridge"
@@ -266,7 +266,7 @@ http { listen = %q }
 			t.Fatal(err)
 		}
 		var left []string
-		if err := b.List(context.Background(), engine.PendingDir, func(o store.Object) error {
+		if err := b.List(context.Background(), journal.PendingDir, func(o store.Object) error {
 			left = append(left, o.Key)
 			return nil
 		}); err != nil {

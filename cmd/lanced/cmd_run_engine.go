@@ -1,16 +1,18 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
-	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/job"
+	"github.com/lanced-dev/lanced/internal/engine/journal"
+	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/scheduler"
 	"github.com/lanced-dev/lanced/internal/scheduler/plan"
@@ -29,13 +31,13 @@ type maintainWorkload struct {
 	open func(table string) string
 	// journal records each execution's outputs (nil: no journal);
 	// cleanup runs cleanup after commits and empty plans (nil: none).
-	journal *journalKeeper
+	journal *journal.Keeper
 	cleanup *cleanupRunner
 	// reg, if set, receives the tables' object-store metrics.
 	reg prometheus.Registerer
 }
 
-func (w *maintainWorkload) openTable(ctx context.Context, uri string) (*engine.Table, *store.Bucket, error) {
+func (w *maintainWorkload) openTable(ctx context.Context, uri string) (*table.Table, *store.Bucket, error) {
 	if w.reg == nil {
 		return openEngineTable(ctx, w.open(uri))
 	}
@@ -48,7 +50,7 @@ func (w *maintainWorkload) openTable(ctx context.Context, uri string) (*engine.T
 	if b, err = store.Instrument(b, w.reg); err != nil {
 		return nil, nil, fmt.Errorf("open table %s: %w", uri, err)
 	}
-	tbl, err := engine.OpenTable(ctx, b)
+	tbl, err := table.OpenTable(ctx, b)
 	if err != nil {
 		_ = b.Close()
 		return nil, nil, fmt.Errorf("open table %s: %w", uri, err)
@@ -56,12 +58,12 @@ func (w *maintainWorkload) openTable(ctx context.Context, uri string) (*engine.T
 	return tbl, b, nil
 }
 
-func openEngineTable(ctx context.Context, uri string) (*engine.Table, *store.Bucket, error) {
+func openEngineTable(ctx context.Context, uri string) (*table.Table, *store.Bucket, error) {
 	b, err := store.Open(ctx, uri)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open table %s: %w", uri, err)
 	}
-	tbl, err := engine.OpenTable(ctx, b)
+	tbl, err := table.OpenTable(ctx, b)
 	if err != nil {
 		_ = b.Close()
 		return nil, nil, fmt.Errorf("open table %s: %w", uri, err)
@@ -107,8 +109,12 @@ func (w *maintainWorkload) Plan(ctx context.Context, table string, inFlight []st
 	return out, nil
 }
 
+func (w *maintainWorkload) runner(tbl *table.Table) *engine.Runner {
+	return &engine.Runner{Table: tbl, Journal: w.journal, Log: w.log, Options: engine.CommitOptions{Logger: w.log}, CheckOutputs: true}
+}
+
 func (w *maintainWorkload) Execute(ctx context.Context, st scheduler.Task) (scheduler.Result, error) {
-	var t engine.Task
+	var t job.Task
 	if err := json.Unmarshal(st.Payload, &t); err != nil {
 		return scheduler.Result{}, fmt.Errorf("decode task %s: %w", st.Key, err)
 	}
@@ -120,53 +126,28 @@ func (w *maintainWorkload) Execute(ctx context.Context, st scheduler.Task) (sche
 		return scheduler.Result{}, err
 	}
 	defer b.Close()
-	m, err := tbl.Load(ctx, t.ReadVersion())
+	r := w.runner(tbl)
+	m, err := r.LoadReadVersion(ctx, t)
 	if err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return scheduler.Result{}, fmt.Errorf("task %s: read version cleaned up: %w", st.Key, engine.ErrStale)
-		}
 		return scheduler.Result{}, err
 	}
-	var res engine.Result
-	var read, written int64
-	jctx, jid := w.journal.begin(ctx, t.Table(), b, st.Key)
-	stopRefresh := w.journal.keepAlive(ctx, b, jid)
-	defer stopRefresh()
-	switch {
-	case t.Rewrite != nil:
-		out, err := engine.ExecuteRewrite(jctx, tbl, m.PB, t.Rewrite)
-		if err != nil {
-			w.journal.discard(ctx, t.Table(), b, jid)
-			return scheduler.Result{}, err
-		}
-		res.Rewrite, read, written = out, out.BytesRead, out.BytesWritten
-	case t.Repack != nil:
-		out, err := engine.ExecuteRepack(jctx, tbl, m.PB, t.Repack)
-		if err != nil {
-			w.journal.discard(ctx, t.Table(), b, jid)
-			return scheduler.Result{}, err
-		}
-		res.Repack, read, written = out, out.BytesRead, out.BytesWritten
-	}
-	payload, err := encodeResult(res, jid)
+	p, err := r.Execute(ctx, m.PB, t)
 	if err != nil {
-		w.journal.discard(ctx, t.Table(), b, jid)
+		return scheduler.Result{}, err
+	}
+	payload, err := job.EncodeResult(p.Job, p.JournalID)
+	if err != nil {
+		r.Discard(ctx, []engine.Pending{p})
 		return scheduler.Result{}, fmt.Errorf("encode result %s: %w", st.Key, err)
 	}
+	read, written := p.Job.Bytes()
 	return scheduler.Result{Payload: payload, BytesRead: read, BytesWritten: written}, nil
 }
 
-// Commit commits a batch: rewrites first, then repacks, one engine commit
-// per (kind, read version), so each commit's tasks share a read version.
+// Commit commits a batch with the engine's runner (one transaction per
+// kind and read version, rewrites first).
 func (w *maintainWorkload) Commit(ctx context.Context, table string, results []scheduler.Result) (scheduler.CommitReport, error) {
 	var rep scheduler.CommitReport
-	type group struct {
-		kind engine.TaskKind
-		rv   uint64
-	}
-	rewrites := map[uint64][]*engine.RewriteOutput{}
-	repacks := map[uint64][]*engine.RepackOutput{}
-	var groups []group
 	tbl, b, err := w.openTable(ctx, table)
 	if err != nil {
 		return rep, err
@@ -174,83 +155,32 @@ func (w *maintainWorkload) Commit(ctx context.Context, table string, results []s
 	defer b.Close()
 	// No cleanup of this table while its commit checks outputs and commits.
 	defer w.cleanup.lockTable(table)()
-	journals := map[string]string{} // engine task key -> journal id
+	ps := make([]engine.Pending, 0, len(results))
 	for _, r := range results {
-		er, jid, err := decodeResult(r.Payload)
+		j, jid, err := job.DecodeResult(r.Payload)
 		if err != nil {
 			return rep, fmt.Errorf("decode result %s: %w", r.Task.Key, err)
 		}
-		ok, err := outputsPresent(ctx, b, er.Written())
-		if err != nil {
-			return rep, err
-		}
-		if !ok {
-			// Cleanup took the task for dead and reclaimed its outputs.
-			w.journal.settle(ctx, b, map[string]string{er.Task().Key(): jid}, nil, nil)
+		ps = append(ps, engine.Pending{Job: j, JournalID: jid})
+	}
+	written := map[string]int{}
+	for _, p := range ps {
+		written[p.Job.Task().Key()] = len(p.Job.Written())
+	}
+	reports, cerr := w.runner(tbl).Commit(ctx, ps)
+	for _, er := range reports {
+		rep.Version = max(rep.Version, er.Version)
+		rep.Rebased += er.Rebased
+		if len(er.Missing) > 0 {
 			rep.Replan = true
-			w.log.Warn("result outputs missing, task dropped", "table", table, "task_id", r.Task.Key)
-			continue
 		}
-		journals[er.Task().Key()] = jid
-		switch {
-		case er.Rewrite != nil:
-			rv := er.Rewrite.Task.ReadVersion
-			if len(rewrites[rv]) == 0 {
-				groups = append(groups, group{engine.KindRewrite, rv})
-			}
-			rewrites[rv] = append(rewrites[rv], er.Rewrite)
-		case er.Repack != nil:
-			rv := er.Repack.Task.ReadVersion
-			if len(repacks[rv]) == 0 {
-				groups = append(groups, group{engine.KindRepack, rv})
-			}
-			repacks[rv] = append(repacks[rv], er.Repack)
+		for _, d := range er.Dropped {
+			rep.FilesRemoved += written[d.Key]
+			rep.Replan = true
 		}
 	}
-	slices.SortStableFunc(groups, func(a, b group) int {
-		if a.kind != b.kind {
-			if a.kind == engine.KindRewrite {
-				return -1
-			}
-			return 1
-		}
-		return cmp.Compare(a.rv, b.rv)
-	})
-	for _, g := range groups {
-		var er *engine.CommitReport
-		var cerr error
-		written := map[string]int{}
-		ids := map[string]string{}
-		if g.kind == engine.KindRewrite {
-			for _, o := range rewrites[g.rv] {
-				k := engine.Task{Rewrite: o.Task}.Key()
-				written[k], ids[k] = len(o.Written), journals[k]
-			}
-			er, cerr = engine.CommitRewrites(ctx, tbl, g.rv, rewrites[g.rv], engine.CommitOptions{Logger: w.log})
-		} else {
-			for _, o := range repacks[g.rv] {
-				k := engine.Task{Repack: o.Task}.Key()
-				written[k], ids[k] = len(o.Written), journals[k]
-			}
-			er, cerr = engine.CommitRepacks(ctx, tbl, g.rv, repacks[g.rv], engine.CommitOptions{Logger: w.log})
-		}
-		w.journal.settle(ctx, b, ids, er, cerr)
-		if er != nil {
-			rep.Version = max(rep.Version, er.Version)
-			rep.Rebased += er.Rebased
-			for _, d := range er.Dropped {
-				rep.FilesRemoved += written[d.Key]
-				rep.Replan = true
-				w.log.Info("task dropped at commit", "table", table, "task_id", d.Key, "reason", d.Reason)
-			}
-			if er.Version != 0 {
-				w.log.Info("version committed", "table", table, "version", er.Version, "kind", string(g.kind),
-					"read_version", g.rv, "tasks", len(er.Committed), "attempt", er.Attempts)
-			}
-		}
-		if cerr != nil {
-			return rep, cerr
-		}
+	if cerr != nil {
+		return rep, cerr
 	}
 	if rep.Version != 0 {
 		w.cleanup.Trigger(table)
@@ -260,7 +190,7 @@ func (w *maintainWorkload) Commit(ctx context.Context, table string, results []s
 
 // engineClassify adds the engine's staleness to classifyErr.
 func engineClassify(err error) (scheduler.Outcome, bool) {
-	if errors.Is(err, engine.ErrStale) {
+	if errors.Is(err, job.ErrStale) {
 		return scheduler.OutcomeStale, true
 	}
 	return classifyErr(err)

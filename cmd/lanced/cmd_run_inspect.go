@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/scheduler"
@@ -168,12 +168,12 @@ func (w *inspectWorkload) Commit(_ context.Context, _ string, results []schedule
 // classifyErr maps store, format and engine errors onto task outcomes.
 func classifyErr(err error) (scheduler.Outcome, bool) {
 	switch {
-	case errors.Is(err, format.ErrCorrupt), errors.Is(err, engine.ErrInvariant):
+	case errors.Is(err, format.ErrCorrupt), errors.Is(err, job.ErrInvariant):
 		return scheduler.OutcomeCorrupt, true
 	case errors.Is(err, format.ErrUnsupportedFeature), errors.Is(err, format.ErrMixedNaming),
-		errors.Is(err, engine.ErrExternalRowMeta):
+		errors.Is(err, format.ErrExternalRowMeta):
 		return scheduler.OutcomeAbandoned, true
-	case errors.Is(err, engine.ErrInvalidTask), errors.Is(err, engine.ErrTaskFormat):
+	case errors.Is(err, job.ErrInvalidTask), errors.Is(err, job.ErrTaskFormat):
 		return scheduler.OutcomeAbandoned, true
 	}
 	switch store.CodeOf(err) {

@@ -12,7 +12,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
-	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/scan"
+	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/store"
 )
@@ -59,7 +60,7 @@ func runScan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer b.Close()
-	t, err := engine.OpenTable(ctx, b)
+	t, err := table.OpenTable(ctx, b)
 	if err != nil {
 		return err
 	}
@@ -72,19 +73,19 @@ func runScan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	var opts engine.ScanOptions
+	var opts scan.ScanOptions
 	if *columns != "" {
 		names := strings.Split(*columns, ",")
 		for i := range names {
 			names[i] = strings.TrimSpace(names[i])
 		}
-		if opts.FieldIDs, err = engine.FieldIDsByName(m.PB.GetFields(), names); err != nil {
+		if opts.FieldIDs, err = scan.FieldIDsByName(m.PB.GetFields(), names); err != nil {
 			return err
 		}
 	}
 	w := bufio.NewWriter(stdout)
 	printed := uint64(0)
-	err = engine.ScanManifest(ctx, b, m, opts, func(rec arrow.RecordBatch) error {
+	err = scan.ScanManifest(ctx, b, m, opts, func(rec arrow.RecordBatch) error {
 		if *limit > 0 && printed+uint64(rec.NumRows()) > *limit {
 			rec = rec.NewSlice(0, int64(*limit-printed))
 			defer rec.Release()

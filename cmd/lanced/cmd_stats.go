@@ -10,7 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/store"
@@ -84,7 +84,7 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer b.Close()
-	t, err := engine.OpenTable(ctx, b)
+	t, err := table.OpenTable(ctx, b)
 	if err != nil {
 		return notATableHint(ctx, pos[0], err)
 	}

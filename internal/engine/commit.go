@@ -4,219 +4,233 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
-	"strings"
+	"log/slog"
+	"math/rand/v2"
+	"time"
 
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
+	"github.com/google/uuid"
 
+	"github.com/lanced-dev/lanced/internal/engine/job"
+	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/store"
 )
 
-// CommittedTxn is a version committed by someone else since our read
-// version. Txn is nil when its transaction could not be loaded (the version
-// was cleaned up, or it has none); treat that as an unknown, incompatible
-// operation.
-type CommittedTxn struct {
-	Version uint64
-	Txn     *tablepb.Transaction
-	// Err says why Txn is nil.
-	Err error
+// CommitOptions bound the commit loop.
+type CommitOptions struct {
+	// MaxRetries is the number of commit attempts after the first that lost
+	// a race (Iceberg's default of 4 retries is a sane one here too).
+	MaxRetries int
+	// BackoffMin and BackoffMax bound the jittered exponential backoff
+	// between attempts.
+	BackoffMin, BackoffMax time.Duration
+	Logger                 *slog.Logger
 }
 
-// ConflictError is returned by Commit when the version it tried to create
-// exists already (or the table moved past the read version before the put).
-// Committed holds every version in (ReadVersion, latest], ascending, with its
-// transaction, for the engine to classify. Nothing of the attempt stays
-// visible: the manifest put failed and the attempt's .txn file is deleted.
-type ConflictError struct {
+func (o CommitOptions) withDefaults() CommitOptions {
+	if o.MaxRetries == 0 {
+		o.MaxRetries = 4
+	}
+	if o.BackoffMin == 0 {
+		o.BackoffMin = 100 * time.Millisecond
+	}
+	if o.BackoffMax == 0 {
+		o.BackoffMax = 60 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+func (o CommitOptions) sleep(ctx context.Context, attempt int) error {
+	d := o.BackoffMin << min(attempt, 20)
+	if d > o.BackoffMax || d <= 0 {
+		d = o.BackoffMax
+	}
+	d = d/2 + rand.N(d/2+1) // jitter
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Dropped is a task that was not committed, and why.
+type Dropped struct {
+	Key     string
+	Verdict job.Verdict
+	Reason  string
+}
+
+// CommitReport says what one commit call did.
+type CommitReport struct {
+	// Op names the transaction ("rewrite", "update"); ReadVersion is the
+	// version its jobs were planned on.
+	Op          string
 	ReadVersion uint64
-	Attempted   uint64
-	Committed   []CommittedTxn
+	// Version is the committed version (0 if nothing was committed).
+	Version uint64
+	// Committed are the keys of the tasks in the committed version.
+	Committed []string
+	// Dropped are the tasks abandoned because of concurrent commits; their
+	// outputs were deleted.
+	Dropped []Dropped
+	// Missing are tasks whose outputs were gone before the commit (cleanup
+	// took them for dead); they were not committed.
+	Missing []string
+	// Attempts counts commit attempts; Rebased counts conflicts we rebased
+	// over (compatible concurrent commits).
+	Attempts, Rebased int
+	// Manifest is the committed manifest (nil if nothing was committed).
+	Manifest *format.Manifest
 }
 
-func (e *ConflictError) Error() string {
-	ops := make([]string, len(e.Committed))
-	for i, c := range e.Committed {
-		name := "unknown"
-		if c.Txn != nil {
-			name = format.OperationName(c.Txn)
+var errNothingToCommit = errors.New("nothing left to commit")
+
+// committer is one CommitJobs call in progress.
+type committer struct {
+	ctx     context.Context
+	tbl     *table.Table
+	opts    CommitOptions
+	rep     *CommitReport
+	live    []job.Job
+	checked uint64
+}
+
+// drop abandons a job: its outputs are deleted and the report says why.
+func (c *committer) drop(j job.Job, v job.Verdict, why string) {
+	key := j.Task().Key()
+	c.opts.Logger.Info("task dropped at commit", "table", c.tbl.URI(), "task_id", key, "kind", string(j.Task().Kind()), "verdict", v.String(), "err", why)
+	c.rep.Dropped = append(c.rep.Dropped, Dropped{Key: key, Verdict: v, Reason: why})
+	deleteKeys(context.WithoutCancel(c.ctx), c.tbl.Bucket(), j.Written())
+}
+
+// CommitJobs commits executed jobs that share an Op and were planned on
+// readVersion as one transaction. It is the one commit loop: each attempt
+// builds on the latest manifest (op.Build; jobs it refuses are dropped);
+// on a lost race every transaction committed since is classified against
+// every job (job.ClassifyAll): compatible jobs are rebuilt on the new
+// latest version after a jittered backoff, the others dropped and their
+// files deleted. A committed manifest is verified against the jobs'
+// promises; a mismatch returns job.ErrInvariant (the caller holds the
+// table). Any other commit error leaves the outputs for cleanup, since the
+// manifest put may have happened.
+func CommitJobs(ctx context.Context, tbl *table.Table, readVersion uint64, op job.Op, jobs []job.Job, opts CommitOptions) (*CommitReport, error) {
+	c := &committer{ctx: ctx, tbl: tbl, opts: opts.withDefaults(), live: append([]job.Job(nil), jobs...), checked: readVersion,
+		rep: &CommitReport{Op: op.Name(), ReadVersion: readVersion}}
+	for attempt := 0; len(c.live) > 0; attempt++ {
+		c.rep.Attempts++
+		m, verify, err := c.attempt(op, readVersion)
+		var ce *table.ConflictError
+		switch {
+		case errors.Is(err, errNothingToCommit):
+			return c.rep, nil
+		case err == nil:
+			if verr := verify(m); verr != nil {
+				return c.rep, fmt.Errorf("verify version %d of %s: %w", m.Version(), tbl.URI(), verr)
+			}
+			c.rep.Version, c.rep.Manifest = m.Version(), m
+			for _, j := range c.live {
+				c.rep.Committed = append(c.rep.Committed, j.Task().Key())
+			}
+			return c.rep, nil
+		case errors.As(err, &ce):
+			if err := c.rebase(ce, attempt, readVersion); err != nil {
+				return c.rep, err
+			}
+		default:
+			return c.rep, err
 		}
-		ops[i] = fmt.Sprintf("v%d %s", c.Version, name)
 	}
-	return fmt.Sprintf("commit conflict: version %d (read version %d) lost to %d concurrent commit(s): %s",
-		e.Attempted, e.ReadVersion, len(e.Committed), strings.Join(ops, ", "))
+	return c.rep, nil
 }
 
-// LatestCommitted returns the newest version in Committed (ReadVersion when empty).
-func (e *ConflictError) LatestCommitted() uint64 {
-	if n := len(e.Committed); n > 0 {
-		return e.Committed[n-1].Version
-	}
-	return e.ReadVersion
-}
-
-// ManifestBuilder builds the next manifest from the latest one. It must
-// return a new message (edit a proto.Clone of latest.PB, never latest.PB
-// itself). Commit then sets the bookkeeping fields (see Commit).
-type ManifestBuilder func(latest *format.Manifest) (*tablepb.Manifest, error)
-
-// IndexedManifestBuilder is a ManifestBuilder that may also replace the
-// index section; a nil section keeps the latest version's index section
-// byte for byte.
-type IndexedManifestBuilder func(latest *format.Manifest) (*tablepb.Manifest, *tablepb.IndexSection, error)
-
-// Commit creates version readVersion+1 with txn as its transaction and the
-// manifest build returns, keeping the latest version's index section as is.
-// See CommitIndexed.
-func (t *Table) Commit(ctx context.Context, readVersion uint64, txn *tablepb.Transaction, build ManifestBuilder) (*format.Manifest, error) {
-	return t.CommitIndexed(ctx, readVersion, txn, func(latest *format.Manifest) (*tablepb.Manifest, *tablepb.IndexSection, error) {
-		m, err := build(latest)
-		return m, nil, err
+// attempt makes one commit attempt of the live jobs on c.checked.
+func (c *committer) attempt(op job.Op, readVersion uint64) (*format.Manifest, func(*format.Manifest) error, error) {
+	var built *job.Built
+	txn := &tablepb.Transaction{ReadVersion: op.TxnReadVersion(readVersion, c.checked), Uuid: uuid.NewString()}
+	m, err := c.tbl.CommitIndexed(c.ctx, c.checked, txn, func(latest *format.Manifest) (*tablepb.Manifest, *tablepb.IndexSection, error) {
+		b, err := op.Build(latest, c.live, txn)
+		if err != nil {
+			return nil, nil, err
+		}
+		built = b
+		if b.Manifest == nil {
+			return nil, nil, errNothingToCommit
+		}
+		return b.Manifest, b.Indices, nil
 	})
-}
-
-// CommitIndexed is one commit attempt (no retry: the caller classifies a
-// *ConflictError and calls again with a new read version):
-//
-//  1. Load the latest manifest; if it is past readVersion, return a
-//     *ConflictError without writing anything. Refuse a table with unknown
-//     reader or writer flags (format.ErrUnsupportedFeature).
-//  2. build the next manifest from it; then set version = latest+1,
-//     timestamp = now, writer_version = {WriterLibrary, WriterVersion},
-//     tag = txn.tag, transaction_file, sort fragments by id, drop files
-//     holding only tombstones, raise max_fragment_id, recompute the feature
-//     flags (stable row ids kept when latest had them).
-//  3. Write _transactions/{txn.read_version}-{uuid}.txn, then put the manifest
-//     (index section, the same transaction bytes inline, manifest, footer)
-//     if absent, under the latest version's naming scheme.
-//  4. Lost the put: delete our .txn, return a *ConflictError carrying the
-//     transactions committed since readVersion. Any other put error is
-//     returned as is and the .txn is kept (the put may have happened).
-//  5. Won: best-effort update of latest_version_hint.json (local tables,
-//     as lance 8.x does), return the committed manifest.
-func (t *Table) CommitIndexed(ctx context.Context, readVersion uint64, txn *tablepb.Transaction, build IndexedManifestBuilder) (*format.Manifest, error) {
-	if txn == nil || txn.GetUuid() == "" {
-		return nil, fmt.Errorf("commit on %s: transaction without uuid", t.b.URI())
-	}
-	vi, err := t.latestInfo(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if vi.Version < readVersion {
-		return nil, fmt.Errorf("commit on %s: read version %d is newer than the latest version %d", t.b.URI(), readVersion, vi.Version)
-	}
-	if vi.Version > readVersion {
-		return nil, t.conflict(ctx, readVersion, readVersion+1, vi.Version)
-	}
-	latest, naming, err := t.load(ctx, vi.Version, vi.Naming)
-	if err != nil {
-		return nil, err
-	}
-	if err := format.CheckWritable(latest.PB); err != nil {
-		return nil, fmt.Errorf("commit on %s: manifest %s: %w", t.b.URI(), format.ManifestKey(naming, vi.Version), err)
-	}
-	next, sec, err := build(latest)
-	if err != nil {
-		return nil, fmt.Errorf("build manifest for version %d: %w", vi.Version+1, err)
-	}
-	if next == nil || next == latest.PB {
-		return nil, fmt.Errorf("build manifest for version %d: builder must return a new manifest", vi.Version+1)
-	}
-	if err := t.finish(next, latest, txn); err != nil {
-		return nil, err
-	}
-	txnBytes, err := format.MarshalTransaction(txn)
-	if err != nil {
-		return nil, err
-	}
-	indexRaw := latest.IndexSectionRaw
-	if sec != nil {
-		indexRaw = nil
-		if len(sec.GetIndices()) > 0 || len(sec.ProtoReflect().GetUnknown()) > 0 {
-			if indexRaw, err = (proto.MarshalOptions{Deterministic: true}).Marshal(sec); err != nil {
-				return nil, fmt.Errorf("encode index section for version %d: %w", next.GetVersion(), err)
+	if built != nil && len(built.Refused) > 0 {
+		// Refused jobs no longer fit the latest manifest: whatever this
+		// attempt's outcome, they are not committed.
+		refused := map[job.Job]bool{}
+		for _, r := range built.Refused {
+			refused[r.Job] = true
+			c.drop(r.Job, r.Verdict, r.Reason)
+		}
+		var keep []job.Job
+		for _, j := range c.live {
+			if !refused[j] {
+				keep = append(keep, j)
 			}
 		}
+		c.live = keep
 	}
-	data, err := format.EncodeManifest(next, indexRaw, txnBytes)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	txnKey := format.TransactionKey(txn)
-	if err := t.b.Put(ctx, txnKey, txnBytes); err != nil {
-		return nil, fmt.Errorf("write transaction %s: %w", txnKey, err)
-	}
-	failpoint("commit.txn")
-	key := format.ManifestKey(naming, next.GetVersion())
-	if err := t.b.PutIfAbsent(ctx, key, data); err != nil {
-		if !errors.Is(err, store.ErrPreconditionFailed) {
-			return nil, fmt.Errorf("write manifest %s: %w", key, err)
-		}
-		// Our .txn is referenced by nothing: remove it now rather than
-		// leave it to cleanup's age window.
-		_ = t.b.Delete(context.WithoutCancel(ctx), txnKey)
-		latestNow, lerr := t.LatestVersion(ctx)
-		if lerr != nil {
-			return nil, fmt.Errorf("commit version %d lost the race; then: %w", next.GetVersion(), lerr)
-		}
-		return nil, t.conflict(ctx, readVersion, next.GetVersion(), latestNow)
-	}
-	failpoint("commit.manifest")
-	if t.isLocal() {
-		// Best effort, like Lance: readers probe upward from a stale hint.
-		_ = t.b.Put(ctx, format.VersionHintKey, fmt.Appendf(nil, `{"version":%d}`, next.GetVersion()))
-	}
-	m, err := format.DecodeManifestFile(key, data)
-	if err != nil {
-		return nil, fmt.Errorf("re-read committed manifest %s: %w", key, err)
-	}
-	return m, nil
+	return m, built.Verify, nil
 }
 
-// finish sets the fields every commit sets, as Lance's build_manifest does.
-func (t *Table) finish(next *tablepb.Manifest, latest *format.Manifest, txn *tablepb.Transaction) error {
-	next.Version = latest.Version() + 1
-	next.Timestamp = timestamppb.New(t.Now())
-	next.WriterVersion = &tablepb.Manifest_WriterVersion{Library: WriterLibrary, Version: WriterVersion}
-	next.Tag = txn.GetTag()
-	next.TransactionFile = format.TransactionFileName(txn)
-	sort.SliceStable(next.Fragments, func(i, j int) bool { return next.Fragments[i].GetId() < next.Fragments[j].GetId() })
-	format.RemoveTombstonedFiles(next)
-	if next.MaxFragmentId == nil && latest.PB.MaxFragmentId != nil {
-		v := latest.PB.GetMaxFragmentId()
-		next.MaxFragmentId = &v
+// rebase classifies the jobs against the transactions that won the race,
+// drops the incompatible ones and waits before the next attempt.
+func (c *committer) rebase(ce *table.ConflictError, attempt int, readVersion uint64) error {
+	committed := make([]job.Committed, len(ce.Committed))
+	for i, t := range ce.Committed {
+		committed[i] = job.Committed{Version: t.Version, Txn: t.Txn, Err: t.Err}
 	}
-	format.UpdateMaxFragmentID(next)
-	if err := format.ApplyFeatureFlags(next, latest.PB.GetReaderFeatureFlags()&format.FlagStableRowIDs != 0, false); err != nil {
-		return fmt.Errorf("commit on %s: %w", t.b.URI(), err)
+	var keep []job.Job
+	for _, j := range c.live {
+		if v, why := job.ClassifyAll(j, c.checked, committed); v != job.Compatible {
+			c.drop(j, v, why)
+			continue
+		}
+		keep = append(keep, j)
 	}
-	return format.CheckWritable(next)
-}
-
-// conflict builds the ConflictError for an attempt at version attempted,
-// loading the transactions of (readVersion, latest].
-func (t *Table) conflict(ctx context.Context, readVersion, attempted, latest uint64) error {
-	ce := &ConflictError{ReadVersion: readVersion, Attempted: attempted}
-	n, err := t.cachedNaming(ctx)
-	if err != nil {
+	c.live = keep
+	c.checked = ce.LatestCommitted()
+	if len(c.live) == 0 {
+		return nil
+	}
+	c.rep.Rebased++
+	if attempt >= c.opts.MaxRetries {
+		for _, j := range c.live {
+			c.drop(j, job.Retryable, "out of commit retries")
+		}
+		c.live = nil
+		return nil
+	}
+	c.opts.Logger.Info("commit conflict, rebasing", "table", c.tbl.URI(), "read_version", readVersion, "version", c.checked, "attempt", attempt+1)
+	if err := c.opts.sleep(c.ctx, attempt); err != nil {
+		for _, j := range c.live {
+			deleteKeys(context.WithoutCancel(c.ctx), c.tbl.Bucket(), j.Written())
+		}
 		return err
 	}
-	for v := readVersion + 1; v <= latest; v++ {
-		c := CommittedTxn{Version: v}
-		m, _, err := t.load(ctx, v, n)
-		if err == nil {
-			c.Txn, err = t.LoadTransaction(ctx, m)
+	return nil
+}
+
+// deleteKeys deletes files no manifest references; one that fails to go is
+// left for cleanup's unverified-file window.
+func deleteKeys(ctx context.Context, b *store.Bucket, keys []string) {
+	for _, k := range keys {
+		if err := b.Delete(ctx, k); err != nil && !errors.Is(err, store.ErrNotFound) {
+			continue
 		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			c.Err = err
-		}
-		ce.Committed = append(ce.Committed, c)
 	}
-	return ce
 }

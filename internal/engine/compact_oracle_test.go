@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/scheduler/plan"
@@ -23,7 +24,7 @@ type compactCase struct {
 	wantRewrite, wantRepack bool
 }
 
-func openTable(t *testing.T, path string) (*engine.Table, *format.Manifest) {
+func openTable(t *testing.T, path string) (*table.Table, *format.Manifest) {
 	t.Helper()
 	ctx := context.Background()
 	b, err := store.Open(ctx, "file://"+path)
@@ -31,7 +32,7 @@ func openTable(t *testing.T, path string) (*engine.Table, *format.Manifest) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	tbl, err := engine.OpenTable(ctx, b)
+	tbl, err := table.OpenTable(ctx, b)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/store"
 	"github.com/lanced-dev/lanced/internal/store/storetest"
 	"github.com/lanced-dev/lanced/testenv/oracle"
@@ -31,7 +32,7 @@ func TestCompactOnS3Emulator(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer b.Close()
-			tbl, err := engine.OpenTable(ctx, b)
+			tbl, err := table.OpenTable(ctx, b)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,25 +1,37 @@
-// Package engine reads and commits Lance tables and executes maintenance
-// tasks on them.
+// Package engine executes maintenance jobs on Lance tables and commits them.
 //
-// It owns:
-//   - table I/O (table.go, table_refs.go): opening a table root, finding the
-//     latest version by listing _versions/ (latest_version_hint.json is
-//     never trusted), loading manifests, transactions, deletion files, tags
-//     and branches;
-//   - the commit primitive (commit.go, notes in COMMIT.md): one attempt that
-//     writes the .txn and put-if-absents the next manifest, returning a
-//     *ConflictError with the concurrent transactions when it loses;
-//   - task types, execution (rewrite, repack), conflict classification,
-//     manifest application and verification, and cleanup;
-//   - cleanup (cleanup_plan.go pure, cleanup_exec.go I/O): Lance 8.0.0's
-//     cleanup_old_versions rules, checked file for file against real Lance;
-//     any unreadable manifest, unknown feature flag, base path or branch
-//     aborts with nothing deleted; files go before manifests;
-//   - the pending-output journal (cleanup_journal.go): tasks record files
-//     they wrote but have not committed in the table's own store under
-//     _lanced/pending/<task id>.json (outside Lance's directories, so any
-//     node can recover any other's dead task); cleanup deletes the
-//     unreferenced files of abandoned or stale entries in its next pass.
+// Shape (each subpackage has its own doc):
+//
+//	engine/job       leaf, no I/O: task and result types shared with the
+//	                 planner, the Job and Op interfaces, conflict rules,
+//	                 manifest application and verification per kind
+//	engine/table     the only code that lists _versions/: open, latest
+//	                 version, manifests, transactions, deletions, tags,
+//	                 branches, the one-attempt commit primitive, config
+//	engine/scan      the fragment reader (projection, take, deletions)
+//	engine/journal   the pending-output journal and its per-process keeper
+//	engine/cleanup   Lance's cleanup_old_versions, planned and executed
+//	engine/failpoint crash points for kill tests
+//	engine (here)    executing each kind (rewrite.go, repack.go), the one
+//	                 commit loop (CommitJobs), and the Runner that both
+//	                 `lanced compact` (Compact) and the daemon use
+//
+// One job model: a task is planned against a read version; executing it
+// (Runner.Execute) writes files, recorded in the journal first, and yields
+// a job.Job; Runner.Commit groups jobs by their Op and read version and
+// calls CommitJobs once per group: build on the latest manifest (Op.Build),
+// on a lost race classify every transaction committed since against every
+// job (Job.Classify), drop the incompatible ones (their files deleted),
+// rebase and retry the rest with jittered backoff, verify the committed
+// manifest, and settle the journal.
+//
+// Adding a job kind: define its task in engine/job (a field of the Task
+// union, Kind, Validate, Key) and its executed form implementing job.Job
+// (Classify against a committed transaction; Op, the transaction it joins:
+// a new Op, or an existing one whose Build learns to apply it, as an index
+// remap joins the Rewrite transaction); add the executor to
+// Runner.Execute; the planner emits the task. The commit loop, the journal,
+// the daemon's queueing and `lanced compact` need no change.
 //
 // Invariants:
 //   - Nothing becomes visible before the manifest put succeeds; a lost or
@@ -31,7 +43,8 @@
 //   - Messages are edited (proto.Clone of the latest), never rebuilt, so
 //     unknown fields and index metadata are carried through.
 //
-// Imports: internal/format and internal/store only (plus the protobuf,
-// roaring and arrow runtimes). Logging uses log/slog with the keys listed in
-// design.md; metrics are registered on an injected prometheus.Registerer.
+// Imports: internal/format and internal/store (plus the protobuf, roaring
+// and arrow runtimes). Logging uses log/slog with fixed keys (table,
+// version, task_id, kind, fragments, attempt, err, duration); metrics are
+// registered on an injected prometheus.Registerer.
 package engine

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/scheduler/plan"
 	"github.com/lanced-dev/lanced/testenv/oracle"
@@ -300,9 +301,9 @@ func TestCommitRefusesIndexLoss(t *testing.T) {
 	}
 	filesBefore := dataFiles()
 	tbl, m := openTable(t, path)
-	task := engine.RewriteTask{Table: path, ReadVersion: m.Version(), Fragments: []uint64{0, 1, 2, 3},
+	task := job.RewriteTask{Table: path, ReadVersion: m.Version(), Fragments: []uint64{0, 1, 2, 3},
 		TargetRowsPerFragment: 1 << 20, MaxRowsPerGroup: 1024, MaterializeDeletions: true, IndexCoverage: policy.CoverageUnindex}
-	sum, err := engine.Compact(context.Background(), tbl, m, []engine.Task{{Rewrite: &task}}, engine.CompactOptions{})
+	sum, err := engine.Compact(context.Background(), tbl, m, []job.Task{{Rewrite: &task}}, engine.CompactOptions{})
 	if err != nil {
 		t.Fatalf("compact: %v", err)
 	}

@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/lanced-dev/lanced/internal/engine/failpoint"
+	"github.com/lanced-dev/lanced/internal/engine/job"
+	"github.com/lanced-dev/lanced/internal/engine/journal"
+	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/lancewrite"
 	"github.com/lanced-dev/lanced/internal/format/pb/filepb"
@@ -13,27 +17,6 @@ import (
 	"github.com/lanced-dev/lanced/internal/store"
 	"google.golang.org/protobuf/proto"
 )
-
-// RepackOutput is what an executed repack task hands to the committer.
-type RepackOutput struct {
-	Task    *RepackTask
-	Result  *RepackResult
-	Written []string
-	// Copied counts new files made by page copy; Reencoded those that fell
-	// back to decode/re-encode.
-	Copied, Reencoded int
-	BytesRead         int64
-	BytesWritten      int64
-}
-
-// discard deletes every file the task wrote.
-func (o *RepackOutput) discard(ctx context.Context, b *store.Bucket) {
-	if o == nil {
-		return
-	}
-	deleteKeys(ctx, b, o.Written)
-	o.Written = nil
-}
 
 // fieldsByID returns the schema fields whose ids are in ids, in schema
 // (pre-order) order.
@@ -57,7 +40,7 @@ func fieldsByID(schema []*filepb.Field, ids []int32) []*filepb.Field {
 // every file of a fragment holds the same physical rows, deleted rows
 // included), falling back to decode/re-encode where a page copy is not
 // provably safe. If any file fails, everything the task wrote is deleted.
-func ExecuteRepack(ctx context.Context, tbl *Table, m *tablepb.Manifest, t *RepackTask) (out *RepackOutput, err error) {
+func ExecuteRepack(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, t *job.RepackTask) (out *job.RepackOutput, err error) {
 	if m.GetVersion() != t.ReadVersion {
 		return nil, fmt.Errorf("repack planned at version %d given manifest %d", t.ReadVersion, m.GetVersion())
 	}
@@ -78,10 +61,10 @@ func ExecuteRepack(ctx context.Context, tbl *Table, m *tablepb.Manifest, t *Repa
 	for _, df := range frag.GetFiles() {
 		byPath[df.GetPath()] = df
 	}
-	out = &RepackOutput{Task: t}
+	out = &job.RepackOutput{Repack: t}
 	defer func() {
 		if err != nil {
-			out.discard(context.WithoutCancel(ctx), b)
+			deleteKeys(context.WithoutCancel(ctx), b, out.Outputs)
 			out = nil
 		}
 	}()
@@ -93,17 +76,17 @@ func ExecuteRepack(ctx context.Context, tbl *Table, m *tablepb.Manifest, t *Repa
 		for _, p := range pf.Sources {
 			df := byPath[p]
 			if df == nil {
-				return out, fmt.Errorf("fragment %d has no data file %s: %w", t.Fragment, p, ErrStale)
+				return out, fmt.Errorf("fragment %d has no data file %s: %w", t.Fragment, p, job.ErrStale)
 			}
 			srcs = append(srcs, df)
 			out.BytesRead += int64(df.GetFileSizeBytes())
 		}
 		if len(srcs) == 0 {
-			return out, fmt.Errorf("repack file %d of fragment %d has no sources: %w", i, t.Fragment, ErrInvalidTask)
+			return out, fmt.Errorf("repack file %d of fragment %d has no sources: %w", i, t.Fragment, job.ErrInvalidTask)
 		}
 		outFields := fieldsByID(m.GetFields(), pf.Fields)
 		if len(outFields) == 0 {
-			return out, fmt.Errorf("repack file %d of fragment %d holds no schema field: %w", i, t.Fragment, ErrInvalidTask)
+			return out, fmt.Errorf("repack file %d of fragment %d holds no schema field: %w", i, t.Fragment, job.ErrInvalidTask)
 		}
 		for _, id := range pf.Fields {
 			moved[id] = true
@@ -141,13 +124,13 @@ func ExecuteRepack(ctx context.Context, tbl *Table, m *tablepb.Manifest, t *Repa
 		}
 		files = append(files, kept)
 	}
-	out.Result = &RepackResult{Base: frag, Files: files}
+	out.Result = &job.RepackResult{Base: frag, Files: files}
 	return out, nil
 }
 
 // writeRepackFile writes one new file from srcs holding outFields: a page
 // copy when possible, else a decode/re-encode of the same rows.
-func writeRepackFile(ctx context.Context, tbl *Table, frag *tablepb.DataFragment, srcs []*tablepb.DataFile, outFields []*filepb.Field, ver lancewrite.Version, out *RepackOutput) (*tablepb.DataFile, bool, error) {
+func writeRepackFile(ctx context.Context, tbl *table.Table, frag *tablepb.DataFragment, srcs []*tablepb.DataFile, outFields []*filepb.Field, ver lancewrite.Version, out *job.RepackOutput) (*tablepb.DataFile, bool, error) {
 	b := tbl.Bucket()
 	var cs []lancewrite.CopySource
 	var opened []store.ReaderAt
@@ -157,7 +140,7 @@ func writeRepackFile(ctx context.Context, tbl *Table, frag *tablepb.DataFragment
 		}
 	}()
 	for _, df := range srcs {
-		key := "data/" + df.GetPath()
+		key := format.DataFileKey(df.GetPath())
 		ra, err := b.OpenReaderAt(ctx, key)
 		if err != nil {
 			return nil, false, fmt.Errorf("open %s: %w", key, err)
@@ -166,7 +149,7 @@ func writeRepackFile(ctx context.Context, tbl *Table, frag *tablepb.DataFragment
 		cs = append(cs, lancewrite.CopySource{R: ra, Size: ra.Size(), Name: key, File: df})
 	}
 	name := newDataFileName()
-	key := "data/" + name
+	key := format.DataFileKey(name)
 	res, err := writeObject(ctx, b, key, out, func(w io.Writer) (lancewrite.Result, error) {
 		return lancewrite.CopyColumns(ctx, w, cs, outFields)
 	})
@@ -177,7 +160,7 @@ func writeRepackFile(ctx context.Context, tbl *Table, frag *tablepb.DataFragment
 		// its deletion file (a repack keeps deleted rows in place).
 		src := &tablepb.DataFragment{Id: frag.GetId(), Files: srcs, PhysicalRows: frag.GetPhysicalRows()}
 		name = newDataFileName()
-		key = "data/" + name
+		key = format.DataFileKey(name)
 		res, err = writeObject(ctx, b, key, out, func(w io.Writer) (lancewrite.Result, error) {
 			scan, err := openLiveRows(ctx, tbl, outFields, src)
 			if err != nil {
@@ -209,7 +192,7 @@ func writeRepackFile(ctx context.Context, tbl *Table, frag *tablepb.DataFragment
 		return nil, false, err
 	}
 	if res.NumRows != frag.GetPhysicalRows() {
-		return nil, false, fmt.Errorf("%w: %s has %d rows, fragment %d has %d", ErrInvariant, key, res.NumRows, frag.GetId(), frag.GetPhysicalRows())
+		return nil, false, fmt.Errorf("%w: %s has %d rows, fragment %d has %d", job.ErrInvariant, key, res.NumRows, frag.GetId(), frag.GetPhysicalRows())
 	}
 	return &tablepb.DataFile{
 		Path:             name,
@@ -222,17 +205,17 @@ func writeRepackFile(ctx context.Context, tbl *Table, frag *tablepb.DataFragment
 }
 
 // writeObject streams one new object through fn; the object is visible only
-// if fn and the upload succeed. The key is recorded in out.Written first so
+// if fn and the upload succeed. The key is recorded in out.Outputs first so
 // a crash between upload and commit leaves nothing unaccounted for.
-func writeObject(ctx context.Context, b *store.Bucket, key string, out *RepackOutput, fn func(io.Writer) (lancewrite.Result, error)) (lancewrite.Result, error) {
-	if err := recordOutput(ctx, key); err != nil {
+func writeObject(ctx context.Context, b *store.Bucket, key string, out *job.RepackOutput, fn func(io.Writer) (lancewrite.Result, error)) (lancewrite.Result, error) {
+	if err := journal.RecordOutput(ctx, key); err != nil {
 		return lancewrite.Result{}, err
 	}
 	sw, err := b.NewWriter(ctx, key)
 	if err != nil {
 		return lancewrite.Result{}, err
 	}
-	out.Written = append(out.Written, key)
+	out.Outputs = append(out.Outputs, key)
 	res, err := fn(sw)
 	if err != nil {
 		_ = abortWriter(sw)
@@ -241,7 +224,7 @@ func writeObject(ctx context.Context, b *store.Bucket, key string, out *RepackOu
 	if err := sw.Close(); err != nil {
 		return res, fmt.Errorf("upload %s: %w", key, err)
 	}
-	failpoint("repack.file")
+	failpoint.Hit("repack.file")
 	out.BytesWritten += res.Size
 	return res, nil
 }

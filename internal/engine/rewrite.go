@@ -12,16 +12,14 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/lanced-dev/lanced/internal/engine/failpoint"
+	"github.com/lanced-dev/lanced/internal/engine/job"
+	"github.com/lanced-dev/lanced/internal/engine/journal"
+	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/lancewrite"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
-	"github.com/lanced-dev/lanced/internal/store"
 )
-
-// ErrStale means a task's inputs are no longer what it was planned on (a
-// fragment is gone or changed): it writes nothing and is dropped; the table
-// is planned again from its newer version.
-var ErrStale = errors.New("engine: task inputs are stale")
 
 // ErrUnsupported means the engine refuses to rewrite something it does not
 // fully understand (unknown protobuf fields on a fragment, external row-id
@@ -46,25 +44,6 @@ func newDataFileName() string {
 	sb.WriteString(hex.EncodeToString(u[3:]))
 	sb.WriteString(".lance")
 	return sb.String()
-}
-
-// RewriteOutput is what an executed rewrite task hands to the committer.
-type RewriteOutput struct {
-	Task  *RewriteTask
-	Group *RewriteGroup
-	// Written are the store keys of every file the task wrote; the committer
-	// deletes them if the task is not committed.
-	Written      []string
-	RowsRead     uint64
-	RowsWritten  uint64
-	BytesRead    int64
-	BytesWritten int64
-	// Copied counts new files made by page copy (rewrite_copy.go),
-	// Reencoded those written by decoding and re-encoding rows.
-	Copied, Reencoded int
-	// Paths counts the pages of page-copied files by how they were made
-	// (copied, filtered, re-encoded, dropped).
-	Paths lancewrite.PathStats
 }
 
 // checkKnownFields refuses fragments and data files with protobuf fields this
@@ -116,14 +95,14 @@ func storageVersion(m *tablepb.Manifest) (lancewrite.Version, error) {
 }
 
 // taskFragments returns the task's fragments from the manifest, in task order,
-// or ErrStale if any is gone.
+// or job.ErrStale if any is gone.
 func taskFragments(m *tablepb.Manifest, ids []uint64) ([]*tablepb.DataFragment, error) {
-	byID := fragsByID(m)
+	byID := format.FragmentsByID(m)
 	out := make([]*tablepb.DataFragment, 0, len(ids))
 	for _, id := range ids {
 		f := byID[id]
 		if f == nil {
-			return nil, fmt.Errorf("fragment %d is not in version %d: %w", id, m.GetVersion(), ErrStale)
+			return nil, fmt.Errorf("fragment %d is not in version %d: %w", id, m.GetVersion(), job.ErrStale)
 		}
 		if err := checkKnownFields(f); err != nil {
 			return nil, err
@@ -162,7 +141,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // table's data storage version. Memory is bounded by one batch plus the
 // writer's open pages, whatever the size or number of fragments. On error
 // every file it wrote is deleted.
-func ExecuteRewrite(ctx context.Context, tbl *Table, m *tablepb.Manifest, t *RewriteTask) (out *RewriteOutput, err error) {
+func ExecuteRewrite(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, t *job.RewriteTask) (out *job.RewriteOutput, err error) {
 	b := tbl.Bucket()
 	if m.GetVersion() != t.ReadVersion {
 		return nil, fmt.Errorf("rewrite planned at version %d given manifest %d", t.ReadVersion, m.GetVersion())
@@ -188,16 +167,16 @@ func ExecuteRewrite(ctx context.Context, tbl *Table, m *tablepb.Manifest, t *Rew
 	stable := m.GetReaderFeatureFlags()&2 != 0 || m.GetWriterFeatureFlags()&2 != 0
 	fields := m.GetFields()
 
-	out = &RewriteOutput{Task: t, Group: &RewriteGroup{}}
+	out = &job.RewriteOutput{Rewrite: t, Group: &job.RewriteGroup{}}
 	defer func() {
 		if err != nil {
-			out.discard(context.WithoutCancel(ctx), b)
+			deleteKeys(context.WithoutCancel(ctx), b, out.Outputs)
 			out = nil
 		}
 	}()
-	var lin *lineage
+	var lin *format.Lineage
 	if stable {
-		lin = &lineage{}
+		lin = &format.Lineage{}
 	}
 	var cur *fileSink
 	// addFragment records one written file as a new fragment.
@@ -214,7 +193,7 @@ func ExecuteRewrite(ctx context.Context, tbl *Table, m *tablepb.Manifest, t *Rew
 			}},
 		}
 		if lin != nil {
-			if err := lin.assign(nf, res.NumRows); err != nil {
+			if err := lin.Assign(nf, res.NumRows); err != nil {
 				return err
 			}
 		}
@@ -231,11 +210,11 @@ func ExecuteRewrite(ctx context.Context, tbl *Table, m *tablepb.Manifest, t *Rew
 			out.BytesRead += int64(df.GetFileSizeBytes())
 		}
 		if lin != nil {
-			meta, err := decodeRowMeta(f)
+			meta, err := format.DecodeRowMeta(f)
 			if err != nil {
 				return err
 			}
-			lin.keep(meta, deleted)
+			lin.Keep(meta, deleted)
 		}
 		return nil
 	}
@@ -253,21 +232,21 @@ func ExecuteRewrite(ctx context.Context, tbl *Table, m *tablepb.Manifest, t *Rew
 		if err := s.sw.Close(); err != nil {
 			return fmt.Errorf("upload %s: %w", s.key, err)
 		}
-		failpoint("rewrite.file")
+		failpoint.Hit("rewrite.file")
 		out.Reencoded++
 		return addFragment(s.name, res)
 	}
 	openCur := func() error {
 		name := newDataFileName()
-		key := "data/" + name
-		if err := recordOutput(ctx, key); err != nil {
+		key := format.DataFileKey(name)
+		if err := journal.RecordOutput(ctx, key); err != nil {
 			return err
 		}
 		sw, err := b.NewWriter(ctx, key)
 		if err != nil {
 			return err
 		}
-		out.Written = append(out.Written, key)
+		out.Outputs = append(out.Outputs, key)
 		cw := &countingWriter{w: sw}
 		w, err := lancewrite.NewWriter(cw, fields, lancewrite.Options{Version: ver})
 		if err != nil {
@@ -329,22 +308,22 @@ func ExecuteRewrite(ctx context.Context, tbl *Table, m *tablepb.Manifest, t *Rew
 		return out, err
 	}
 	if out.RowsWritten != out.RowsRead {
-		return out, fmt.Errorf("%w: read %d live rows, wrote %d", ErrInvariant, out.RowsRead, out.RowsWritten)
+		return out, fmt.Errorf("%w: read %d live rows, wrote %d", job.ErrInvariant, out.RowsRead, out.RowsWritten)
 	}
 	var wantLive uint64
 	for _, f := range frags {
-		wantLive += liveRows(f)
+		wantLive += format.LiveRows(f)
 	}
 	if out.RowsRead != wantLive {
-		return out, fmt.Errorf("%w: fragments record %d live rows, scan returned %d", ErrInvariant, wantLive, out.RowsRead)
+		return out, fmt.Errorf("%w: fragments record %d live rows, scan returned %d", job.ErrInvariant, wantLive, out.RowsRead)
 	}
-	if lin != nil && len(lin.ids) != 0 {
-		return out, fmt.Errorf("%w: %d row ids left after the rewrite", ErrInvariant, len(lin.ids))
+	if lin != nil && lin.Left() != 0 {
+		return out, fmt.Errorf("%w: %d row ids left after the rewrite", job.ErrInvariant, lin.Left())
 	}
 	if len(out.Group.New) == 0 {
 		// Every row was deleted: Lance keeps a group with no new fragments
 		// out of its plans; we do the same by refusing to commit nothing.
-		return out, fmt.Errorf("rewrite of fragments %v: no live rows: %w", t.Fragments, ErrStale)
+		return out, fmt.Errorf("rewrite of fragments %v: no live rows: %w", t.Fragments, job.ErrStale)
 	}
 	return out, nil
 }
@@ -389,23 +368,4 @@ func abortWriter(w io.WriteCloser) error {
 		return a.Abort()
 	}
 	return w.Close()
-}
-
-// discard deletes every file the task wrote. It is called when the task
-// fails or is not committed; it ignores files that are already gone.
-func (o *RewriteOutput) discard(ctx context.Context, b *store.Bucket) {
-	if o == nil {
-		return
-	}
-	deleteKeys(ctx, b, o.Written)
-	o.Written = nil
-}
-
-func deleteKeys(ctx context.Context, b *store.Bucket, keys []string) {
-	for _, k := range keys {
-		if err := b.Delete(ctx, k); err != nil && !errors.Is(err, store.ErrNotFound) {
-			// Left for cleanup's unverified-file window; nothing references it.
-			continue
-		}
-	}
 }

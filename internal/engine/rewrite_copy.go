@@ -9,6 +9,11 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 
+	"github.com/lanced-dev/lanced/internal/engine/failpoint"
+	"github.com/lanced-dev/lanced/internal/engine/job"
+	"github.com/lanced-dev/lanced/internal/engine/journal"
+	"github.com/lanced-dev/lanced/internal/engine/table"
+	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/lancefile"
 	"github.com/lanced-dev/lanced/internal/format/lancewrite"
 	"github.com/lanced-dev/lanced/internal/format/pb/filepb"
@@ -101,18 +106,18 @@ func copyGroups(m *tablepb.Manifest, frags []*tablepb.DataFragment, ver lancewri
 			}
 			seen[id] = true
 		}
-		if f.GetPhysicalRows() == 0 || liveRows(f) > target {
+		if f.GetPhysicalRows() == 0 || format.LiveRows(f) > target {
 			return nil
 		}
 		if maxBytes > 0 && liveBytes(f) > maxBytes {
 			return nil
 		}
-		total += liveRows(f)
+		total += format.LiveRows(f)
 	}
 	var groups [][]*tablepb.DataFragment
 	var rows, bytes uint64
 	for _, f := range frags {
-		n, sz := liveRows(f), liveBytes(f)
+		n, sz := format.LiveRows(f), liveBytes(f)
 		if len(groups) == 0 || rows+n > target || (maxBytes > 0 && bytes+sz > maxBytes) {
 			groups = append(groups, nil)
 			rows, bytes = 0, 0
@@ -131,7 +136,7 @@ func copyGroups(m *tablepb.Manifest, frags []*tablepb.DataFragment, ver lancewri
 func liveBytes(f *tablepb.DataFragment) uint64 {
 	sz := f.GetFiles()[0].GetFileSizeBytes()
 	if p := f.GetPhysicalRows(); p > 0 {
-		return uint64(float64(sz) * float64(liveRows(f)) / float64(p))
+		return uint64(float64(sz) * float64(format.LiveRows(f)) / float64(p))
 	}
 	return sz
 }
@@ -172,7 +177,7 @@ func pagesWorthKeeping(files []*lancefile.File) bool {
 // re-encodes the rest. newFragment records a group (with each fragment's
 // deleted rows, nil for none) and the file written for it (name "" when no
 // row of the group is live).
-func copyRewrite(ctx context.Context, tbl *Table, fields []*filepb.Field, ver lancewrite.Version, groups [][]*tablepb.DataFragment, out *RewriteOutput, newFragment func(g []*tablepb.DataFragment, dels []*roaring.Bitmap, name string, res lancewrite.Result) error) (int, error) {
+func copyRewrite(ctx context.Context, tbl *table.Table, fields []*filepb.Field, ver lancewrite.Version, groups [][]*tablepb.DataFragment, out *job.RewriteOutput, newFragment func(g []*tablepb.DataFragment, dels []*roaring.Bitmap, name string, res lancewrite.Result) error) (int, error) {
 	b := tbl.Bucket()
 	done := 0
 	for gi, g := range groups {
@@ -199,7 +204,7 @@ func copyRewrite(ctx context.Context, tbl *Table, fields []*filepb.Field, ver la
 // filterGroup writes the live rows of one group of 2.1 fragments into one
 // new file with lancewrite.FilterConcat. It returns false (nothing written)
 // when the files cannot be copied.
-func filterGroup(ctx context.Context, tbl *Table, fields []*filepb.Field, g []*tablepb.DataFragment, out *RewriteOutput, newFragment func([]*tablepb.DataFragment, []*roaring.Bitmap, string, lancewrite.Result) error) (bool, error) {
+func filterGroup(ctx context.Context, tbl *table.Table, fields []*filepb.Field, g []*tablepb.DataFragment, out *job.RewriteOutput, newFragment func([]*tablepb.DataFragment, []*roaring.Bitmap, string, lancewrite.Result) error) (bool, error) {
 	b := tbl.Bucket()
 	srcs := make([]lancewrite.FilterSource, 0, len(g))
 	dels := make([]*roaring.Bitmap, 0, len(g))
@@ -222,12 +227,12 @@ func filterGroup(ctx context.Context, tbl *Table, fields []*filepb.Field, g []*t
 			dead = d.GetCardinality()
 		}
 		if dead > f.GetPhysicalRows() {
-			return false, fmt.Errorf("%w: fragment %d has %d deleted of %d rows", ErrInvariant, f.GetId(), dead, f.GetPhysicalRows())
+			return false, fmt.Errorf("%w: fragment %d has %d deleted of %d rows", job.ErrInvariant, f.GetId(), dead, f.GetPhysicalRows())
 		}
 		live += f.GetPhysicalRows() - dead
 		dels = append(dels, d)
 		df := f.GetFiles()[0]
-		key := "data/" + df.GetPath()
+		key := format.DataFileKey(df.GetPath())
 		ra, err := b.OpenReaderAt(ctx, key)
 		if err != nil {
 			return false, fmt.Errorf("open %s: %w", key, err)
@@ -248,7 +253,7 @@ func filterGroup(ctx context.Context, tbl *Table, fields []*filepb.Field, g []*t
 		return false, err
 	}
 	if res.NumRows != live {
-		return false, fmt.Errorf("%w: copied %d rows into %s, fragments hold %d live rows", ErrInvariant, res.NumRows, name, live)
+		return false, fmt.Errorf("%w: copied %d rows into %s, fragments hold %d live rows", job.ErrInvariant, res.NumRows, name, live)
 	}
 	if err := newFragment(g, dels, name, res); err != nil {
 		return false, err
@@ -265,7 +270,7 @@ func filterGroup(ctx context.Context, tbl *Table, fields []*filepb.Field, g []*t
 // copyGroup concatenates one group's files into one new file. checkPages
 // applies the page rule (all groups share the table's layout, so the first
 // group decides).
-func copyGroup(ctx context.Context, b *store.Bucket, g []*tablepb.DataFragment, out *RewriteOutput, newFragment func([]*tablepb.DataFragment, string, lancewrite.Result) error, checkPages bool) (bool, error) {
+func copyGroup(ctx context.Context, b *store.Bucket, g []*tablepb.DataFragment, out *job.RewriteOutput, newFragment func([]*tablepb.DataFragment, string, lancewrite.Result) error, checkPages bool) (bool, error) {
 	var srcs []lancewrite.CopySource
 	var files []*lancefile.File
 	defer func() {
@@ -275,7 +280,7 @@ func copyGroup(ctx context.Context, b *store.Bucket, g []*tablepb.DataFragment, 
 	}()
 	for _, f := range g {
 		df := f.GetFiles()[0]
-		key := "data/" + df.GetPath()
+		key := format.DataFileKey(df.GetPath())
 		ra, err := b.OpenReaderAt(ctx, key)
 		if err != nil {
 			return false, fmt.Errorf("open %s: %w", key, err)
@@ -306,7 +311,7 @@ func copyGroup(ctx context.Context, b *store.Bucket, g []*tablepb.DataFragment, 
 		want += f.GetPhysicalRows()
 	}
 	if res.NumRows != want {
-		return false, fmt.Errorf("%w: copied %d rows into %s, fragments hold %d", ErrInvariant, res.NumRows, name, want)
+		return false, fmt.Errorf("%w: copied %d rows into %s, fragments hold %d", job.ErrInvariant, res.NumRows, name, want)
 	}
 	if err := newFragment(g, name, res); err != nil {
 		return false, err
@@ -318,24 +323,24 @@ func copyGroup(ctx context.Context, b *store.Bucket, g []*tablepb.DataFragment, 
 // writeCopied writes one new data file with write (a page copy). ok is
 // false, and nothing is left behind, when write finds the inputs cannot be
 // copied (ErrCopyUnsupported).
-func writeCopied(ctx context.Context, b *store.Bucket, out *RewriteOutput, write func(io.Writer) (lancewrite.Result, error)) (name string, res lancewrite.Result, ok bool, err error) {
+func writeCopied(ctx context.Context, b *store.Bucket, out *job.RewriteOutput, write func(io.Writer) (lancewrite.Result, error)) (name string, res lancewrite.Result, ok bool, err error) {
 	name = newDataFileName()
-	key := "data/" + name
-	if err := recordOutput(ctx, key); err != nil {
+	key := format.DataFileKey(name)
+	if err := journal.RecordOutput(ctx, key); err != nil {
 		return "", res, false, err
 	}
 	sw, err := b.NewWriter(ctx, key)
 	if err != nil {
 		return "", res, false, err
 	}
-	out.Written = append(out.Written, key)
+	out.Outputs = append(out.Outputs, key)
 	res, err = write(sw)
 	if err != nil {
 		_ = abortWriter(sw)
 		if errors.Is(err, lancewrite.ErrCopyUnsupported) {
 			// Nothing was committed to the key; forget it.
 			deleteKeys(context.WithoutCancel(ctx), b, []string{key})
-			out.Written = out.Written[:len(out.Written)-1]
+			out.Outputs = out.Outputs[:len(out.Outputs)-1]
 			return "", res, false, nil
 		}
 		return "", res, false, fmt.Errorf("copy into %s: %w", key, err)
@@ -343,6 +348,6 @@ func writeCopied(ctx context.Context, b *store.Bucket, out *RewriteOutput, write
 	if err := sw.Close(); err != nil {
 		return "", res, false, fmt.Errorf("upload %s: %w", key, err)
 	}
-	failpoint("rewrite.file")
+	failpoint.Hit("rewrite.file")
 	return name, res, true, nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format/pb/filepb"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 )
@@ -32,7 +33,7 @@ type scanItem struct {
 // scanFragments streams the live rows of frags on a goroutine. The caller
 // must call the returned stop function (it cancels the reader and releases
 // batches it did not take) once it stops receiving.
-func scanFragments(ctx context.Context, tbl *Table, fields []*filepb.Field, frags []*tablepb.DataFragment) (<-chan scanItem, func()) {
+func scanFragments(ctx context.Context, tbl *table.Table, fields []*filepb.Field, frags []*tablepb.DataFragment) (<-chan scanItem, func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	ch := make(chan scanItem, rewriteReadAhead)
 	done := make(chan struct{})

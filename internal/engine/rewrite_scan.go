@@ -11,6 +11,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/lanced-dev/lanced/internal/engine/table"
+	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/lancefile"
 	"github.com/lanced-dev/lanced/internal/format/pb/filepb"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
@@ -60,7 +62,7 @@ func descendants(fields []*filepb.Field, id int32) map[int32]bool {
 }
 
 // openLiveRows opens a fragment for a rewrite scan.
-func openLiveRows(ctx context.Context, tbl *Table, fields []*filepb.Field, frag *tablepb.DataFragment) (s *fragmentScan, err error) {
+func openLiveRows(ctx context.Context, tbl *table.Table, fields []*filepb.Field, frag *tablepb.DataFragment) (s *fragmentScan, err error) {
 	deleted, err := tbl.ReadDeletions(ctx, frag)
 	if err != nil {
 		return nil, err
@@ -105,7 +107,7 @@ func openLiveRows(ctx context.Context, tbl *Table, fields []*filepb.Field, frag 
 		if len(want) == 0 {
 			continue // only dropped or tombstoned fields
 		}
-		key := "data/" + df.GetPath()
+		key := format.DataFileKey(df.GetPath())
 		ra, err := tbl.Bucket().OpenReaderAt(ctx, key)
 		if err != nil {
 			return s, fmt.Errorf("open %s: %w", key, err)

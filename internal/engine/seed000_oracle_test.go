@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/job"
+	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/policy"
@@ -264,10 +266,10 @@ func Test_commit_rejects_a_fragment_in_both_kinds_of_task(t *testing.T) {
 	path := oracle.Build(t, "backfill", t.TempDir())
 	tbl, m := openTable(t, path)
 	p := repackPlan(t, path, m, 1)
-	tasks := append(p.Tasks(), engine.Task{Rewrite: &engine.RewriteTask{Table: path, ReadVersion: m.Version(), Fragments: []uint64{p.Repacks[0].Fragment}, TargetRowsPerFragment: 1 << 20}})
+	tasks := append(p.Tasks(), job.Task{Rewrite: &job.RewriteTask{Table: path, ReadVersion: m.Version(), Fragments: []uint64{p.Repacks[0].Fragment}, TargetRowsPerFragment: 1 << 20}})
 	_, err := engine.Compact(ctx, tbl, m, tasks, engine.CompactOptions{})
-	if !errors.Is(err, engine.ErrMixedTasks) {
-		t.Fatalf("want ErrMixedTasks, got %v", err)
+	if !errors.Is(err, job.ErrMixedTasks) {
+		t.Fatalf("want job.ErrMixedTasks, got %v", err)
 	}
 	if latest, _ := tbl.LatestVersion(ctx); latest != m.Version() {
 		t.Fatalf("something was committed: version %d -> %d", m.Version(), latest)
@@ -280,13 +282,13 @@ func Test_repack_tasks_run_distributed(t *testing.T) {
 	want := digestInOrder(t, path, 0)
 	tbl, m := openTable(t, path)
 	p := repackPlan(t, path, m, 1)
-	var outs []*engine.RepackOutput
+	var outs []*job.RepackOutput
 	for _, task := range p.Tasks() {
 		wire, err := json.Marshal(task) // coordinator -> worker
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got engine.Task
+		var got job.Task
 		if err := json.Unmarshal(wire, &got); err != nil {
 			t.Fatal(err)
 		}
@@ -294,17 +296,17 @@ func Test_repack_tasks_run_distributed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wire, err = json.Marshal(engine.Result{Repack: out}) // worker -> coordinator
+		wire, err = json.Marshal(job.Result{Repack: out}) // worker -> coordinator
 		if err != nil {
 			t.Fatal(err)
 		}
-		var res engine.Result
+		var res job.Result
 		if err := json.Unmarshal(wire, &res); err != nil {
 			t.Fatal(err)
 		}
 		outs = append(outs, res.Repack)
 	}
-	rep, err := engine.CommitRepacks(ctx, tbl, m.Version(), outs, engine.CommitOptions{})
+	rep, err := engine.CommitJobs(ctx, tbl, m.Version(), job.RepackTxn, job.List(outs), engine.CommitOptions{})
 	if err != nil || rep.Version == 0 || len(rep.Committed) != len(outs) {
 		t.Fatalf("commit: %+v %v", rep, err)
 	}
@@ -314,9 +316,9 @@ func Test_repack_tasks_run_distributed(t *testing.T) {
 }
 
 // executeRepacks runs the repack plan of a backfill table without committing.
-func executeRepacks(t *testing.T, tbl *engine.Table, m *format.Manifest, p *plan.Plan) []*engine.RepackOutput {
+func executeRepacks(t *testing.T, tbl *table.Table, m *format.Manifest, p *plan.Plan) []*job.RepackOutput {
 	t.Helper()
-	var outs []*engine.RepackOutput
+	var outs []*job.RepackOutput
 	for i := range p.Repacks {
 		out, err := engine.ExecuteRepack(ctx, tbl, m.PB, &p.Repacks[i])
 		if err != nil {
@@ -339,7 +341,7 @@ func concurrentCase(t *testing.T, ops []oracle.Op) (committed *engine.CommitRepo
 	outs := executeRepacks(t, tbl, m, repackPlan(t, path, m, 1))
 	oracle.RunOps(t, path, ops)
 	oracle.RunOps(t, control, ops)
-	rep, err := engine.CommitRepacks(ctx, tbl, m.Version(), outs, engine.CommitOptions{})
+	rep, err := engine.CommitJobs(ctx, tbl, m.Version(), job.RepackTxn, job.List(outs), engine.CommitOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,8 +353,8 @@ func concurrentCase(t *testing.T, ops []oracle.Op) (committed *engine.CommitRepo
 	// Whatever was not committed left no file behind.
 	for _, d := range rep.Dropped {
 		for _, o := range outs {
-			if engine.Task.Key(engine.Task{Repack: o.Task}) == d.Key {
-				for _, k := range o.Written {
+			if o.Task().Key() == d.Key {
+				for _, k := range o.Written() {
 					if dataFileExists(t, path, k) {
 						t.Fatalf("dropped task left %s", k)
 					}
@@ -407,7 +409,7 @@ func Test_stale_rewrite_keeps_concurrent_delete(t *testing.T) {
 	if len(p.Rewrites) == 0 {
 		t.Fatal("no rewrite planned")
 	}
-	var outs []*engine.RewriteOutput
+	var outs []*job.RewriteOutput
 	for i := range p.Rewrites {
 		out, err := engine.ExecuteRewrite(ctx, tbl, m.PB, &p.Rewrites[i])
 		if err != nil {
@@ -416,11 +418,11 @@ func Test_stale_rewrite_keeps_concurrent_delete(t *testing.T) {
 		outs = append(outs, out)
 	}
 	oracle.RunOps(t, path, []oracle.Op{{"op": "delete", "where": "id = 5"}})
-	rep, err := engine.CommitRewrites(ctx, tbl, m.Version(), outs, engine.CommitOptions{})
+	rep, err := engine.CommitJobs(ctx, tbl, m.Version(), job.RewriteTxn, job.List(outs), engine.CommitOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Version != 0 || len(rep.Dropped) != len(outs) || rep.Dropped[0].Verdict != engine.Retryable {
+	if rep.Version != 0 || len(rep.Dropped) != len(outs) || rep.Dropped[0].Verdict != job.Retryable {
 		t.Fatalf("stale rewrite must conflict: %+v", rep)
 	}
 	r := oracle.Inspect(t, path, 0)
@@ -433,7 +435,7 @@ func Test_stale_rewrite_keeps_concurrent_delete(t *testing.T) {
 		t.Fatalf("deleted row is back: %s", res[0])
 	}
 	for _, o := range outs {
-		for _, k := range o.Written {
+		for _, k := range o.Written() {
 			if dataFileExists(t, path, k) {
 				t.Fatalf("abandoned output %s left behind", k)
 			}

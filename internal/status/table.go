@@ -14,8 +14,8 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 
-	"github.com/lanced-dev/lanced/internal/engine"
 	"github.com/lanced-dev/lanced/internal/engine/hold"
+	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/store"
 )
@@ -83,7 +83,7 @@ func ReadTable(ctx context.Context, uri, openURI string, smallRows func(cfg map[
 		return t, err
 	}
 	t.HoldChecked = time.Now()
-	tbl, err := engine.OpenTable(ctx, b)
+	tbl, err := table.OpenTable(ctx, b)
 	if err != nil {
 		return t, err
 	}

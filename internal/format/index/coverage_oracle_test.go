@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/store"
 	"github.com/lanced-dev/lanced/testenv/oracle"
@@ -35,7 +35,7 @@ func TestCoverageMatchesIndexStats(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer b.Close()
-			tbl, err := engine.OpenTable(ctx, b)
+			tbl, err := table.OpenTable(ctx, b)
 			if err != nil {
 				t.Fatal(err)
 			}

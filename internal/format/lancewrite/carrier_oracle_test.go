@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/lancewrite"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
@@ -35,7 +35,7 @@ func TestOracleRepackCarrierBackfill(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	tbl, err := engine.OpenTable(ctx, b)
+	tbl, err := table.OpenTable(ctx, b)
 	if err != nil {
 		t.Fatal(err)
 	}

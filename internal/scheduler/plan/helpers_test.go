@@ -6,7 +6,7 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 
-	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/format/pb/filepb"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/policy"
@@ -93,7 +93,7 @@ func set[T any](s *policy.Setting[T], v T) {
 // applyRepack is the layout a committed repack leaves: moved fields
 // tombstoned in the files that stay, emptied files dropped, new files
 // appended.
-func applyRepack(s *schema, f *tablepb.DataFragment, task engine.RepackTask) *tablepb.DataFragment {
+func applyRepack(s *schema, f *tablepb.DataFragment, task job.RepackTask) *tablepb.DataFragment {
 	out := &tablepb.DataFragment{Id: f.Id, PhysicalRows: f.PhysicalRows, DeletionFile: f.DeletionFile}
 	moved := map[int32]bool{}
 	for _, nf := range task.Files {
@@ -132,7 +132,7 @@ func applyRepack(s *schema, f *tablepb.DataFragment, task engine.RepackTask) *ta
 // fresh ids, as Lance splices contiguous groups.
 func applyRewrite(m *tablepb.Manifest, p *Plan) *tablepb.Manifest {
 	next := uint64(m.GetMaxFragmentId()) + 1
-	byFirst := map[uint64]engine.RewriteTask{}
+	byFirst := map[uint64]job.RewriteTask{}
 	gone := map[uint64]bool{}
 	for _, t := range p.Rewrites {
 		byFirst[t.Fragments[0]] = t

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/policy"
@@ -61,7 +61,7 @@ func Compute(in Input) *Plan {
 	m := in.Manifest
 	frags := m.GetFragments()
 	p := &Plan{Version: FormatVersion, Table: in.Table, ReadVersion: m.GetVersion(),
-		Rewrites: []engine.RewriteTask{}, Repacks: []engine.RepackTask{}}
+		Rewrites: []job.RewriteTask{}, Repacks: []job.RepackTask{}}
 	warn := func(s string) { p.Warnings = append(p.Warnings, s) }
 	pol := in.Policy
 	reasons := make([]string, len(frags))
@@ -100,7 +100,7 @@ func Compute(in Input) *Plan {
 	excluded := make([]string, len(frags))
 	inFlight := map[uint64]string{}
 	for _, key := range in.InFlight {
-		k, err := engine.ParseTaskKey(key)
+		k, err := job.ParseTaskKey(key)
 		if err != nil {
 			warn(fmt.Sprintf("ignored in-flight task key: %v", err))
 			continue
@@ -161,9 +161,9 @@ func Compute(in Input) *Plan {
 			}
 			n := len(p.Rewrites)
 			if p.Rewrites == nil || cap(p.Rewrites) == 0 {
-				p.Rewrites = make([]engine.RewriteTask, 0, len(tasks))
+				p.Rewrites = make([]job.RewriteTask, 0, len(tasks))
 			}
-			p.Rewrites = append(p.Rewrites, engine.RewriteTask{
+			p.Rewrites = append(p.Rewrites, job.RewriteTask{
 				Table: in.Table, ReadVersion: m.GetVersion(), Fragments: ids,
 				TargetRowsPerFragment: target, MaxRowsPerFile: c.MaxRowsPerFile.Value,
 				MaxBytesPerFile: c.MaxBytesPerFile.Value, MaxRowsPerGroup: c.MaxRowsPerGroup.Value,

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/policy"
@@ -202,8 +202,8 @@ func TestRewriteConverges(t *testing.T) {
 func TestInFlightFragmentsAreLeftOut(t *testing.T) {
 	e := pol(func(e *policy.Effective) { set(&e.Compaction.TargetRowsPerFragment, uint64(1000)) })
 	m := manifest(5, ab, small(0, 10), small(1, 10), small(2, 10), small(3, 10))
-	busy := engine.Task{Rewrite: &engine.RewriteTask{Table: "t", ReadVersion: 4, Fragments: []uint64{1}, TargetRowsPerFragment: 1000}}
-	other := engine.Task{Rewrite: &engine.RewriteTask{Table: "u", ReadVersion: 4, Fragments: []uint64{2}, TargetRowsPerFragment: 1000}}
+	busy := job.Task{Rewrite: &job.RewriteTask{Table: "t", ReadVersion: 4, Fragments: []uint64{1}, TargetRowsPerFragment: 1000}}
+	other := job.Task{Rewrite: &job.RewriteTask{Table: "u", ReadVersion: 4, Fragments: []uint64{2}, TargetRowsPerFragment: 1000}}
 	p := Compute(Input{Table: "t", Manifest: m, Policy: e, InFlight: []string{busy.Key(), other.Key(), "garbage"}})
 	if got := rewriteGroups(p); !reflect.DeepEqual(got, [][]uint64{{2, 3}}) {
 		t.Fatalf("rewrites %v\n%s", got, decisionsText(p))
@@ -369,8 +369,8 @@ func TestRepackTaskFilesAndRemoves(t *testing.T) {
 	s := newSchema(project(abcde, 2))
 	f := backfilled(0)
 	task := repackTask("t", 3, s, f, [][]int32{{0, 1, 3, 4}})
-	want := engine.RepackTask{Table: "t", ReadVersion: 3, Fragment: 0, Bytes: 500,
-		Files:   []engine.RepackFile{{Columns: []int32{0, 1, 3, 4}, Fields: []int32{0, 1, 3, 4}, Sources: []string{"base.lance", "d.lance", "e.lance"}}},
+	want := job.RepackTask{Table: "t", ReadVersion: 3, Fragment: 0, Bytes: 500,
+		Files:   []job.RepackFile{{Columns: []int32{0, 1, 3, 4}, Fields: []int32{0, 1, 3, 4}, Sources: []string{"base.lance", "d.lance", "e.lance"}}},
 		Removes: []string{"base.lance", "d.lance", "e.lance"}}
 	if !reflect.DeepEqual(task, want) {
 		t.Fatalf("task %+v\nwant %+v", task, want)

@@ -1,7 +1,7 @@
 package plan
 
 import (
-	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 )
 
@@ -9,8 +9,8 @@ import (
 // engine task: the fields each new file takes, the files it reads, and the
 // files the commit drops because the move leaves them with no schema field
 // and no spilled lineage.
-func repackTask(table string, readVersion uint64, s *schema, frag *tablepb.DataFragment, files [][]int32) engine.RepackTask {
-	t := engine.RepackTask{Table: table, ReadVersion: readVersion, Fragment: frag.GetId()}
+func repackTask(table string, readVersion uint64, s *schema, frag *tablepb.DataFragment, files [][]int32) job.RepackTask {
+	t := job.RepackTask{Table: table, ReadVersion: readVersion, Fragment: frag.GetId()}
 	movedAll := map[int32]bool{}
 	read := map[string]bool{}
 	for _, cols := range files {
@@ -40,7 +40,7 @@ func repackTask(table string, readVersion uint64, s *schema, frag *tablepb.DataF
 				}
 			}
 		}
-		t.Files = append(t.Files, engine.RepackFile{Columns: cols, Fields: fields, Sources: sources})
+		t.Files = append(t.Files, job.RepackFile{Columns: cols, Fields: fields, Sources: sources})
 	}
 	t.Removes = []string{}
 	for _, f := range frag.GetFiles() {

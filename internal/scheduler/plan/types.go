@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/policy"
@@ -32,7 +32,7 @@ type Input struct {
 	Stats *format.LayoutStats
 	// Policy is the table's effective policy.
 	Policy policy.Effective
-	// InFlight are the keys (engine.Task.Key) of tasks queued or running
+	// InFlight are the keys (job.Task.Key) of tasks queued or running
 	// for this table; their fragments are left out.
 	InFlight []string
 	// LegacyIndexMaxFragmentID gives, for an index without a fragment
@@ -62,12 +62,12 @@ type Decision struct {
 
 // Plan is the planner's output.
 type Plan struct {
-	Version     int                  `json:"plan_version"`
-	Table       string               `json:"table"`
-	ReadVersion uint64               `json:"read_version"`
-	Rewrites    []engine.RewriteTask `json:"rewrites"`
-	Repacks     []engine.RepackTask  `json:"repacks"`
-	Decisions   []Decision           `json:"decisions"`
+	Version     int               `json:"plan_version"`
+	Table       string            `json:"table"`
+	ReadVersion uint64            `json:"read_version"`
+	Rewrites    []job.RewriteTask `json:"rewrites"`
+	Repacks     []job.RepackTask  `json:"repacks"`
+	Decisions   []Decision        `json:"decisions"`
 	// Indices says per index what the plan does to it: to the fragments
 	// it covers (rewrite scope) and to the rows it does not (catch-up).
 	Indices  []IndexDecision `json:"indices,omitempty"`
@@ -78,13 +78,13 @@ type Plan struct {
 func (p *Plan) Empty() bool { return len(p.Rewrites) == 0 && len(p.Repacks) == 0 }
 
 // Tasks returns the plan's tasks in execution order: rewrites, then repacks.
-func (p *Plan) Tasks() []engine.Task {
-	out := make([]engine.Task, 0, len(p.Rewrites)+len(p.Repacks))
+func (p *Plan) Tasks() []job.Task {
+	out := make([]job.Task, 0, len(p.Rewrites)+len(p.Repacks))
 	for i := range p.Rewrites {
-		out = append(out, engine.Task{Rewrite: &p.Rewrites[i]})
+		out = append(out, job.Task{Rewrite: &p.Rewrites[i]})
 	}
 	for i := range p.Repacks {
-		out = append(out, engine.Task{Repack: &p.Repacks[i]})
+		out = append(out, job.Task{Repack: &p.Repacks[i]})
 	}
 	return out
 }

@@ -1,0 +1,59 @@
+package failpoint
+
+import (
+	"os"
+	"sync"
+	"syscall"
+)
+
+// Failpoints for crash tests: when the environment variable LANCED_FAILPOINT
+// names a point (optionally "name:N" for its N-th hit), the process kills
+// itself with SIGKILL there, as a power cut or an OOM kill would. Unset (the
+// normal case) they cost one comparison.
+//
+// Points: rewrite.file (a rewrite data file was uploaded), repack.file (a
+// repack file was uploaded), commit.txn (the .txn file is written, the
+// manifest not yet), commit.manifest (the manifest is written, the hint and
+// verification not yet).
+var failpointSpec = sync.OnceValues(func() (string, int) {
+	v := os.Getenv("LANCED_FAILPOINT")
+	if v == "" {
+		return "", 0
+	}
+	name, n := v, 1
+	for i := len(v) - 1; i > 0; i-- {
+		if v[i] == ':' {
+			name = v[:i]
+			n = 0
+			for _, c := range v[i+1:] {
+				if c < '0' || c > '9' {
+					return v, 1
+				}
+				n = n*10 + int(c-'0')
+			}
+			break
+		}
+	}
+	return name, n
+})
+
+var failpointHits sync.Map // name -> *int
+
+var failpointMu sync.Mutex
+
+func Hit(name string) {
+	want, n := failpointSpec()
+	if want == "" || want != name {
+		return
+	}
+	failpointMu.Lock()
+	v, _ := failpointHits.LoadOrStore(name, new(int))
+	c := v.(*int)
+	*c++
+	hit := *c == n
+	failpointMu.Unlock()
+	if hit {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // never returns
+	}
+}

@@ -1,0 +1,20 @@
+// Package job is the engine's job model, shared by the planner
+// (internal/scheduler/plan) and the engine; it does no I/O.
+//
+// A Task is what to do, planned against a read version (the wire union of
+// RewriteTask and RepackTask, with a stable dedup Key). An executed task is
+// a Job (RewriteOutput, RepackOutput): the files it wrote, how it judges a
+// transaction someone else committed after its read version (Classify,
+// Lance's conflict rules), and the Op it is committed in. An Op
+// (RewriteTxn, RepackTxn) builds one transaction's manifest from the latest
+// manifest and the live jobs (ApplyRewrite, ApplyRepacks), refuses jobs the
+// latest manifest no longer fits (RepackRebase), and verifies the committed
+// result (VerifyRewrite, VerifyRepack). Result and EncodeResult carry a job
+// from a worker to the committer with its fragments as protobuf bytes, so
+// unknown fields survive the trip.
+//
+// Adding a kind: a Task field and Kind, an output type implementing Job,
+// and either a new Op (appended to Ops in commit order) or a case in an
+// existing Op's Build (an index remap contributes its rewritten indices to
+// RewriteTxn's Build). engine.CommitJobs then commits it unchanged.
+package job

@@ -1,0 +1,278 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/lanced-dev/lanced/internal/engine/job"
+	"github.com/lanced-dev/lanced/internal/engine/journal"
+	"github.com/lanced-dev/lanced/internal/engine/table"
+	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
+	"github.com/lanced-dev/lanced/internal/store"
+)
+
+// Runner executes and commits jobs on one table. `lanced compact` (through
+// Compact) and the daemon's workers and coordinators use the same Runner
+// methods, so both record, commit, retry, verify and settle the same way.
+type Runner struct {
+	Table *table.Table
+	// Journal records every file an execution writes before it is written
+	// and settles the record after the commit; nil runs without one.
+	Journal *journal.Keeper
+	Options CommitOptions
+	Log     *slog.Logger
+	// CheckOutputs makes Commit drop (as Missing) jobs whose outputs are
+	// gone: cleanup may have taken a slow execution for dead.
+	CheckOutputs bool
+}
+
+// Pending is an executed job waiting for its commit, with the journal id
+// its outputs are recorded under ("" without a journal).
+type Pending struct {
+	Job       job.Job
+	JournalID string
+}
+
+func (r *Runner) log() *slog.Logger {
+	if r.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return r.Log
+}
+
+// LoadReadVersion loads the manifest a task was planned on; a version that
+// was cleaned up since makes the task stale.
+func (r *Runner) LoadReadVersion(ctx context.Context, t job.Task) (*format.Manifest, error) {
+	m, err := r.Table.Load(ctx, t.ReadVersion())
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("task %s: read version cleaned up: %w: %w", t.Key(), job.ErrStale, err)
+	}
+	return m, err
+}
+
+// Execute runs one task against m, the manifest of its read version. Its
+// outputs are recorded in the journal under a fresh execution id (a task
+// redelivered while an earlier execution still runs gets its own entry);
+// on failure they are deleted at once.
+func (r *Runner) Execute(ctx context.Context, m *tablepb.Manifest, t job.Task) (Pending, error) {
+	if err := t.Validate(); err != nil {
+		return Pending{}, err
+	}
+	b := r.Table.Bucket()
+	jctx, jid := r.Journal.Begin(ctx, r.Table.URI(), b, t.Key())
+	stop := r.Journal.KeepAlive(ctx, b, jid)
+	defer stop()
+	var j job.Job
+	var err error
+	switch {
+	case t.Rewrite != nil:
+		var out *job.RewriteOutput
+		if out, err = ExecuteRewrite(jctx, r.Table, m, t.Rewrite); err == nil {
+			j = out
+		}
+	case t.Repack != nil:
+		var out *job.RepackOutput
+		if out, err = ExecuteRepack(jctx, r.Table, m, t.Repack); err == nil {
+			j = out
+		}
+	}
+	if err != nil {
+		r.Journal.Discard(ctx, r.Table.URI(), b, jid)
+		return Pending{}, err
+	}
+	return Pending{Job: j, JournalID: jid}, nil
+}
+
+// Discard deletes the outputs of executed jobs that will not be committed.
+func (r *Runner) Discard(ctx context.Context, ps []Pending) {
+	for _, p := range ps {
+		if r.Journal != nil && p.JournalID != "" {
+			r.Journal.Discard(ctx, r.Table.URI(), r.Table.Bucket(), p.JournalID)
+			continue
+		}
+		deleteKeys(context.WithoutCancel(ctx), r.Table.Bucket(), p.Job.Written())
+	}
+}
+
+// Commit commits executed jobs: grouped by transaction (in job.Ops order)
+// and read version, one CommitJobs call per group, so each transaction's
+// jobs share a read version. Each group's journal entries are settled
+// after its call. It stops at the first error, returning the reports so
+// far.
+func (r *Runner) Commit(ctx context.Context, ps []Pending) ([]*CommitReport, error) {
+	type group struct {
+		op   job.Op
+		rv   uint64
+		jobs []job.Job
+		ids  map[string]string
+	}
+	var groups []*group
+	var reports []*CommitReport
+	missing := &CommitReport{}
+	for _, p := range ps {
+		t := p.Job.Task()
+		if r.CheckOutputs {
+			ok, err := outputsPresent(ctx, r.Table.Bucket(), p.Job.Written())
+			if err != nil {
+				return reports, err
+			}
+			if !ok {
+				r.Journal.Settle(ctx, r.Table.Bucket(), map[string]string{t.Key(): p.JournalID}, nil, nil, nil)
+				missing.Missing = append(missing.Missing, t.Key())
+				r.log().Warn("result outputs missing, task dropped", "table", r.Table.URI(), "task_id", t.Key())
+				continue
+			}
+		}
+		i := slices.IndexFunc(groups, func(g *group) bool { return g.op == p.Job.Op() && g.rv == t.ReadVersion() })
+		if i < 0 {
+			groups = append(groups, &group{op: p.Job.Op(), rv: t.ReadVersion(), ids: map[string]string{}})
+			i = len(groups) - 1
+		}
+		groups[i].jobs = append(groups[i].jobs, p.Job)
+		groups[i].ids[t.Key()] = p.JournalID
+	}
+	if len(missing.Missing) > 0 {
+		reports = append(reports, missing)
+	}
+	slices.SortStableFunc(groups, func(a, b *group) int {
+		if d := slices.Index(job.Ops, a.op) - slices.Index(job.Ops, b.op); d != 0 {
+			return d
+		}
+		return cmp.Compare(a.rv, b.rv)
+	})
+	opts := r.Options
+	if opts.Logger == nil {
+		opts.Logger = r.log()
+	}
+	for _, g := range groups {
+		rep, err := CommitJobs(ctx, r.Table, g.rv, g.op, g.jobs, opts)
+		var dropped []string
+		for _, d := range rep.Dropped {
+			dropped = append(dropped, d.Key)
+		}
+		r.Journal.Settle(ctx, r.Table.Bucket(), g.ids, rep.Committed, dropped, err)
+		reports = append(reports, rep)
+		if rep.Version != 0 {
+			r.log().Info("version committed", "table", r.Table.URI(), "version", rep.Version, "kind", g.op.Name(),
+				"read_version", g.rv, "tasks", len(rep.Committed), "attempt", rep.Attempts)
+		}
+		if err != nil {
+			return reports, err
+		}
+	}
+	return reports, nil
+}
+
+// outputsPresent reports whether every file a job wrote still exists.
+func outputsPresent(ctx context.Context, b *store.Bucket, written []string) (bool, error) {
+	for _, key := range written {
+		if _, err := b.Attributes(ctx, key); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return false, nil
+			}
+			return false, fmt.Errorf("check output %s: %w", key, err)
+		}
+	}
+	return true, nil
+}
+
+// CompactOptions configure Compact.
+type CompactOptions struct {
+	// CommitBatchTasks commits after every this many executed tasks of a
+	// kind, so a long run makes progress and the committer holds bounded
+	// memory. 0 means all tasks of a kind in one commit.
+	CommitBatchTasks int
+	Commit           CommitOptions
+	Logger           *slog.Logger
+	// Journal, if set, records every file a task writes before it is
+	// written and settles the record after the commit; after a crash,
+	// cleanup finds the leftovers there.
+	Journal *journal.Keeper
+}
+
+// Compact executes and commits the tasks planned on m, one transaction kind
+// after the other (job.Ops: rewrites, then repacks), each in micro-batches,
+// so a run with both kinds makes at least two versions. A task whose inputs
+// are gone is counted stale and skipped; a task that fails is counted and
+// named in the summary. An ErrInvariant stops the run at once: the caller
+// must hold the table.
+func Compact(ctx context.Context, tbl *table.Table, m *format.Manifest, tasks []job.Task, opts CompactOptions) (*Summary, error) {
+	start := time.Now()
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &Runner{Table: tbl, Journal: opts.Journal, Options: opts.Commit, Log: log}
+	sum := &Summary{Table: tbl.URI(), ReadVersion: m.Version()}
+	defer func() { sum.Duration = time.Since(start).Round(time.Millisecond).String() }()
+	if err := job.CheckDisjoint(tasks); err != nil {
+		return sum, err
+	}
+	batch := opts.CommitBatchTasks
+	if batch <= 0 {
+		batch = len(tasks) + 1
+	}
+	for _, op := range job.Ops {
+		var ts []job.Task
+		for _, t := range tasks {
+			if t.Op() == op {
+				ts = append(ts, t)
+			}
+		}
+		for i := 0; i < len(ts); i += batch {
+			if err := r.compactBatch(ctx, m, ts[i:min(i+batch, len(ts))], sum); err != nil {
+				return sum, err
+			}
+		}
+	}
+	return sum, nil
+}
+
+// compactBatch executes tasks and commits what succeeded.
+func (r *Runner) compactBatch(ctx context.Context, m *format.Manifest, tasks []job.Task, sum *Summary) error {
+	log := r.log()
+	var ps []Pending
+	for _, t := range tasks {
+		key := t.Key()
+		t0 := time.Now()
+		log.Info("task started", "table", r.Table.URI(), "task_id", key, "kind", string(t.Kind()), "read_version", t.ReadVersion(), "fragments", t.Fragments())
+		p, err := r.Execute(ctx, m.PB, t)
+		if err == nil {
+			log.Info("task executed", "table", r.Table.URI(), "task_id", key, "kind", string(t.Kind()), "files", len(p.Job.Written()), "duration", time.Since(t0).String())
+			ps = append(ps, p)
+			continue
+		}
+		switch {
+		case errors.Is(err, job.ErrInvariant):
+			r.Discard(ctx, ps)
+			return err
+		case errors.Is(err, job.ErrStale):
+			sum.TasksStale++
+			log.Info("task stale", "table", r.Table.URI(), "task_id", key, "err", err)
+		default:
+			sum.TasksFailed++
+			sum.Errors = append(sum.Errors, fmt.Sprintf("%s: %v", key, err))
+			log.Warn("task failed", "table", r.Table.URI(), "task_id", key, "err", err)
+		}
+	}
+	reports, err := r.Commit(ctx, ps)
+	committed := map[string]bool{}
+	for _, rep := range reports {
+		sum.noteReport(rep)
+		for _, k := range rep.Committed {
+			committed[k] = true
+		}
+	}
+	for _, p := range ps {
+		if committed[p.Job.Task().Key()] {
+			sum.noteJob(p.Job)
+		}
+	}
+	return err
+}

@@ -1,0 +1,96 @@
+package engine
+
+import (
+	"github.com/lanced-dev/lanced/internal/engine/job"
+	"github.com/lanced-dev/lanced/internal/format/lancewrite"
+)
+
+// Summary reports a Compact run; it is the JSON `lanced compact` prints.
+type Summary struct {
+	Table             string   `json:"table"`
+	ReadVersion       uint64   `json:"read_version"`
+	VersionsCommitted []uint64 `json:"versions_committed"`
+	FragmentsRemoved  int      `json:"fragments_removed"`
+	FragmentsAdded    int      `json:"fragments_added"`
+	FragmentsRepacked int      `json:"fragments_repacked"`
+	FilesRemoved      int      `json:"files_removed"`
+	FilesAdded        int      `json:"files_added"`
+	FilesCopied       int      `json:"files_page_copied"`
+	FilesReencoded    int      `json:"files_reencoded"`
+	// Pages counts the pages of page-copied rewrite files by path.
+	Pages          lancewrite.PathStats `json:"pages"`
+	RowsRewritten  uint64               `json:"rows_rewritten"`
+	BytesRead      int64                `json:"bytes_read"`
+	BytesWritten   int64                `json:"bytes_written"`
+	TasksCommitted int                  `json:"tasks_committed"`
+	TasksStale     int                  `json:"tasks_stale"`
+	TasksFailed    int                  `json:"tasks_failed"`
+	Conflicts      struct {
+		Rebased      int `json:"rebased"`
+		Retryable    int `json:"retryable"`
+		Incompatible int `json:"incompatible"`
+	} `json:"conflicts"`
+	Dropped  []Dropped `json:"dropped,omitempty"`
+	Errors   []string  `json:"errors,omitempty"`
+	Duration string    `json:"duration"`
+}
+
+func (s *Summary) noteReport(r *CommitReport) {
+	if r == nil {
+		return
+	}
+	if r.Version != 0 {
+		s.VersionsCommitted = append(s.VersionsCommitted, r.Version)
+	}
+	s.TasksCommitted += len(r.Committed)
+	s.Conflicts.Rebased += r.Rebased
+	for _, d := range r.Dropped {
+		switch d.Verdict {
+		case job.Incompatible:
+			s.Conflicts.Incompatible++
+		default:
+			s.Conflicts.Retryable++
+		}
+	}
+	s.Dropped = append(s.Dropped, r.Dropped...)
+}
+
+// noteJob adds a committed job's work to the summary.
+func (s *Summary) noteJob(j job.Job) {
+	switch o := j.(type) {
+	case *job.RewriteOutput:
+		s.FragmentsRemoved += len(o.Group.Old)
+		s.FragmentsAdded += len(o.Group.New)
+		for _, f := range o.Group.Old {
+			s.FilesRemoved += len(f.GetFiles())
+			if f.GetDeletionFile() != nil {
+				s.FilesRemoved++
+			}
+		}
+		s.FilesAdded += len(o.Group.New)
+		s.FilesCopied += o.Copied
+		s.FilesReencoded += o.Reencoded
+		s.Pages.Add(o.Paths)
+		s.RowsRewritten += o.RowsWritten
+		s.BytesRead += o.BytesRead
+		s.BytesWritten += o.BytesWritten
+	case *job.RepackOutput:
+		s.FragmentsRepacked++
+		before := map[string]bool{}
+		for _, f := range o.Result.Base.GetFiles() {
+			before[f.GetPath()] = true
+		}
+		for _, f := range o.Result.Files {
+			if before[f.GetPath()] {
+				delete(before, f.GetPath())
+			} else {
+				s.FilesAdded++
+			}
+		}
+		s.FilesRemoved += len(before)
+		s.FilesCopied += o.Copied
+		s.FilesReencoded += o.Reencoded
+		s.BytesRead += o.BytesRead
+		s.BytesWritten += o.BytesWritten
+	}
+}
