@@ -109,8 +109,8 @@ func (w *maintainWorkload) Plan(ctx context.Context, table string, inFlight []st
 	return out, nil
 }
 
-func (w *maintainWorkload) runner(tbl *table.Table) *engine.Runner {
-	return &engine.Runner{Table: tbl, Journal: w.journal, Log: w.log, Options: engine.CommitOptions{Logger: w.log}, CheckOutputs: true}
+func (w *maintainWorkload) runner(tbl *table.Table, name string) *engine.Runner {
+	return &engine.Runner{Table: tbl, Name: name, Journal: w.journal, Log: w.log, Options: engine.CommitOptions{Logger: w.log}, CheckOutputs: true}
 }
 
 func (w *maintainWorkload) Execute(ctx context.Context, st scheduler.Task) (scheduler.Result, error) {
@@ -126,7 +126,7 @@ func (w *maintainWorkload) Execute(ctx context.Context, st scheduler.Task) (sche
 		return scheduler.Result{}, err
 	}
 	defer b.Close()
-	r := w.runner(tbl)
+	r := w.runner(tbl, t.Table())
 	m, err := r.LoadReadVersion(ctx, t)
 	if err != nil {
 		return scheduler.Result{}, err
@@ -167,7 +167,7 @@ func (w *maintainWorkload) Commit(ctx context.Context, table string, results []s
 	for _, p := range ps {
 		written[p.Job.Task().Key()] = len(p.Job.Written())
 	}
-	reports, cerr := w.runner(tbl).Commit(ctx, ps)
+	reports, cerr := w.runner(tbl, table).Commit(ctx, ps)
 	for _, er := range reports {
 		rep.Version = max(rep.Version, er.Version)
 		rep.Rebased += er.Rebased

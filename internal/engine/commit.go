@@ -26,6 +26,8 @@ type CommitOptions struct {
 	// between attempts.
 	BackoffMin, BackoffMax time.Duration
 	Logger                 *slog.Logger
+	// Name is the table's name in logs (default: its URI).
+	Name string
 }
 
 func (o CommitOptions) withDefaults() CommitOptions {
@@ -105,7 +107,7 @@ type committer struct {
 // drop abandons a job: its outputs are deleted and the report says why.
 func (c *committer) drop(j job.Job, v job.Verdict, why string) {
 	key := j.Task().Key()
-	c.opts.Logger.Info("task dropped at commit", "table", c.tbl.URI(), "task_id", key, "kind", string(j.Task().Kind()), "verdict", v.String(), "err", why)
+	c.opts.Logger.Info("task dropped at commit", "table", c.opts.Name, "task_id", key, "kind", string(j.Task().Kind()), "verdict", v.String(), "err", why)
 	c.rep.Dropped = append(c.rep.Dropped, Dropped{Key: key, Verdict: v, Reason: why})
 	deleteKeys(context.WithoutCancel(c.ctx), c.tbl.Bucket(), j.Written())
 }
@@ -121,7 +123,11 @@ func (c *committer) drop(j job.Job, v job.Verdict, why string) {
 // table). Any other commit error leaves the outputs for cleanup, since the
 // manifest put may have happened.
 func CommitJobs(ctx context.Context, tbl *table.Table, readVersion uint64, op job.Op, jobs []job.Job, opts CommitOptions) (*CommitReport, error) {
-	c := &committer{ctx: ctx, tbl: tbl, opts: opts.withDefaults(), live: append([]job.Job(nil), jobs...), checked: readVersion,
+	opts = opts.withDefaults()
+	if opts.Name == "" {
+		opts.Name = tbl.URI()
+	}
+	c := &committer{ctx: ctx, tbl: tbl, opts: opts, live: append([]job.Job(nil), jobs...), checked: readVersion,
 		rep: &CommitReport{Op: op.Name(), ReadVersion: readVersion}}
 	for attempt := 0; len(c.live) > 0; attempt++ {
 		c.rep.Attempts++
@@ -215,7 +221,7 @@ func (c *committer) rebase(ce *table.ConflictError, attempt int, readVersion uin
 		c.live = nil
 		return nil
 	}
-	c.opts.Logger.Info("commit conflict, rebasing", "table", c.tbl.URI(), "read_version", readVersion, "version", c.checked, "attempt", attempt+1)
+	c.opts.Logger.Info("commit conflict, rebasing", "table", c.opts.Name, "read_version", readVersion, "version", c.checked, "attempt", attempt+1)
 	if err := c.opts.sleep(c.ctx, attempt); err != nil {
 		for _, j := range c.live {
 			deleteKeys(context.WithoutCancel(c.ctx), c.tbl.Bucket(), j.Written())

@@ -22,6 +22,9 @@ import (
 // methods, so both record, commit, retry, verify and settle the same way.
 type Runner struct {
 	Table *table.Table
+	// Name is the table's name in logs (default: the URI it was opened
+	// with, which may carry connection options).
+	Name string
 	// Journal records every file an execution writes before it is written
 	// and settles the record after the commit; nil runs without one.
 	Journal *journal.Keeper
@@ -37,6 +40,13 @@ type Runner struct {
 type Pending struct {
 	Job       job.Job
 	JournalID string
+}
+
+func (r *Runner) name() string {
+	if r.Name != "" {
+		return r.Name
+	}
+	return r.Table.URI()
 }
 
 func (r *Runner) log() *slog.Logger {
@@ -65,7 +75,7 @@ func (r *Runner) Execute(ctx context.Context, m *tablepb.Manifest, t job.Task) (
 		return Pending{}, err
 	}
 	b := r.Table.Bucket()
-	jctx, jid := r.Journal.Begin(ctx, r.Table.URI(), b, t.Key())
+	jctx, jid := r.Journal.Begin(ctx, r.name(), b, t.Key())
 	stop := r.Journal.KeepAlive(ctx, b, jid)
 	defer stop()
 	var j job.Job
@@ -83,7 +93,7 @@ func (r *Runner) Execute(ctx context.Context, m *tablepb.Manifest, t job.Task) (
 		}
 	}
 	if err != nil {
-		r.Journal.Discard(ctx, r.Table.URI(), b, jid)
+		r.Journal.Discard(ctx, r.name(), b, jid)
 		return Pending{}, err
 	}
 	return Pending{Job: j, JournalID: jid}, nil
@@ -93,7 +103,7 @@ func (r *Runner) Execute(ctx context.Context, m *tablepb.Manifest, t job.Task) (
 func (r *Runner) Discard(ctx context.Context, ps []Pending) {
 	for _, p := range ps {
 		if r.Journal != nil && p.JournalID != "" {
-			r.Journal.Discard(ctx, r.Table.URI(), r.Table.Bucket(), p.JournalID)
+			r.Journal.Discard(ctx, r.name(), r.Table.Bucket(), p.JournalID)
 			continue
 		}
 		deleteKeys(context.WithoutCancel(ctx), r.Table.Bucket(), p.Job.Written())
@@ -125,7 +135,7 @@ func (r *Runner) Commit(ctx context.Context, ps []Pending) ([]*CommitReport, err
 			if !ok {
 				r.Journal.Settle(ctx, r.Table.Bucket(), map[string]string{t.Key(): p.JournalID}, nil, nil, nil)
 				missing.Missing = append(missing.Missing, t.Key())
-				r.log().Warn("result outputs missing, task dropped", "table", r.Table.URI(), "task_id", t.Key())
+				r.log().Warn("result outputs missing, task dropped", "table", r.name(), "task_id", t.Key())
 				continue
 			}
 		}
@@ -150,6 +160,9 @@ func (r *Runner) Commit(ctx context.Context, ps []Pending) ([]*CommitReport, err
 	if opts.Logger == nil {
 		opts.Logger = r.log()
 	}
+	if opts.Name == "" {
+		opts.Name = r.name()
+	}
 	for _, g := range groups {
 		rep, err := CommitJobs(ctx, r.Table, g.rv, g.op, g.jobs, opts)
 		var dropped []string
@@ -159,7 +172,7 @@ func (r *Runner) Commit(ctx context.Context, ps []Pending) ([]*CommitReport, err
 		r.Journal.Settle(ctx, r.Table.Bucket(), g.ids, rep.Committed, dropped, err)
 		reports = append(reports, rep)
 		if rep.Version != 0 {
-			r.log().Info("version committed", "table", r.Table.URI(), "version", rep.Version, "kind", g.op.Name(),
+			r.log().Info("version committed", "table", r.name(), "version", rep.Version, "kind", g.op.Name(),
 				"read_version", g.rv, "tasks", len(rep.Committed), "attempt", rep.Attempts)
 		}
 		if err != nil {
@@ -241,10 +254,10 @@ func (r *Runner) compactBatch(ctx context.Context, m *format.Manifest, tasks []j
 	for _, t := range tasks {
 		key := t.Key()
 		t0 := time.Now()
-		log.Info("task started", "table", r.Table.URI(), "task_id", key, "kind", string(t.Kind()), "read_version", t.ReadVersion(), "fragments", t.Fragments())
+		log.Info("task started", "table", r.name(), "task_id", key, "kind", string(t.Kind()), "read_version", t.ReadVersion(), "fragments", t.Fragments())
 		p, err := r.Execute(ctx, m.PB, t)
 		if err == nil {
-			log.Info("task executed", "table", r.Table.URI(), "task_id", key, "kind", string(t.Kind()), "files", len(p.Job.Written()), "duration", time.Since(t0).String())
+			log.Info("task executed", "table", r.name(), "task_id", key, "kind", string(t.Kind()), "files", len(p.Job.Written()), "duration", time.Since(t0).String())
 			ps = append(ps, p)
 			continue
 		}
@@ -254,11 +267,11 @@ func (r *Runner) compactBatch(ctx context.Context, m *format.Manifest, tasks []j
 			return err
 		case errors.Is(err, job.ErrStale):
 			sum.TasksStale++
-			log.Info("task stale", "table", r.Table.URI(), "task_id", key, "err", err)
+			log.Info("task stale", "table", r.name(), "task_id", key, "err", err)
 		default:
 			sum.TasksFailed++
 			sum.Errors = append(sum.Errors, fmt.Sprintf("%s: %v", key, err))
-			log.Warn("task failed", "table", r.Table.URI(), "task_id", key, "err", err)
+			log.Warn("task failed", "table", r.name(), "task_id", key, "err", err)
 		}
 	}
 	reports, err := r.Commit(ctx, ps)
