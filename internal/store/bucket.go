@@ -307,27 +307,46 @@ func (b *Bucket) ListDir(ctx context.Context, prefix string, fn func(Object) err
 	return b.list(ctx, "list_dir", prefix, "/", fn)
 }
 
+// listRestarts bounds how often one listing restarts after an entry
+// vanished under it.
+const listRestarts = 16
+
 func (b *Bucket) list(ctx context.Context, op, prefix, delim string, fn func(Object) error) error {
 	done, err := b.begin(op, prefix, true)
 	if err != nil {
 		return err
 	}
-	it := b.bkt.List(&blob.ListOptions{Prefix: b.prefix + prefix, Delimiter: delim})
-	for {
-		obj, err := it.Next(ctx)
-		if err == io.EOF {
-			return done(nil)
-		}
-		if err != nil {
-			return done(err)
-		}
-		if obj.IsDir && delim == "" {
-			continue
-		}
-		o := Object{Key: strings.TrimPrefix(obj.Key, b.prefix), Size: obj.Size, ModTime: obj.ModTime, IsDir: obj.IsDir}
-		if err := fn(o); err != nil {
-			_ = done(nil) // the listing itself succeeded
-			return err
+	// Listings come in key order. A local listing reads a directory, then
+	// stats each entry; an entry removed in between (a writer's temporary
+	// file, a file cleanup just deleted) fails the whole listing with "not
+	// found". It is skipped instead: the listing restarts after the last
+	// key delivered, as if the entry had gone before the listing began.
+	last, started := "", false
+	for restart := 0; ; restart++ {
+		it := b.bkt.List(&blob.ListOptions{Prefix: b.prefix + prefix, Delimiter: delim})
+		for {
+			obj, err := it.Next(ctx)
+			if err == io.EOF {
+				return done(nil)
+			}
+			if err != nil {
+				if classify(err) == NotFound && ctx.Err() == nil && restart < listRestarts {
+					break
+				}
+				return done(err)
+			}
+			if obj.IsDir && delim == "" {
+				continue
+			}
+			o := Object{Key: strings.TrimPrefix(obj.Key, b.prefix), Size: obj.Size, ModTime: obj.ModTime, IsDir: obj.IsDir}
+			if started && o.Key <= last {
+				continue // delivered before the restart
+			}
+			last, started = o.Key, true
+			if err := fn(o); err != nil {
+				_ = done(nil) // the listing itself succeeded
+				return err
+			}
 		}
 	}
 }

@@ -316,3 +316,75 @@ func TestGCSEndpointValidation(t *testing.T) {
 		t.Errorf("Get = %q, %v", got, err)
 	}
 }
+
+// A listing must survive entries that vanish while it runs (a writer's
+// temporary file, a file cleanup deletes): every stable key is listed, the
+// vanished ones are skipped, nothing fails. On a local directory the
+// listing reads the directory and then stats each entry, so a churning
+// writer hits the window between the two.
+func TestListSkipsVanishedEntries(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		open func(t *testing.T) *store.Bucket
+	}{
+		{"file", func(t *testing.T) *store.Bucket { return open(t, "file://"+t.TempDir()) }},
+		{"mem", func(t *testing.T) *store.Bucket { return open(t, "mem://vanish-"+t.Name()) }},
+		{"s3", func(t *testing.T) *store.Bucket { return open(t, storetest.StartS3(t).URI("tables/t.lance")) }},
+		{"gcs", func(t *testing.T) *store.Bucket { return open(t, storetest.StartGCS(t).URI("tables/t.lance")) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			b := tc.open(t)
+			var stable []string
+			for i := range 300 {
+				k := fmt.Sprintf("_deletions/%04d-stable.arrow", i)
+				stable = append(stable, k)
+				if err := b.Put(ctx, k, []byte("x")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			stop := make(chan struct{})
+			churned := make(chan int)
+			go func() {
+				n := 0
+				defer func() { churned <- n }()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					k := fmt.Sprintf("_deletions/%04d-churn.arrow", n%300)
+					_ = b.Put(ctx, k, []byte("y"))
+					_ = b.Delete(ctx, k)
+					n++
+				}
+			}()
+			deadline := time.Now().Add(3 * time.Second)
+			lists := 0
+			for ; time.Now().Before(deadline) || lists < 20; lists++ {
+				var got []string
+				err := b.List(ctx, "_deletions/", func(o store.Object) error {
+					if strings.HasSuffix(o.Key, "-stable.arrow") {
+						got = append(got, o.Key)
+					}
+					return nil
+				})
+				if err != nil {
+					close(stop)
+					<-churned
+					t.Fatalf("listing %d under churn: %v", lists, err)
+				}
+				if !slices.Equal(got, stable) {
+					close(stop)
+					<-churned
+					t.Fatalf("listing %d: %d stable keys, want %d", lists, len(got), len(stable))
+				}
+			}
+			close(stop)
+			if n := <-churned; n == 0 {
+				t.Fatal("no churn happened")
+			}
+		})
+	}
+}
