@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/lanced-dev/lanced/internal/duration"
 	"github.com/lanced-dev/lanced/internal/engine/cleanup"
 	"github.com/lanced-dev/lanced/internal/engine/hold"
 	"github.com/lanced-dev/lanced/internal/engine/journal"
@@ -40,7 +41,7 @@ func (f cleanupDurationFlag) Set(s string) error {
 		*f.d = 0
 		return nil
 	}
-	d, err := cleanup.ParseHumanDuration(s)
+	d, err := duration.Parse(s)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/lanced-dev/lanced/internal/duration"
 	"github.com/zclconf/go-cty/cty"
 )
 
@@ -268,7 +269,7 @@ func decodeValue(sp *spec, attr *hcl.Attribute) (any, hcl.Diagnostics) {
 		if d := gohcl.DecodeExpression(attr.Expr, nil, &s); d.HasErrors() {
 			return nil, d
 		}
-		dur, err := ParseDuration(s)
+		dur, err := duration.Parse(s)
 		if err != nil {
 			return nil, attrErr(attr, "Invalid duration", err.Error()+".")
 		}

@@ -211,17 +211,6 @@ func TestParseValues(t *testing.T) {
 			t.Errorf("ParseSize(%q) accepted", bad)
 		}
 	}
-	durs := map[string]string{"168h": "168h0m0s", "14days": "336h0m0s", "1h30m": "1h30m0s", "2weeks 3days": "408h0m0s", "90s": "1m30s", "0": "0s"}
-	for in, want := range durs {
-		if got, err := ParseDuration(in); err != nil || got.String() != want {
-			t.Errorf("ParseDuration(%q) = %s, %v; want %s", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"", "7", "a week", "3 fortnights"} {
-		if _, err := ParseDuration(bad); err == nil {
-			t.Errorf("ParseDuration(%q) accepted", bad)
-		}
-	}
 	g, err := ParseColumnGroups("emb;cap,tags")
 	if err != nil || len(g) != 2 || g[1][1] != "tags" {
 		t.Errorf("ParseColumnGroups = %v, %v", g, err)

@@ -3,6 +3,8 @@ package policy
 import (
 	"fmt"
 	"time"
+
+	"github.com/lanced-dev/lanced/internal/duration"
 )
 
 // kind is how a setting's HCL value is read.
@@ -175,7 +177,7 @@ func parseConfigValue(sp *spec, raw string) (any, error) {
 		}
 		return f, nil
 	case kDuration:
-		d, err := ParseDuration(raw)
+		d, err := duration.Parse(raw)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", sp.configKey, err)
 		}

@@ -8,13 +8,12 @@ package cleanup
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
+	"github.com/lanced-dev/lanced/internal/duration"
 	"github.com/lanced-dev/lanced/internal/engine/journal"
 	"github.com/lanced-dev/lanced/internal/format"
 )
@@ -91,7 +90,7 @@ func DefaultCleanupOptions() CleanupOptions {
 func CleanupOptionsFromConfig(config map[string]string) (CleanupOptions, error) {
 	o := DefaultCleanupOptions()
 	if v, ok := config[ConfigAutoCleanupOlderThan]; ok {
-		d, err := ParseHumanDuration(v)
+		d, err := duration.Parse(v)
 		if err != nil {
 			return o, fmt.Errorf("table config %s: %w", ConfigAutoCleanupOlderThan, err)
 		}
@@ -105,72 +104,6 @@ func CleanupOptionsFromConfig(config map[string]string) (CleanupOptions, error) 
 		o.KeepVersions = int(n)
 	}
 	return o, nil
-}
-
-// ParseHumanDuration parses durations in the humantime syntax Lance's config
-// uses: a sequence of <number><unit> with optional spaces, units ns, us, ms,
-// s/sec/second(s), m/min/minute(s), h/hr/hour(s), d/day(s), w/week(s),
-// M/month(s) (30.44 days), y/year(s) (365.25 days).
-func ParseHumanDuration(s string) (time.Duration, error) {
-	in := s
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return 0, fmt.Errorf("empty duration")
-	}
-	var total float64
-	for s != "" {
-		s = strings.TrimLeft(s, " ")
-		i := 0
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-		if i == 0 {
-			return 0, fmt.Errorf("duration %q: expected a number at %q", in, s)
-		}
-		n, err := strconv.ParseUint(s[:i], 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("duration %q: %w", in, err)
-		}
-		s = strings.TrimLeft(s[i:], " ")
-		j := strings.IndexFunc(s, func(r rune) bool { return !unicode.IsLetter(r) })
-		if j < 0 {
-			j = len(s)
-		}
-		unit := s[:j]
-		s = s[j:]
-		var mult float64
-		switch unit {
-		case "nsec", "ns":
-			mult = 1
-		case "usec", "us":
-			mult = 1e3
-		case "msec", "ms":
-			mult = 1e6
-		case "seconds", "second", "sec", "s":
-			mult = 1e9
-		case "minutes", "minute", "min", "m":
-			mult = 60e9
-		case "hours", "hour", "hr", "h":
-			mult = 3600e9
-		case "days", "day", "d":
-			mult = 86400e9
-		case "weeks", "week", "w":
-			mult = 7 * 86400e9
-		case "months", "month", "M":
-			mult = 2_630_016e9
-		case "years", "year", "y":
-			mult = 31_557_600e9
-		case "":
-			return 0, fmt.Errorf("duration %q: number without a unit", in)
-		default:
-			return 0, fmt.Errorf("duration %q: unknown unit %q", in, unit)
-		}
-		total += float64(n) * mult
-		if total >= math.MaxInt64 {
-			return 0, fmt.Errorf("duration %q: too long", in)
-		}
-	}
-	return time.Duration(total), nil
 }
 
 // Reasons a version is kept or removed, and a file deleted. They appear in

@@ -11,32 +11,6 @@ import (
 	"github.com/lanced-dev/lanced/internal/format"
 )
 
-func TestParseHumanDuration(t *testing.T) {
-	for in, want := range map[string]time.Duration{
-		"14d":          14 * 24 * time.Hour,
-		"7days":        7 * 24 * time.Hour,
-		"7days 12h":    7*24*time.Hour + 12*time.Hour,
-		"1h30m":        90 * time.Minute,
-		"1h 30min":     90 * time.Minute,
-		"2weeks":       14 * 24 * time.Hour,
-		"500ms":        500 * time.Millisecond,
-		"1M":           2_630_016 * time.Second,
-		"1y":           31_557_600 * time.Second,
-		"3 seconds":    3 * time.Second,
-		" 10 minutes ": 10 * time.Minute,
-	} {
-		got, err := ParseHumanDuration(in)
-		if err != nil || got != want {
-			t.Errorf("ParseHumanDuration(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"", "7", "d", "7 fortnights", "-1d", "1.5h", "99999999999999999999d"} {
-		if d, err := ParseHumanDuration(bad); err == nil {
-			t.Errorf("ParseHumanDuration(%q) = %v, want an error", bad, d)
-		}
-	}
-}
-
 func TestCleanupOptionsFromConfig(t *testing.T) {
 	o, err := CleanupOptionsFromConfig(nil)
 	if err != nil || o != DefaultCleanupOptions() {
@@ -422,19 +396,6 @@ func checkPlanInvariants(t *testing.T, seed int, h history) {
 			t.Fatalf("seed %d: %s is referenced only by removed versions and old enough, but kept", seed, f.Key)
 		}
 	}
-}
-
-// FuzzParseHumanDuration: table config values are outside input; parsing
-// never panics and never yields a negative duration.
-func FuzzParseHumanDuration(f *testing.F) {
-	for _, s := range []string{"14d", "7days 12h", "1h30m", "500ms", "", "7", "9999999999999999999y", "1 M 2 w"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		if d, err := ParseHumanDuration(s); err == nil && d < 0 {
-			t.Fatalf("ParseHumanDuration(%q) = %v", s, d)
-		}
-	})
 }
 
 func TestStagingTarget(t *testing.T) {
