@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -20,12 +19,6 @@ import (
 	"github.com/lanced-dev/lanced/internal/format/lancewrite"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 )
-
-// ErrUnsupported means the engine refuses to rewrite something it does not
-// fully understand (unknown protobuf fields on a fragment, external row-id
-// files, legacy data files). The table keeps being served; the task is not
-// retried.
-var ErrUnsupported = errors.New("engine: unsupported table feature")
 
 // newDataFileName returns a fresh data file name in Lance's style: a v4
 // UUID whose first 3 bytes are written as 24 binary digits and the rest as
@@ -44,29 +37,6 @@ func newDataFileName() string {
 	sb.WriteString(hex.EncodeToString(u[3:]))
 	sb.WriteString(".lance")
 	return sb.String()
-}
-
-// checkKnownFields refuses fragments and data files with protobuf fields this
-// build does not know: rewriting them would silently drop information.
-func checkKnownFields(f *tablepb.DataFragment) error {
-	if len(f.ProtoReflect().GetUnknown()) > 0 {
-		return fmt.Errorf("fragment %d has unknown fields: %w", f.GetId(), ErrUnsupported)
-	}
-	for _, df := range f.GetFiles() {
-		if len(df.ProtoReflect().GetUnknown()) > 0 {
-			return fmt.Errorf("fragment %d file %s has unknown fields: %w", f.GetId(), df.GetPath(), ErrUnsupported)
-		}
-		if df.BaseId != nil {
-			return fmt.Errorf("fragment %d file %s lives under base path %d: %w", f.GetId(), df.GetPath(), df.GetBaseId(), ErrUnsupported)
-		}
-		if df.GetFileMajorVersion() < 2 {
-			return fmt.Errorf("fragment %d file %s is a legacy (v%d.%d) file: %w", f.GetId(), df.GetPath(), df.GetFileMajorVersion(), df.GetFileMinorVersion(), ErrUnsupported)
-		}
-	}
-	if d := f.GetDeletionFile(); d != nil && len(d.ProtoReflect().GetUnknown()) > 0 {
-		return fmt.Errorf("fragment %d deletion file has unknown fields: %w", f.GetId(), ErrUnsupported)
-	}
-	return nil
 }
 
 // storageVersion returns the writer version for the table's data files.
@@ -91,7 +61,7 @@ func storageVersion(m *tablepb.Manifest) (lancewrite.Version, error) {
 	case "2.0":
 		return lancewrite.V2_0, nil
 	}
-	return 0, fmt.Errorf("data storage version %q: %w", v, ErrUnsupported)
+	return 0, fmt.Errorf("data storage version %q: %w", v, job.ErrUnsupported)
 }
 
 // taskFragments returns the task's fragments from the manifest, in task order,
@@ -104,7 +74,7 @@ func taskFragments(m *tablepb.Manifest, ids []uint64) ([]*tablepb.DataFragment, 
 		if f == nil {
 			return nil, fmt.Errorf("fragment %d is not in version %d: %w", id, m.GetVersion(), job.ErrStale)
 		}
-		if err := checkKnownFields(f); err != nil {
+		if err := job.CheckRewritable(f); err != nil {
 			return nil, err
 		}
 		out = append(out, f)

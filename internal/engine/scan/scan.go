@@ -2,7 +2,6 @@ package scan
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -12,17 +11,13 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/lancefile"
 	"github.com/lanced-dev/lanced/internal/format/pb/filepb"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/store"
 )
-
-// ErrScanUnsupported: a fragment layout ScanFragment does not read — a
-// field's columns spread over several data files (sub-column add_columns),
-// or a file under an external base path.
-var ErrScanUnsupported = errors.New("scan: unsupported fragment layout")
 
 // ScanOptions selects what ScanFragment returns.
 type ScanOptions struct {
@@ -113,7 +108,7 @@ func ScanFragment(ctx context.Context, b *store.Bucket, schema []*filepb.Field, 
 	for _, df := range frag.GetFiles() {
 		key := format.DataFileKey(df.GetPath())
 		if df.BaseId != nil {
-			return nil, fmt.Errorf("data file %s of fragment %d (base %d) is under an external base path: %w", key, frag.GetId(), df.GetBaseId(), ErrScanUnsupported)
+			return nil, fmt.Errorf("data file %s of fragment %d (base %d) is under an external base path: %w", key, frag.GetId(), df.GetBaseId(), job.ErrUnsupported)
 		}
 		ra, err := b.OpenReaderAt(ctx, key)
 		if err != nil {
@@ -148,7 +143,7 @@ func ScanFragment(ctx context.Context, b *store.Bucket, schema []*filepb.Field, 
 				continue
 			}
 			if fr.srcOf[i].file >= 0 {
-				return nil, fmt.Errorf("fragment %d field %d stored in several data files: %w", frag.GetId(), id, ErrScanUnsupported)
+				return nil, fmt.Errorf("fragment %d field %d stored in several data files: %w", frag.GetId(), id, job.ErrUnsupported)
 			}
 			fr.srcOf[i] = colSource{len(fr.files) - 1, len(ids)}
 			ids = append(ids, id)
@@ -310,7 +305,7 @@ func readFragmentDeletions(ctx context.Context, b *store.Bucket, frag *tablepb.D
 	}
 	key := format.DeletionFileKey(frag.GetId(), df)
 	if df.BaseId != nil {
-		return nil, fmt.Errorf("deletion file %s of fragment %d (base %d) is under an external base path: %w", key, frag.GetId(), df.GetBaseId(), ErrScanUnsupported)
+		return nil, fmt.Errorf("deletion file %s of fragment %d (base %d) is under an external base path: %w", key, frag.GetId(), df.GetBaseId(), job.ErrUnsupported)
 	}
 	data, err := b.Get(ctx, key)
 	if err != nil {

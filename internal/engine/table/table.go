@@ -11,6 +11,7 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 
+	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/store"
@@ -23,9 +24,6 @@ var (
 	// ErrNoTransaction: a version records neither an inline transaction
 	// nor a transaction file (Lance refuses to rebase over such a version).
 	ErrNoTransaction = errors.New("version has no transaction")
-	// ErrExternalBase: a file lives under a base path (shallow clone,
-	// multi-base table) that lanced does not resolve.
-	ErrExternalBase = errors.New("file under an external base path is not supported")
 )
 
 // WriterLibrary and WriterVersion go into writer_version of every manifest
@@ -279,7 +277,7 @@ func (t *Table) ReadDeletions(ctx context.Context, frag *tablepb.DataFragment) (
 	}
 	key := format.DeletionFileKey(frag.GetId(), df)
 	if df.BaseId != nil {
-		return nil, fmt.Errorf("deletion file %s of fragment %d (base %d): %w", key, frag.GetId(), df.GetBaseId(), ErrExternalBase)
+		return nil, fmt.Errorf("deletion file %s of fragment %d (base %d): %w", key, frag.GetId(), df.GetBaseId(), job.ErrUnsupported)
 	}
 	data, err := t.b.Get(ctx, key)
 	if errors.Is(err, store.ErrNotFound) {

@@ -115,6 +115,10 @@ func Compute(in Input) *Plan {
 	for i, f := range frags {
 		if key, ok := inFlight[f.GetId()]; ok {
 			excluded[i] = "in flight: " + key
+		} else if why, ok := in.Quarantined[f.GetId()]; ok {
+			excluded[i] = "quarantined: " + why
+		} else if err := job.CheckFragment(f); err != nil {
+			excluded[i] = "unsupported: " + err.Error()
 		} else if _, _, why := fragRows(f); why != "" {
 			excluded[i] = "row counts unknown: " + why
 		}
@@ -239,7 +243,11 @@ func planRepacks(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []st
 	cache := map[string]memo{}
 	var key []byte
 	for i, f := range frags {
-		if decided[i] || inRewrite[i] || strings.HasPrefix(excluded[i], "in flight") {
+		if decided[i] || inRewrite[i] {
+			continue
+		}
+		if excluded[i] != "" && !strings.HasPrefix(excluded[i], "row counts unknown") {
+			reasons[i] = excluded[i]
 			continue
 		}
 		live := -1

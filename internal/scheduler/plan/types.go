@@ -35,6 +35,9 @@ type Input struct {
 	// InFlight are the keys (job.Task.Key) of tasks queued or running
 	// for this table; their fragments are left out.
 	InFlight []string
+	// Quarantined are fragments lanced found corrupt, with the reason
+	// (engine/quarantine); they are left out until they change.
+	Quarantined map[uint64]string
 	// LegacyIndexMaxFragmentID gives, for an index without a fragment
 	// bitmap, the max_fragment_id of the manifest at the index's
 	// dataset_version (Lance treats such an index as covering ids below
