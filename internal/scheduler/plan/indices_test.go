@@ -7,7 +7,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/policy"
@@ -149,7 +149,7 @@ func TestUnindexCountsInFlightFragmentsAsRewritten(t *testing.T) {
 	})
 	m := manifest(7, ab, small(0, 300), small(1, 300), small(2, 5000), small(3, 300), small(4, 300))
 	idx := []*tablepb.IndexMetadata{vectorIndex(t, "vec_idx", 0, 1, 3, 4)}
-	busy := engine.Task{Rewrite: &engine.RewriteTask{Table: "t", ReadVersion: 6, Fragments: []uint64{0, 1}, TargetRowsPerFragment: 1000}}
+	busy := job.Task{Rewrite: &job.RewriteTask{Table: "t", ReadVersion: 6, Fragments: []uint64{0, 1}, TargetRowsPerFragment: 1000}}
 	p := Compute(Input{Table: "t", Manifest: m, Policy: e, Indices: idx, InFlight: []string{busy.Key()}})
 	if got := rewriteGroups(p); got != nil {
 		t.Fatalf("rewrites %v\n%s", got, decisionsText(p))
