@@ -13,6 +13,7 @@ import (
 	"github.com/lanced-dev/lanced/internal/engine/hold"
 	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/engine/journal"
+	"github.com/lanced-dev/lanced/internal/engine/quarantine"
 	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/scheduler/plan"
@@ -84,7 +85,11 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	p, eff := computePlan(uri, m, set, *scope)
+	marks, err := quarantine.Load(ctx, b, m.PB)
+	if err != nil {
+		return err
+	}
+	p, eff := computePlan(uri, m, set, *scope, marks)
 	level := slog.LevelWarn
 	if *verbose {
 		level = slog.LevelInfo
@@ -111,6 +116,9 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		return err
 	}
+	if sum.TasksFailed > 0 {
+		return fmt.Errorf("%d task(s) failed; first: %s", sum.TasksFailed, sum.Errors[0])
+	}
 	return nil
 }
 
@@ -125,6 +133,9 @@ func printSummary(w io.Writer, s *engine.Summary, p *plan.Plan) {
 		s.FragmentsRemoved, s.FragmentsAdded, s.FragmentsRepacked, s.FilesRemoved, s.FilesAdded, s.FilesCopied, s.FilesReencoded)
 	fmt.Fprintf(w, "bytes: %d read, %d written; tasks: %d committed, %d stale, %d failed; conflicts: %d rebased, %d retryable, %d incompatible\n",
 		s.BytesRead, s.BytesWritten, s.TasksCommitted, s.TasksStale, s.TasksFailed, s.Conflicts.Rebased, s.Conflicts.Retryable, s.Conflicts.Incompatible)
+	for _, mk := range s.Quarantined {
+		fmt.Fprintf(w, "quarantined: fragment %d: %s\n", mk.Fragment, mk)
+	}
 	for _, e := range s.Errors {
 		fmt.Fprintf(w, "error: %s\n", e)
 	}

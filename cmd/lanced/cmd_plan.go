@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/lanced-dev/lanced/internal/engine/hold"
+	"github.com/lanced-dev/lanced/internal/engine/quarantine"
 	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/policy"
@@ -54,18 +55,23 @@ func planTable(ctx context.Context, uri string, set *policy.Set) (*plan.Plan, po
 	if err != nil {
 		return nil, policy.Effective{}, err
 	}
-	p, eff := computePlan(uri, m, set, "")
+	marks, err := quarantine.Load(ctx, b, m.PB)
+	if err != nil {
+		return nil, policy.Effective{}, err
+	}
+	p, eff := computePlan(uri, m, set, "", marks)
 	return p, eff, nil
 }
 
 // computePlan resolves the table's effective policy (scope overridden when
 // not empty) and plans its manifest m.
-func computePlan(uri string, m *format.Manifest, set *policy.Set, scope string) (*plan.Plan, policy.Effective) {
+// Quarantined fragments (marks) are skipped with their reason.
+func computePlan(uri string, m *format.Manifest, set *policy.Set, scope string, marks map[uint64]quarantine.Mark) (*plan.Plan, policy.Effective) {
 	eff := set.Resolve(uri, m.PB.GetConfig())
 	if scope != "" {
 		eff.Scope.Value = scope
 	}
-	in := plan.Input{Table: uri, Manifest: m.PB, Policy: eff}
+	in := plan.Input{Table: uri, Manifest: m.PB, Policy: eff, Quarantined: quarantine.Reasons(marks)}
 	if m.Indices != nil {
 		in.Indices = m.Indices.GetIndices()
 	}

@@ -330,7 +330,12 @@ func (d *daemon) run(ctx context.Context) error {
 		w := &inspectWorkload{stateDir: cfg.StateDir, node: func() string { return nodeID }, policies: d.currentPolicies, delay: d.flags.taskDelay, open: roots.OpenURI}
 		planner, exec, committer = w, w, w
 	default:
-		w := &maintainWorkload{policies: d.currentPolicies, log: log, open: roots.OpenURI, reg: reg}
+		w := &maintainWorkload{policies: d.currentPolicies, log: log, open: roots.OpenURI, reg: reg,
+			quarantined: prometheus.NewCounter(prometheus.CounterOpts{Name: "lanced_fragments_quarantined_total",
+				Help: "Fragments found corrupt and quarantined (left out of maintenance until they change)."})}
+		if err := reg.Register(w.quarantined); err != nil {
+			return err
+		}
 		if w.journal, w.cleanup, err = d.cleanupParts(nc, reg, log, roots.OpenURI); err != nil {
 			return err
 		}

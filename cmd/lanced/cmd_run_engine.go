@@ -12,6 +12,7 @@ import (
 	"github.com/lanced-dev/lanced/internal/engine"
 	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/engine/journal"
+	"github.com/lanced-dev/lanced/internal/engine/quarantine"
 	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/scheduler"
@@ -33,6 +34,8 @@ type maintainWorkload struct {
 	// cleanup runs cleanup after commits and empty plans (nil: none).
 	journal *journal.Keeper
 	cleanup *cleanupRunner
+	// quarantined counts fragments the runner quarantined (nil: none).
+	quarantined prometheus.Counter
 	// reg, if set, receives the tables' object-store metrics.
 	reg prometheus.Registerer
 }
@@ -86,7 +89,11 @@ func (w *maintainWorkload) Plan(ctx context.Context, table string, inFlight []st
 	if !eff.Enabled.Value {
 		return out, nil
 	}
-	in := plan.Input{Table: table, Manifest: m.PB, Policy: eff, InFlight: inFlight}
+	marks, err := quarantine.Load(ctx, b, m.PB)
+	if err != nil {
+		return scheduler.Plan{}, err
+	}
+	in := plan.Input{Table: table, Manifest: m.PB, Policy: eff, InFlight: inFlight, Quarantined: quarantine.Reasons(marks)}
 	if m.Indices != nil {
 		in.Indices = m.Indices.GetIndices()
 	}
@@ -110,7 +117,11 @@ func (w *maintainWorkload) Plan(ctx context.Context, table string, inFlight []st
 }
 
 func (w *maintainWorkload) runner(tbl *table.Table, name string) *engine.Runner {
-	return &engine.Runner{Table: tbl, Name: name, Journal: w.journal, Log: w.log, Options: engine.CommitOptions{Logger: w.log}, CheckOutputs: true}
+	r := &engine.Runner{Table: tbl, Name: name, Journal: w.journal, Log: w.log, Options: engine.CommitOptions{Logger: w.log}, CheckOutputs: true}
+	if w.quarantined != nil {
+		r.Quarantined = func(quarantine.Mark) { w.quarantined.Inc() }
+	}
+	return r
 }
 
 func (w *maintainWorkload) Execute(ctx context.Context, st scheduler.Task) (scheduler.Result, error) {
@@ -188,10 +199,25 @@ func (w *maintainWorkload) Commit(ctx context.Context, table string, results []s
 	return rep, nil
 }
 
-// engineClassify adds the engine's staleness to classifyErr.
+// engineClassify maps the engine's error taxonomy (engine.Classify) onto
+// the scheduler's outcomes. A corrupt fragment the runner quarantined
+// (the error carries a *engine.FragmentError) abandons the task and the
+// table keeps being maintained; corrupt input without a fragment to blame
+// holds the table.
 func engineClassify(err error) (scheduler.Outcome, bool) {
-	if errors.Is(err, job.ErrStale) {
+	switch engine.Classify(err) {
+	case engine.Hold:
+		return scheduler.OutcomeCorrupt, true
+	case engine.Quarantine:
+		var fe *engine.FragmentError
+		if errors.As(err, &fe) {
+			return scheduler.OutcomeAbandoned, true
+		}
+		return scheduler.OutcomeCorrupt, true
+	case engine.Skip, engine.Abandon:
+		return scheduler.OutcomeAbandoned, true
+	case engine.Drop:
 		return scheduler.OutcomeStale, true
 	}
-	return classifyErr(err)
+	return scheduler.OutcomeRetried, true
 }

@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/scheduler"
@@ -163,27 +161,4 @@ func (w *inspectWorkload) Commit(_ context.Context, _ string, results []schedule
 		rep.Version = max(rep.Version, ir.Version)
 	}
 	return rep, nil
-}
-
-// classifyErr maps store, format and engine errors onto task outcomes.
-func classifyErr(err error) (scheduler.Outcome, bool) {
-	switch {
-	case errors.Is(err, format.ErrCorrupt), errors.Is(err, job.ErrInvariant):
-		return scheduler.OutcomeCorrupt, true
-	case errors.Is(err, format.ErrUnsupportedFeature), errors.Is(err, format.ErrMixedNaming),
-		errors.Is(err, format.ErrExternalRowMeta):
-		return scheduler.OutcomeAbandoned, true
-	case errors.Is(err, job.ErrInvalidTask), errors.Is(err, job.ErrTaskFormat):
-		return scheduler.OutcomeAbandoned, true
-	}
-	switch store.CodeOf(err) {
-	case store.Unavailable, store.Throttled:
-		return scheduler.OutcomeRetried, true
-	case store.PermissionDenied:
-		return scheduler.OutcomeAbandoned, true
-	case store.NotFound:
-		// An input that vanished was cleaned up under a newer version.
-		return scheduler.OutcomeStale, true
-	}
-	return 0, false
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/lanced-dev/lanced/internal/engine/quarantine"
 	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/index"
@@ -42,6 +43,8 @@ type statsReport struct {
 	Indices  int    `json:"indices"`
 	// IndexCoverage is every index's coverage of this version.
 	IndexCoverage []index.Coverage `json:"index_coverage,omitempty"`
+	// Quarantined are fragments lanced found corrupt and leaves alone.
+	Quarantined []quarantine.Mark `json:"quarantined,omitempty"`
 	format.LayoutStats
 }
 
@@ -132,6 +135,15 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if rep.IndexCoverage, err = index.CoverageOf(m.PB.GetFragments(), m.Indices.GetIndices()); err != nil {
 		return fmt.Errorf("stats of %s version %d: %w", b.URI(), m.Version(), err)
 	}
+	marks, err := quarantine.Load(ctx, b, m.PB)
+	if err != nil {
+		return err
+	}
+	for _, f := range m.PB.GetFragments() {
+		if mk, ok := marks[f.GetId()]; ok {
+			rep.Quarantined = append(rep.Quarantined, mk)
+		}
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -162,6 +174,9 @@ func printStats(w io.Writer, r *statsReport, files bool) error {
 		if err := iw.Flush(); err != nil {
 			return err
 		}
+	}
+	for _, mk := range r.Quarantined {
+		fmt.Fprintf(w, "QUARANTINED fragment %d: %s\n", mk.Fragment, mk)
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)

@@ -10,6 +10,8 @@
 //	                 branches, the one-attempt commit primitive, config
 //	engine/scan      the fragment reader (projection, take, deletions)
 //	engine/journal   the pending-output journal and its per-process keeper
+//	engine/quarantine corrupt fragments, left out until they change
+//	engine/hold      operator holds (table state)
 //	engine/cleanup   Lance's cleanup_old_versions, planned and executed
 //	engine/failpoint crash points for kill tests
 //	engine (here)    executing each kind (rewrite.go, repack.go), the one
@@ -24,6 +26,13 @@
 // job (Job.Classify), drop the incompatible ones (their files deleted),
 // rebase and retry the rest with jittered backoff, verify the committed
 // manifest, and settle the journal.
+//
+// Errors: every error the engine returns has exactly one Outcome
+// (outcome.go, Classify): Retry (transient), Drop (stale), Abandon (a
+// malformed task), Skip (unsupported: the planner skips it with the reason
+// and never queues it), Quarantine (corrupt input: Runner.Execute records
+// the fragment and file in engine/quarantine; without a fragment to blame
+// the table is held) or Hold. A test walks every exported Err* in the tree.
 //
 // Adding a job kind: define its task in engine/job (a field of the Task
 // union, Kind, Validate, Key) and its executed form implementing job.Job

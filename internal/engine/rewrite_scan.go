@@ -115,14 +115,14 @@ func openLiveRows(ctx context.Context, tbl *table.Table, fields []*filepb.Field,
 		s.files = append(s.files, ra)
 		lf, err := lancefile.Open(ra, ra.Size(), key)
 		if err != nil {
-			return s, err
+			return s, fragmentErr(frag.GetId(), key, err)
 		}
 		if lf.NumRows() != frag.GetPhysicalRows() {
-			return s, fmt.Errorf("%s has %d rows, fragment %d has %d physical rows", key, lf.NumRows(), frag.GetId(), frag.GetPhysicalRows())
+			return s, fragmentErr(frag.GetId(), key, fmt.Errorf("%w: %s has %d rows, fragment %d has %d physical rows", format.ErrCorrupt, key, lf.NumRows(), frag.GetId(), frag.GetPhysicalRows()))
 		}
 		r, err := lf.NewReader(ctx, lancefile.ReadOptions{FieldIDs: want, BatchRows: rewriteBatchRows})
 		if err != nil {
-			return s, fmt.Errorf("read %s: %w", key, err)
+			return s, fragmentErr(frag.GetId(), key, fmt.Errorf("read %s: %w", key, err))
 		}
 		ri := len(s.readers)
 		s.readers = append(s.readers, r)

@@ -11,8 +11,10 @@ import (
 
 	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/engine/journal"
+	"github.com/lanced-dev/lanced/internal/engine/quarantine"
 	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/format/lancefile"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/store"
 )
@@ -33,6 +35,9 @@ type Runner struct {
 	// CheckOutputs makes Commit drop (as Missing) jobs whose outputs are
 	// gone: cleanup may have taken a slow execution for dead.
 	CheckOutputs bool
+	// Quarantined, if set, is called for every fragment Execute
+	// quarantines (after the record is written).
+	Quarantined func(quarantine.Mark)
 }
 
 // Pending is an executed job waiting for its commit, with the journal id
@@ -94,9 +99,63 @@ func (r *Runner) Execute(ctx context.Context, m *tablepb.Manifest, t job.Task) (
 	}
 	if err != nil {
 		r.Journal.Discard(ctx, r.name(), b, jid)
-		return Pending{}, err
+		return Pending{}, r.quarantine(ctx, m, t, err)
 	}
 	return Pending{Job: j, JournalID: jid}, nil
+}
+
+// quarantine handles a failed execution whose error is corrupt input: the
+// fragment to blame (from the error, else found by opening each data file
+// of the task's fragments) is quarantined with the file and reason. The
+// returned error then carries a *FragmentError; without a fragment to
+// blame, or if the record cannot be written, it does not, and the table
+// is held instead.
+func (r *Runner) quarantine(ctx context.Context, m *tablepb.Manifest, t job.Task, err error) error {
+	if Classify(err) != Quarantine || ctx.Err() != nil {
+		return err
+	}
+	var fe *FragmentError
+	if !errors.As(err, &fe) {
+		fe = findCorrupt(ctx, r.Table, m, t.Fragments())
+		if fe == nil {
+			return err
+		}
+		err = fmt.Errorf("%w (%w)", fe, err)
+	}
+	frag := format.FragmentsByID(m)[fe.Fragment]
+	if frag == nil {
+		return err
+	}
+	mark := quarantine.New(frag, fe.File, fe.Err.Error())
+	if rerr := quarantine.Record(context.WithoutCancel(ctx), r.Table.Bucket(), mark); rerr != nil {
+		return fmt.Errorf("fragment %d is corrupt (%v) but its quarantine was not recorded: %v: %w", fe.Fragment, fe.Err, rerr, job.ErrInvariant)
+	}
+	if r.Quarantined != nil {
+		r.Quarantined(mark)
+	}
+	r.log().Error("fragment quarantined", "table", r.name(), "task_id", t.Key(), "fragment", fe.Fragment, "file", fe.File, "err", fe.Err)
+	return err
+}
+
+// findCorrupt opens every data file of the fragments ids in m and returns
+// the first one that does not open, attributed to its fragment.
+func findCorrupt(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, ids []uint64) *FragmentError {
+	byID := format.FragmentsByID(m)
+	for _, id := range ids {
+		for _, df := range byID[id].GetFiles() {
+			key := format.DataFileKey(df.GetPath())
+			ra, err := tbl.Bucket().OpenReaderAt(ctx, key)
+			if err != nil {
+				continue
+			}
+			_, err = lancefile.Open(ra, ra.Size(), key)
+			_ = ra.Close()
+			if err != nil && Classify(err) == Quarantine {
+				return &FragmentError{Fragment: id, File: key, Err: err}
+			}
+		}
+	}
+	return nil
 }
 
 // Discard deletes the outputs of executed jobs that will not be committed.
@@ -217,12 +276,13 @@ type CompactOptions struct {
 // must hold the table.
 func Compact(ctx context.Context, tbl *table.Table, m *format.Manifest, tasks []job.Task, opts CompactOptions) (*Summary, error) {
 	start := time.Now()
+	sum := &Summary{Table: tbl.URI(), ReadVersion: m.Version()}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Runner{Table: tbl, Journal: opts.Journal, Options: opts.Commit, Log: log}
-	sum := &Summary{Table: tbl.URI(), ReadVersion: m.Version()}
+	r.Quarantined = func(mk quarantine.Mark) { sum.Quarantined = append(sum.Quarantined, mk) }
 	defer func() { sum.Duration = time.Since(start).Round(time.Millisecond).String() }()
 	if err := job.CheckDisjoint(tasks); err != nil {
 		return sum, err

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"github.com/lanced-dev/lanced/internal/engine/job"
+	"github.com/lanced-dev/lanced/internal/engine/quarantine"
 	"github.com/lanced-dev/lanced/internal/format/lancewrite"
 )
 
@@ -30,9 +31,11 @@ type Summary struct {
 		Retryable    int `json:"retryable"`
 		Incompatible int `json:"incompatible"`
 	} `json:"conflicts"`
-	Dropped  []Dropped `json:"dropped,omitempty"`
-	Errors   []string  `json:"errors,omitempty"`
-	Duration string    `json:"duration"`
+	Dropped []Dropped `json:"dropped,omitempty"`
+	// Quarantined are fragments found corrupt in this run.
+	Quarantined []quarantine.Mark `json:"quarantined,omitempty"`
+	Errors      []string          `json:"errors,omitempty"`
+	Duration    string            `json:"duration"`
 }
 
 func (s *Summary) noteReport(r *CommitReport) {

@@ -1,0 +1,125 @@
+// Package quarantine records fragments lanced found corrupt, in the table's
+// own store under _lanced/quarantine/<fragment id>.json, so that every entry
+// point (the planner in `lanced plan`, `lanced compact` and the daemon, and
+// `lanced stats`) leaves them out and reports them, while the rest of the
+// table keeps being maintained. A record holds the fragment's data files as
+// they were when it was found corrupt; once the fragment changes (rewritten
+// or repaired by another writer, or removed) the record no longer applies.
+package quarantine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
+	"github.com/lanced-dev/lanced/internal/store"
+)
+
+// Dir holds the records, relative to the table root.
+const Dir = "_lanced/quarantine/"
+
+// Mark is one quarantined fragment.
+type Mark struct {
+	Fragment uint64 `json:"fragment"`
+	// Files are the fragment's data file paths when it was marked.
+	Files []string `json:"files"`
+	// File is the file found corrupt ("" when the reader could not tell).
+	File   string    `json:"file,omitempty"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// String is the mark's reason with its file, for plans and logs.
+func (m Mark) String() string {
+	if m.File != "" {
+		return m.File + ": " + m.Reason
+	}
+	return m.Reason
+}
+
+func filesOf(f *tablepb.DataFragment) []string {
+	out := make([]string, len(f.GetFiles()))
+	for i, df := range f.GetFiles() {
+		out[i] = df.GetPath()
+	}
+	return out
+}
+
+// New returns the mark of fragment f found corrupt in file for reason.
+func New(f *tablepb.DataFragment, file, reason string) Mark {
+	return Mark{Fragment: f.GetId(), Files: filesOf(f), File: file, Reason: reason, At: time.Now().UTC()}
+}
+
+func key(id uint64) string { return Dir + strconv.FormatUint(id, 10) + ".json" }
+
+// Record writes (or replaces) a mark.
+func Record(ctx context.Context, b *store.Bucket, m Mark) error {
+	data, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if err := b.Put(ctx, key(m.Fragment), data); err != nil {
+		return fmt.Errorf("quarantine fragment %d: %w", m.Fragment, err)
+	}
+	return nil
+}
+
+// Load returns the marks that still apply to manifest m (the fragment
+// exists with the same data files), by fragment id. Unreadable records
+// are ignored: a quarantine only ever holds work back.
+func Load(ctx context.Context, b *store.Bucket, m *tablepb.Manifest) (map[uint64]Mark, error) {
+	frags := map[uint64]*tablepb.DataFragment{}
+	for _, f := range m.GetFragments() {
+		frags[f.GetId()] = f
+	}
+	out := map[uint64]Mark{}
+	err := b.List(ctx, Dir, func(o store.Object) error {
+		if !strings.HasSuffix(o.Key, ".json") {
+			return nil
+		}
+		id, err := strconv.ParseUint(strings.TrimSuffix(path.Base(o.Key), ".json"), 10, 64)
+		if err != nil {
+			return nil
+		}
+		f, ok := frags[id]
+		if !ok {
+			return nil
+		}
+		data, err := b.Get(ctx, o.Key)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var mk Mark
+		if json.Unmarshal(data, &mk) != nil || mk.Fragment != id || !slices.Equal(mk.Files, filesOf(f)) {
+			return nil
+		}
+		out[id] = mk
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read quarantine of %s: %w", b.URI(), err)
+	}
+	return out, nil
+}
+
+// Reasons maps Load's marks to the planner's input (fragment id → reason).
+func Reasons(marks map[uint64]Mark) map[uint64]string {
+	if len(marks) == 0 {
+		return nil
+	}
+	out := make(map[uint64]string, len(marks))
+	for id, m := range marks {
+		out[id] = m.String()
+	}
+	return out
+}
