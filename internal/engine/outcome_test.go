@@ -19,6 +19,7 @@ import (
 	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/codec"
+	"github.com/lanced-dev/lanced/internal/format/index/text"
 	"github.com/lanced-dev/lanced/internal/format/index/vector"
 	"github.com/lanced-dev/lanced/internal/format/lancefile"
 	"github.com/lanced-dev/lanced/internal/format/lancewrite"
@@ -53,6 +54,8 @@ func TestEveryErrorHasOneOutcome(t *testing.T) {
 		"format/lancewrite.ErrUnsupportedType":        {lancewrite.ErrUnsupportedType, engine.Skip},
 		"format/lancewrite.ErrCopyUnsupported":        {lancewrite.ErrCopyUnsupported, engine.Skip},
 		"format/index/vector.ErrUnsupported":          {vector.ErrUnsupported, engine.Skip},
+		"format/index/text.ErrUnsupported":            {text.ErrUnsupported, engine.Skip},
+		"format/index/text.ErrCorrupt":                {text.ErrCorrupt, engine.Quarantine},
 		"engine/cleanup.ErrCleanupBranches":           {cleanup.ErrCleanupBranches, engine.Skip},
 		"engine/cleanup.ErrCleanupBasePaths":          {cleanup.ErrCleanupBasePaths, engine.Skip},
 		"engine/cleanup.ErrCleanupTaggedOld":          {cleanup.ErrCleanupTaggedOld, engine.Skip},
