@@ -22,6 +22,10 @@ type tableState struct {
 	pending    []Task               // planned, not yet enqueued
 	inflight   map[string]time.Time // enqueued, no final result yet
 	batchSize  int
+	// planFailures counts consecutive plans that failed with a transient
+	// error; the next attempt waits backoff(planFailures) and needs no event.
+	planFailures uint64
+	replanAt     *time.Timer
 }
 
 func (n *Node) state(table string) *tableState {
@@ -299,6 +303,28 @@ func (n *Node) runTable(parent context.Context, table string, ls *lease, inherit
 	}
 }
 
+// replanLater marks the table dirty again after a backoff that grows with
+// its consecutive transient plan failures (a throttled or unreachable store
+// must not leave the table unplanned until the next event, which may never
+// come once its writer stops). It returns the delay.
+func (n *Node) replanLater(table string) time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	st := n.state(table)
+	st.planFailures++
+	delay := backoff(st.planFailures, n.cfg.RetryBase, n.cfg.RetryMax)
+	if st.replanAt != nil {
+		st.replanAt.Stop()
+	}
+	st.replanAt = time.AfterFunc(delay, func() {
+		n.mu.Lock()
+		n.state(table).dirty = true
+		n.mu.Unlock()
+		n.kick()
+	})
+	return delay
+}
+
 // plan asks the planner for the table's tasks and queues the new ones.
 func (n *Node) plan(ctx context.Context, table string, extraInFlight []string) {
 	n.mu.Lock()
@@ -318,14 +344,21 @@ func (n *Node) plan(ctx context.Context, table string, extraInFlight []string) {
 	p, err := n.planner.Plan(ctx, table, inflight)
 	log := n.log.With("table", table)
 	if err != nil {
-		if disposition(err, n.cfg.Classify) == OutcomeCorrupt {
-			_ = n.hold(ctx, table, err)
-		}
 		n.m.plans.WithLabelValues("error").Inc()
-		log.Error("plan table", "err", err)
+		switch disposition(err, n.cfg.Classify) {
+		case OutcomeCorrupt:
+			_ = n.hold(ctx, table, err)
+			log.Error("plan table", "err", err)
+		case OutcomeRetried:
+			delay := n.replanLater(table)
+			log.Warn("plan table failed, retrying", "retry_in", delay, "err", err)
+		default:
+			log.Error("plan table", "err", err)
+		}
 		return
 	}
 	n.mu.Lock()
+	st.planFailures = 0
 	known := map[string]bool{}
 	for _, k := range inflight {
 		known[k] = true

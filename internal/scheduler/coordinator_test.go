@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -171,5 +172,40 @@ func TestCoordinatorTakesOverResultsOfADeadCoordinator(t *testing.T) {
 	})
 	if got := committer.committed(table); len(slices.Compact(got)) != 4 {
 		t.Fatalf("committed %v", got)
+	}
+}
+
+// errThrottled stands for a store answering 429/503 while a table is planned.
+var errThrottled = errors.New("503 SlowDown")
+
+// A plan that fails with a transient error is retried with backoff by the
+// node itself: no further event arrives for the table (its writer stopped),
+// and the table must still be planned and maintained.
+func TestTransientPlanFailureIsRetriedWithoutAnEvent(t *testing.T) {
+	s := runServer(t)
+	out, logs := t.TempDir(), t.TempDir()
+	planner := newListPlanner(3)
+	planner.failures = 3
+	committer := newLogCommitter(logs)
+	cfg := fastConfig(t, "a")
+	cfg.Classify = func(err error) (Outcome, bool) {
+		if errors.Is(err, errThrottled) {
+			return OutcomeRetried, true
+		}
+		return 0, false
+	}
+	n, _, _ := startNode(t, connect(t, s), cfg, planner, newFileExecutor(out, "a"), committer)
+	const tb = "file:///tables/throttled.lance"
+	if err := n.Submit(context.Background(), tb, 1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the table planned after three throttled plans and its tasks committed", func() bool {
+		return len(committer.committed(tb)) == 3
+	})
+	planner.mu.Lock()
+	calls := planner.calls[tb]
+	planner.mu.Unlock()
+	if calls != 4 {
+		t.Errorf("planned %d times, want 3 failures + 1 success", calls)
 	}
 }

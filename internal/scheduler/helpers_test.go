@@ -233,6 +233,9 @@ type listPlanner struct {
 	both  bool
 	hold  time.Duration
 	err   error
+	// failures is how many of the next Plan calls fail with a transient
+	// store error before planning succeeds.
+	failures int
 }
 
 func newListPlanner(tasks int) *listPlanner {
@@ -246,6 +249,10 @@ func (p *listPlanner) Plan(ctx context.Context, table string, inFlight []string)
 	if p.busy[table] > 1 {
 		p.both = true
 	}
+	fail := p.failures > 0
+	if fail {
+		p.failures--
+	}
 	p.mu.Unlock()
 	defer func() { p.mu.Lock(); p.busy[table]--; p.mu.Unlock() }()
 	if p.hold > 0 {
@@ -253,6 +260,9 @@ func (p *listPlanner) Plan(ctx context.Context, table string, inFlight []string)
 	}
 	if p.err != nil {
 		return Plan{}, p.err
+	}
+	if fail {
+		return Plan{}, fmt.Errorf("list %s: %w", table, errThrottled)
 	}
 	var pl Plan
 	pl.ReadVersion = 1
