@@ -16,7 +16,6 @@ import (
 	"gocloud.dev/blob/fileblob"
 	_ "gocloud.dev/blob/gcsblob" // gs:// URLs
 	"gocloud.dev/blob/memblob"
-	_ "gocloud.dev/blob/s3blob" // s3:// URLs
 )
 
 // Object is one listed object. Key is relative to the bucket root; for
@@ -112,7 +111,7 @@ func Open(ctx context.Context, uri string) (*Bucket, error) {
 		if u.Scheme == "gs" {
 			bkt, err = openGCS(ctx, root)
 		} else {
-			bkt, err = blob.OpenBucket(ctx, root.String())
+			bkt, err = openS3(ctx, root)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("store: open %q: %w", uri, err)
