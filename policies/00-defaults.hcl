@@ -22,7 +22,7 @@ defaults {
     # coverage). unindex: rewrite them anyway; the new fragments are
     # unindexed until Lance's optimize re-covers them.
     index_coverage = "keep"
-    # Cap one plan (seed 003): whole tasks are taken in order until the
+    # Cap one plan: whole tasks are taken in order until the
     # next one would pass a limit; the rest waits for the next run.
     max_source_fragments = 1000
     max_source_bytes     = "64GiB"

@@ -44,8 +44,8 @@ func startTestNATS(t *testing.T) *server.Server {
 	return ns
 }
 
-// TestE2EDaemonOnS3EmulatorDrivenByNotifications is issue 6's end-to-end
-// acceptance: real Lance streams appends, deletes and backfills into two
+// TestE2EDaemonOnS3EmulatorDrivenByNotifications is the daemon's end-to-end
+// acceptance test: real Lance streams appends, deletes and backfills into two
 // tables in the S3 emulator; every manifest PUT becomes an S3 event on a
 // NATS subject (s3bridge); `lanced run` with only that notification source
 // compacts and repacks; real Lance then reads the same rows as a control

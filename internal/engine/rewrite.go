@@ -22,7 +22,7 @@ import (
 
 // newDataFileName returns a fresh data file name in Lance's style: a v4
 // UUID whose first 3 bytes are written as 24 binary digits and the rest as
-// 26 hex digits (lance-table-format.md §1.2). Any unique name is valid.
+// 26 hex digits, as lance 8.0.0 names the data files it writes. Any unique name is valid.
 func newDataFileName() string {
 	var u [16]byte
 	if _, err := rand.Read(u[:]); err != nil {

@@ -20,7 +20,7 @@ import (
 )
 
 // rewriteBatchRows is the batch size of a rewrite's scan: it bounds the
-// decoded rows held at once (seed 003: batch size is the memory knob).
+// decoded rows held at once (batch size is the memory knob).
 const rewriteBatchRows = 8192
 
 // fragmentScan streams the live rows of one fragment with every top-level

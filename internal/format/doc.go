@@ -13,8 +13,8 @@
 // manifest.go (the manifest file layout), features.go (feature flags),
 // schema.go (field helpers, fragment-id and field-id high-water marks),
 // deletion.go (deletion files), transaction.go (transactions, Lance's
-// per-commit manifest fixes), layout_stats.go (seed 000's
-// column_layout_stats), errors.go (sentinels).
+// per-commit manifest fixes), layout_stats.go (the
+// per-fragment column-layout statistics the repack planner uses), errors.go (sentinels).
 //
 // Invariants:
 //   - Messages are edited, never rebuilt from lossy structs: decoding keeps

@@ -7,7 +7,7 @@ import (
 )
 
 // Feature flags of Manifest.reader_feature_flags / writer_feature_flags
-// (lance-table feature_flags.rs; lance-table-format.md §2.4).
+// (https://github.com/lancedb/lance/blob/main/rust/lance-table/src/feature_flags.rs).
 const (
 	FlagDeletionFiles          uint64 = 1
 	FlagStableRowIDs           uint64 = 2

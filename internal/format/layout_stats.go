@@ -6,7 +6,8 @@ import (
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 )
 
-// LayoutStats is seed 000's column_layout_stats for one version, computed
+// LayoutStats is the per-fragment column-layout statistics of one version
+// (what lanced's repack planner reads), computed
 // from manifest metadata only (no data file is opened).
 type LayoutStats struct {
 	Version   uint64           `json:"version"`

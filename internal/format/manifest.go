@@ -11,7 +11,7 @@ import (
 )
 
 // Manifest footer constants: lance 8.0.0 writes the lance-file magic with
-// major 0, minor 2 (lance-table-format.md §2.1).
+// major 0, minor 2.
 const (
 	manifestMagic      = "LANC"
 	manifestFooterSize = 16

@@ -19,7 +19,7 @@ func TestManifestNameRoundTrip(t *testing.T) {
 }
 
 func TestManifestNamesMatchLance(t *testing.T) {
-	// Names seen in lance 8.0.0 tables (lance-table-format.md §1.1).
+	// Names seen in lance 8.0.0 tables (see internal/format/FORMAT.md, Keys).
 	cases := []struct {
 		name    string
 		version uint64

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// Stable row ids (lance-table-format.md §4): a fragment rewrite on a table
+// Stable row ids (https://github.com/lancedb/lance/blob/main/docs/src/format/table/row_id_lineage.md): a fragment rewrite on a table
 // with stable row ids must carry each kept row's id and its created / last
 // updated versions into the new fragments, in the order the rows are written:
 // old fragments in group order, rows ascending, deleted rows skipped.

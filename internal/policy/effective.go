@@ -69,7 +69,8 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// Index coverage modes (design §3).
+// Index coverage modes: what a rewrite does with index coverage of the
+// fragments it replaces (see internal/scheduler/plan/PLANNER.md).
 const (
 	CoverageKeep    = "keep"
 	CoverageUnindex = "unindex"
@@ -104,7 +105,8 @@ type Compaction struct {
 	ForceBinaryCopy Setting[bool] `json:"force_binary_copy"`
 }
 
-// Repack holds the column repack settings (seed 000).
+// Repack holds the column repack settings: when a fragment's columns are
+// moved into fewer data files without moving rows.
 type Repack struct {
 	// MaxDataFilesPerFragment is the live file limit; 0 means none.
 	MaxDataFilesPerFragment Setting[uint64] `json:"max_data_files_per_fragment"`
@@ -166,7 +168,8 @@ type Effective struct {
 	Warnings []string `json:"warnings,omitempty"`
 }
 
-// Lance's defaults (lance-table-format.md §6.1; LanceDB optimize for cleanup).
+// Lance 8.0.0's defaults (CompactionOptions in
+// https://github.com/lancedb/lance/blob/main/rust/lance/src/dataset/optimize.rs; LanceDB optimize for cleanup).
 const (
 	DefaultTargetRowsPerFragment = 1024 * 1024
 	DefaultMaxRowsPerGroup       = 1024

@@ -114,7 +114,7 @@ func main() {
 	sized := flag.String("sized", "", "comma-separated oracle Sized scenarios to rewrite as well (e.g. sized-60x5000-v0-t40-d0)")
 	large := flag.Bool("large", false, "add the large rewrite tables: "+strings.Join(largeTables, ", "))
 	huge := flag.Bool("huge", false, "with -large, also "+hugeTable)
-	cache := flag.String("cache", "", "directory where built sized tables are kept and reused (e.g. /work/benchcache)")
+	cache := flag.String("cache", "", "directory where built sized tables are kept and reused (e.g. ~/.cache/lanced-bench)")
 	skipBase := flag.Bool("sized-only", false, "skip the gen.mjs rewrite table and the repack table")
 	flag.Parse()
 	names := strings.Split(*sized, ",")

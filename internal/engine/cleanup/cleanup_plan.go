@@ -1,7 +1,7 @@
 package cleanup
 
 // Cleanup planning: Lance's cleanup_old_versions (lance 8.0.0,
-// rust/lance/src/dataset/cleanup.rs; lance-table-format.md §7) as pure
+// https://github.com/lancedb/lance/blob/main/rust/lance/src/dataset/cleanup.rs) as pure
 // functions over manifest summaries and a listing. No I/O here; see
 // cleanup_exec.go for the run.
 

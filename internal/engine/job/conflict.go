@@ -11,8 +11,9 @@ import (
 
 // Verdict is the outcome of checking one of our pending commits against a
 // transaction that another writer committed after our read version. The rules
-// are Lance 8.0.0's (lance-table-format.md §5.4, tables A and B), with the
-// repack carrier's stricter rebase rule (repack-carrier.md §4). See COMMIT.md.
+// are Lance 8.0.0's transaction conflict rules
+// (https://github.com/lancedb/lance/blob/main/docs/src/format/table/transaction.md),
+// with a stricter rebase rule for repacks. See internal/engine/COMMIT.md.
 type Verdict int
 
 const (

@@ -12,8 +12,9 @@ import (
 
 // TaskFormatVersion is the version of the JSON encoding of Task. A worker
 // refuses a task whose format_version differs from its own: an older worker
-// must never guess at a newer task's meaning (seed 000 notes how an older
-// Lance worker silently rewrote fragments it was asked to repack).
+// must never guess at a newer task's meaning (a worker that does not know a
+// task kind could otherwise, for example, rewrite a fragment it was asked to
+// repack).
 const TaskFormatVersion = 1
 
 // ErrTaskFormat is returned when a serialized task cannot be read by this
@@ -79,7 +80,7 @@ type RepackFile struct {
 }
 
 // RepackTask moves some columns of one fragment into fewer data files
-// without moving rows (seed 000). Fragment id, row addresses, deletions and
+// without moving rows. Fragment id, row addresses, deletions and
 // index coverage are unchanged.
 type RepackTask struct {
 	// Table is the table URI.

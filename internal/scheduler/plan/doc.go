@@ -4,14 +4,14 @@
 // fragment.
 //
 // Rewrite planning reproduces Lance 8.0.0's plan_compaction exactly
-// (lance-table-format.md §6.2): candidates by deletion ratio (compared in
+// (https://github.com/lancedb/lance/blob/main/rust/lance/src/dataset/optimize.rs): candidates by deletion ratio (compared in
 // float32, as Lance does) or physical rows under target_rows_per_fragment,
 // bins of adjacent candidates with the same index set, lone small fragments
 // dropped, bins split for size. On top of it: index_coverage (keep: indexed
 // fragments are not candidates), max_source_fragments/rows/bytes taken in
-// whole tasks in order (seed 003), fragments of in-flight tasks left out.
+// whole tasks in order, fragments of in-flight tasks left out.
 //
-// Repack planning follows seed 000 rule for rule (repack.go): file-count and
+// Repack planning (repack.go, see PLANNER.md): file-count and
 // column_groups triggers, merges only of files they empty and at least two,
 // never adding a file, the largest file kept in place, blob columns,
 // partially present columns, spilled row lineage and legacy files left

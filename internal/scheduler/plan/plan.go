@@ -13,7 +13,7 @@ import (
 
 // budget applies max_source_fragments/rows/bytes to tasks in order: whole
 // tasks are taken until the next one would pass a limit, and then nothing
-// more is (seed 003).
+// more is.
 type budget struct {
 	maxFrags, maxRows, maxBytes uint64
 	frags, rows, bytes          uint64
@@ -195,7 +195,7 @@ func Compute(in Input) *Plan {
 	return finish()
 }
 
-// planRepacks plans a repack for every fragment no rewrite took (seed 000).
+// planRepacks plans a repack for every fragment no rewrite took.
 func planRepacks(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []string, inRewrite, decided []bool,
 	reasons []string, b *budget, warn func(string)) {
 	r := in.Policy.Repack
@@ -228,8 +228,8 @@ func planRepacks(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []st
 			}
 		}
 	}
-	// The file-count trigger reads the layout stats when given (seed 000:
-	// column_layout_stats' live file count).
+	// The file-count trigger reads the layout stats when given (the
+	// per-fragment live file count of format.LayoutStats).
 	statFiles := map[uint64]int{}
 	if in.Stats != nil {
 		for _, fl := range in.Stats.Fragments {

@@ -129,7 +129,7 @@ func TestRewriteBinning(t *testing.T) {
 			},
 			edit: func(e *policy.Effective) { set(&e.Compaction.IndexCoverage, policy.CoverageRemap) },
 			want: [][]uint64{{2, 3}}},
-		// Seed 003: tasks of 3, 4 and 5 fragments under max_source_fragments
+		// Tasks of 3, 4 and 5 fragments under max_source_fragments
 		// 10 take the first two (7 fragments); the third waits.
 		{name: "max_source_fragments takes whole tasks in order",
 			frags: []*tablepb.DataFragment{small(0, 1), small(1, 1), small(2, 1), small(3, 5000), small(4, 1), small(5, 1), small(6, 1), small(7, 1), small(8, 5000),
@@ -213,7 +213,7 @@ func TestInFlightFragmentsAreLeftOut(t *testing.T) {
 	}
 }
 
-// Seed 000's run-level cases: two fragments of four rows, each [a,b,c],[d],[e].
+// Repack run-level cases: two fragments of four rows, each [a,b,c],[d],[e].
 func TestMixedRunsAndScope(t *testing.T) {
 	twoFrags := func(del0, del1 uint64) *tablepb.Manifest {
 		f0, f1 := backfilled(0), backfilled(1)

@@ -49,7 +49,8 @@ func fileVersion(f *tablepb.DataFile) (legacy, known bool) {
 }
 
 // liveFileCount is the number of the fragment's data files holding a field
-// of the schema (seed 000's column_layout_stats live_file_count): files left
+// of the schema (the live file count of
+// format.LayoutStats, the per-fragment column-layout statistics): files left
 // with only dropped or tombstoned fields do not count, a V2.0 file holding
 // only a struct header does.
 func liveFileCount(s *schema, frag *tablepb.DataFragment) int {

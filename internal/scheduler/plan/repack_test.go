@@ -20,7 +20,7 @@ var (
 	// columns; drop removes field ids from the schema.
 )
 
-// backfilled is seed 000's fixture: [a, b, c] then two add_columns
+// backfilled is a fragment of four rows written as [a, b, c] then two add_columns
 // backfills, [d] and [e]; the base file is the largest.
 func backfilled(id uint64) *tablepb.DataFragment {
 	return frag(id, 4, 0, v20("base.lance", 300, 0, 1, 2), v20("d.lance", 100, 3), v20("e.lance", 100, 4))
@@ -50,7 +50,7 @@ type repackCase struct {
 	max    uint64
 	want   [][]int32 // nil: nothing planned
 	// rounds is how many repacks the layout needs before a plan is empty
-	// (0 means 1). Seed 000 prefers leaving the largest file in place over
+	// (0 means 1). The planner prefers leaving the largest file in place over
 	// reaching the limit in one step, so one layout takes two.
 	rounds int
 }

@@ -1,6 +1,6 @@
 // Writes testdata/tiny21.lance and tiny20.lance (the data files of t21/t20) with lance 8.0.0.
 import { createRequire } from "module";
-const require = createRequire("/work/main/testenv/oracle/package.json");
+const require = createRequire(new URL("../../../../testenv/oracle/package.json", import.meta.url));
 const lancedb = require("@lancedb/lancedb");
 const arrow = require("apache-arrow");
 const db = await lancedb.connect("/tmp/tiny/db");

@@ -1,6 +1,7 @@
 package engine_test
 
-// Seed 000's execution and commit cases, each judged by real Lance.
+// Column repack execution and commit cases (repacks next to rewrites,
+// deletes and indices), each judged by real Lance.
 
 import (
 	"context"
@@ -197,7 +198,7 @@ func stripVersions(rs []json.RawMessage) []string {
 }
 
 func Test_repack_keeps_scalar_and_vector_indices(t *testing.T) {
-	// Seed 000's repack_keeps_scalar_index and repack_columns_preserves_vector_index.
+	// A repack keeps both a scalar index and a vector index usable.
 	oracle.Require(t)
 	path := indexedBackfill(t)
 	beforeQ := stripVersions(indexQueries(t, path))
