@@ -11,7 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/lanced-dev/lanced/internal/duration"
 	"github.com/lanced-dev/lanced/internal/engine/cleanup"
 	"github.com/lanced-dev/lanced/internal/engine/hold"
 	"github.com/lanced-dev/lanced/internal/engine/journal"
@@ -26,38 +25,15 @@ func init() {
 	})
 }
 
-// cleanupDurationFlag parses humantime durations ("7d", "12h 30m", "0").
-type cleanupDurationFlag struct{ d *time.Duration }
-
-func (f cleanupDurationFlag) String() string {
-	if f.d == nil || *f.d == 0 {
-		return ""
-	}
-	return f.d.String()
-}
-
-func (f cleanupDurationFlag) Set(s string) error {
-	if s == "0" {
-		*f.d = 0
-		return nil
-	}
-	d, err := duration.Parse(s)
-	if err != nil {
-		return err
-	}
-	*f.d = d
-	return nil
-}
-
 func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("cleanup", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dryRun := fs.Bool("dry-run", false, "list what would be deleted, delete nothing")
 	asJSON := fs.Bool("json", false, "print the plan and result as JSON")
 	var olderThan, unverified time.Duration
-	fs.Var(cleanupDurationFlag{&olderThan}, "older-than", "remove versions committed longer ago than this (default: table's lance.auto_cleanup.older_than, else 7d)")
+	fs.Var(durationFlag{&olderThan}, "older-than", "remove versions committed longer ago than this (default: table's lance.auto_cleanup.older_than, else 7d)")
 	keep := fs.Int("keep-versions", 0, "always keep the newest N versions (default: table's lance.auto_cleanup.retain_versions, else no count rule)")
-	fs.Var(cleanupDurationFlag{&unverified}, "unverified-after", "delete never-referenced files only once they are this old; 0 = at once, only safe with no other writer (default 7d)")
+	fs.Var(durationFlag{&unverified}, "unverified-after", "delete never-referenced files only once they are this old; 0 = at once, only safe with no other writer (default 7d)")
 	rateFlag := fs.Float64("delete-rate", 0, "maximum deletes per second (0: unlimited)")
 	errTagged := fs.Bool("error-if-tagged", false, "fail instead of silently keeping tagged versions that are old enough to clean")
 	fs.Usage = func() {

@@ -76,7 +76,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, *flag.FlagSet, e
 	fs.IntVar(&f.workers, "workers", -1, "tasks executed at once on this node; 0: coordinate only (default: the config file's workers, else 2)")
 	fs.StringVar(&f.workload, "workload", "maintain", `maintain: plan, rewrite, repack and commit; inspect: only read each table's latest manifest and write a report to <state_dir>/reports (observe-only)`)
 	fs.BoolVar(&f.checkConfig, "check-config", false, "validate the config file and policies, then exit")
-	fs.DurationVar(&f.taskDelay, "debug-task-delay", 0, "testing aid: each task waits this long before working")
+	fs.Var(durationFlag{&f.taskDelay}, "debug-task-delay", "testing aid: each task waits this long before working")
 	hideFlag("debug-task-delay")
 	fs.Usage = func() { printUsage(stderr, commands["run"], fs) }
 	if err := fs.Parse(args); err != nil {

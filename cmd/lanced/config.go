@@ -15,6 +15,8 @@ import (
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+
+	"github.com/lanced-dev/lanced/internal/duration"
 )
 
 // runConfig is the resolved configuration of `lanced run`: every default
@@ -237,10 +239,10 @@ func parseDur(diags *hcl.Diagnostics, body hcl.Body, attr string, s *string, dst
 	if s == nil {
 		return
 	}
-	d, err := time.ParseDuration(*s)
+	d, err := duration.Parse(*s)
 	if err != nil || d <= 0 {
 		*diags = append(*diags, diagAt(body, attr, "Invalid duration",
-			fmt.Sprintf("%s = %q: want a positive Go duration such as \"30s\", \"5m\" or \"1h\".", attr, *s)))
+			fmt.Sprintf("%s = %q: want a positive duration such as \"30s\", \"5m\", \"1h\", \"1d\" or \"2w\".", attr, *s)))
 		return
 	}
 	*dst = d
