@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/lanced-dev/lanced/internal/engine/table"
+	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/store"
 )
 
@@ -23,8 +24,10 @@ func init() {
 
 func tableConfigUsage(w io.Writer) {
 	fmt.Fprintln(w, "usage: lanced config get URI [KEY...] [--json] [--version N]")
-	fmt.Fprintln(w, "       lanced config set URI KEY=VALUE...")
+	fmt.Fprintln(w, "       lanced config set URI KEY=VALUE... [--force]")
 	fmt.Fprintln(w, "       lanced config unset URI KEY...")
+	fmt.Fprintln(w, "set checks the lance.* keys lanced knows (type of value, misspelled keys); --force skips the check.")
+	fmt.Fprintln(w, "set/unset that would change nothing commit nothing.")
 }
 
 func runTableConfig(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -40,6 +43,7 @@ func runTableConfig(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print JSON (get)")
 	version := fs.Uint64("version", 0, "table version to read (get; default: latest)")
+	force := fs.Bool("force", false, "set lance.* keys even if lanced does not know the key or the value's type is wrong (set)")
 	fs.Usage = func() { tableConfigUsage(stderr); fs.PrintDefaults() }
 	pos, err := parseAnyOrder(fs, args[1:])
 	if err != nil {
@@ -61,6 +65,10 @@ func runTableConfig(ctx context.Context, args []string, stdout, stderr io.Writer
 				fmt.Fprintf(stderr, "lanced config set: %q is not KEY=VALUE\n", kv)
 				return exitError{2}
 			}
+			if err := policy.CheckTableConfig(k, v); err != nil && !*force {
+				fmt.Fprintf(stderr, "lanced config set: %v; nothing committed (--force sets it anyway)\n", err)
+				return exitError{2}
+			}
 			set[k] = v
 		}
 	case "unset":
@@ -80,9 +88,13 @@ func runTableConfig(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	if sub != "get" {
-		m, err := t.SetConfig(ctx, set, unset)
+		m, committed, err := t.UpdateConfig(ctx, set, unset)
 		if err != nil {
 			return err
+		}
+		if !committed {
+			fmt.Fprintf(stdout, "nothing to change: version %d already has this config; nothing committed\n", m.Version())
+			return nil
 		}
 		fmt.Fprintf(stdout, "committed version %d\n", m.Version())
 		return nil
@@ -95,6 +107,10 @@ func runTableConfig(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	cfg := m.PB.GetConfig()
+	if len(cfg) == 0 && len(pos) == 1 && !*asJSON {
+		fmt.Fprintf(stdout, "table has no config (version %d)\n", m.Version())
+		return nil
+	}
 	if len(pos) > 1 {
 		only := map[string]string{}
 		for _, k := range pos[1:] {

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/store/storetest"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
@@ -140,4 +142,100 @@ func TestConfigSetKeepsTableShapes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runCLIExit runs one lanced command in-process and returns its exit code,
+// stdout and stderr.
+func runCLIExit(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := runMain(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// TestConfigSetChecksAndNoops: on a real-Lance table, `config set` refuses
+// a wrong-typed value for every lance.* key the policy reads and a
+// misspelled lance.* key (with the closest key), commits nothing for a
+// refused or no-op command (real Lance sees the same version), and --force
+// commits anyway; `config get` on a table with no config says so.
+func TestConfigSetChecksAndNoops(t *testing.T) {
+	oracle.Require(t)
+	t.Parallel()
+	path := oracle.Build(t, "appends", t.TempDir())
+	n := oracle.Inspect(t, path, 0).Version
+	sameVersion := func(what string) {
+		t.Helper()
+		if v := oracle.Inspect(t, path, 0).Version; v != n {
+			t.Fatalf("%s: real Lance sees version %d, want %d (nothing committed)", what, v, n)
+		}
+	}
+
+	if got, want := runCLI(t, "config", "get", path), fmt.Sprintf("table has no config (version %d)\n", n); got != want {
+		t.Fatalf("config get on a table with no config: %q, want %q", got, want)
+	}
+
+	// The issue's example, then a value wrong for every type (a column named
+	// twice is not valid column groups either) for every key.
+	code, out, errs := runCLIExit("config", "set", path, "lance.compaction.max_data_files_per_fragment=two")
+	if want := `lance.compaction.max_data_files_per_fragment = "two": expected a whole number >= 1`; code != 2 || out != "" || !strings.Contains(errs, want) {
+		t.Fatalf("config set max_data_files_per_fragment=two: exit %d, stdout %q, stderr %q; want %q", code, out, errs, want)
+	}
+	keys := 0
+	for _, name := range policy.SettingNames() {
+		key := policy.ConfigKey(name)
+		if key == "" {
+			continue
+		}
+		keys++
+		code, out, errs := runCLIExit("config", "set", path, key+"=two,two")
+		if code != 2 || out != "" || !strings.Contains(errs, key+` = "two,two": expected `) {
+			t.Fatalf("config set %s=two,two: exit %d, stdout %q, stderr %q; want a refusal naming key, value and expected type", key, code, out, errs)
+		}
+	}
+	if keys < 5 {
+		t.Fatalf("only %d table config keys known to the policy", keys)
+	}
+	sameVersion("wrong-typed values")
+
+	code, _, errs = runCLIExit("config", "set", path, "lance.compaction.max_data_files_per_fragmnt=4")
+	if code == 0 || !strings.Contains(errs, `did you mean "lance.compaction.max_data_files_per_fragment"`) {
+		t.Fatalf("misspelled key: exit %d, stderr %q", code, errs)
+	}
+	code, _, errs = runCLIExit("config", "set", path, "lance.auto_cleanup.no_such_setting=1")
+	if code == 0 || !strings.Contains(errs, `unknown table config key "lance.auto_cleanup.no_such_setting"`) {
+		t.Fatalf("unknown key under lance.auto_cleanup: exit %d, stderr %q", code, errs)
+	}
+	sameVersion("unknown keys")
+
+	// Lance's own auto-cleanup interval and keys outside lance.* pass.
+	if out := runCLI(t, "config", "set", path, "lance.auto_cleanup.interval=10", "team.owner=data"); out != fmt.Sprintf("committed version %d\n", n+1) {
+		t.Fatalf("valid set: %q", out)
+	}
+	n++
+	sameVersion("valid set")
+
+	// --force overrides both checks.
+	out = runCLI(t, "config", "set", path, "lance.compaction.max_data_files_per_fragment=two", "lance.compaction.max_data_files_per_fragmnt=4", "--force")
+	if out != fmt.Sprintf("committed version %d\n", n+1) {
+		t.Fatalf("--force: %q", out)
+	}
+	n++
+	sameVersion("--force")
+	get := runCLI(t, "config", "get", path)
+	if !strings.Contains(get, "lance.compaction.max_data_files_per_fragment=two\n") || !strings.Contains(get, "lance.compaction.max_data_files_per_fragmnt=4\n") {
+		t.Fatalf("config after --force:\n%s", get)
+	}
+
+	// No-ops: the same values again, unsetting a key that is not there.
+	for _, args := range [][]string{
+		{"config", "set", path, "lance.auto_cleanup.interval=10", "team.owner=data"},
+		{"config", "unset", path, "nonexistent.key"},
+	} {
+		out := runCLI(t, args...)
+		if !strings.HasPrefix(out, "nothing to change") {
+			t.Fatalf("lanced %s: %q, want nothing to change", strings.Join(args, " "), out)
+		}
+	}
+	sameVersion("no-op set/unset")
+	// Real Lance still opens the table at that version with all rows.
+	checkStatsAgainstLance(t, statsJSON(t, path), oracle.Inspect(t, path, 0))
 }

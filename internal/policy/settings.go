@@ -20,6 +20,7 @@ const (
 	kDuration             // "168h", "7d"
 	kGroups               // [["a"], ["b", "c"]]
 	kWindows              // ["Mon-Fri 01:00-05:00"]
+	kText                 // any string (table config only)
 )
 
 // spec describes one setting: where it lives in HCL, how it is read, the
@@ -188,6 +189,8 @@ func parseConfigValue(sp *spec, raw string) (any, error) {
 			return nil, fmt.Errorf("%s: %w", sp.configKey, err)
 		}
 		return g, nil
+	case kText:
+		return raw, nil
 	}
 	return nil, fmt.Errorf("%s: not settable from table config", sp.configKey)
 }

@@ -146,3 +146,34 @@ func (t *Table) SetConfig(ctx context.Context, set map[string]string, unset []st
 		backoff = min(2*backoff, 2*time.Second)
 	}
 }
+
+// ConfigUnchanged reports whether setting set and removing unset would leave
+// cfg as it is: every key in set already holds its value and no key in unset
+// is present.
+func ConfigUnchanged(cfg map[string]string, set map[string]string, unset []string) bool {
+	for k, v := range set {
+		if cur, ok := cfg[k]; !ok || cur != v {
+			return false
+		}
+	}
+	for _, k := range unset {
+		if _, ok := cfg[k]; ok {
+			return false
+		}
+	}
+	return true
+}
+
+// UpdateConfig is SetConfig that commits nothing when the latest version's
+// config already matches (committed false, the latest manifest returned).
+func (t *Table) UpdateConfig(ctx context.Context, set map[string]string, unset []string) (m *format.Manifest, committed bool, err error) {
+	latest, err := t.Latest(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	if ConfigUnchanged(latest.PB.GetConfig(), set, unset) {
+		return latest, false, nil
+	}
+	m, err = t.SetConfig(ctx, set, unset)
+	return m, err == nil, err
+}
