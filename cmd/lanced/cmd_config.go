@@ -9,9 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/policy"
-	"github.com/lanced-dev/lanced/internal/store"
 )
 
 func init() {
@@ -78,15 +76,11 @@ func runTableConfig(ctx context.Context, args []string, stdout, stderr io.Writer
 		tableConfigUsage(stderr)
 		return exitError{2}
 	}
-	b, err := store.Open(ctx, pos[0])
+	b, t, err := openTable(ctx, pos[0])
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	t, err := table.OpenTable(ctx, b)
-	if err != nil {
-		return err
-	}
 	if sub != "get" {
 		m, committed, err := t.UpdateConfig(ctx, set, unset)
 		if err != nil {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
-	"github.com/lanced-dev/lanced/internal/store"
 )
 
 func init() {
@@ -58,15 +57,11 @@ func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fs.Usage()
 		return exitError{2}
 	}
-	b, err := store.Open(ctx, pos[0])
+	b, tbl, err := openTable(ctx, pos[0])
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	tbl, err := table.OpenTable(ctx, b)
-	if err != nil {
-		return err
-	}
 	vs, err := tbl.Versions(ctx)
 	if err != nil {
 		return err

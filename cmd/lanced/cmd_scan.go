@@ -13,9 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/lanced-dev/lanced/internal/engine/scan"
-	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
-	"github.com/lanced-dev/lanced/internal/store"
 )
 
 func init() {
@@ -55,15 +53,11 @@ func runScan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fs.Usage()
 		return exitError{2}
 	}
-	b, err := store.Open(ctx, pos[0])
+	b, t, err := openTable(ctx, pos[0])
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	t, err := table.OpenTable(ctx, b)
-	if err != nil {
-		return err
-	}
 	var m *format.Manifest
 	if *version == 0 {
 		m, err = t.Latest(ctx)

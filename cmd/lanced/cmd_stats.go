@@ -82,15 +82,11 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fs.Usage()
 		return exitError{2}
 	}
-	b, err := store.Open(ctx, pos[0])
+	b, t, err := openTable(ctx, pos[0])
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	t, err := table.OpenTable(ctx, b)
-	if err != nil {
-		return notATableHint(ctx, pos[0], err)
-	}
 	latest, err := t.LatestVersion(ctx)
 	if err != nil {
 		return notATableHint(ctx, pos[0], err)
@@ -206,6 +202,22 @@ func printStats(w io.Writer, r *statsReport, files bool) error {
 
 // notATableHint turns "no manifest" on a directory of tables (a LanceDB
 // database) into an error listing the tables inside.
+// openTable opens the table a command names. A URI that is not a table
+// but holds tables (a LanceDB directory) gets an error listing them. The
+// caller closes the bucket.
+func openTable(ctx context.Context, arg string) (*store.Bucket, *table.Table, error) {
+	b, err := store.Open(ctx, arg)
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := table.OpenTable(ctx, b)
+	if err != nil {
+		b.Close()
+		return nil, nil, notATableHint(ctx, arg, err)
+	}
+	return b, t, nil
+}
+
 func notATableHint(ctx context.Context, arg string, err error) error {
 	found, ferr := watch.FindTables(ctx, store.LocalURI(arg))
 	if ferr != nil || len(found) == 0 || found[0].Table == store.CanonicalURI(arg) {

@@ -40,7 +40,8 @@ func Transient(err error) error {
 // Outcome is what became of one task execution.
 type Outcome int
 
-// The outcomes, in the order of style.md's table.
+// The outcomes: done, stale (dropped), retried with backoff, abandoned,
+// corrupt (the table is held), and handed back at shutdown.
 const (
 	OutcomeDone Outcome = iota
 	OutcomeStale
