@@ -37,11 +37,20 @@ check-generate: generate
 	@git diff --exit-code -- internal/format/pb || (echo "generated protobuf code is out of date: run make generate"; exit 1)
 
 # Every fuzz target, FUZZTIME each (go test runs one -fuzz target at a time).
+# A run that fails without writing a failing input to testdata/fuzz (go's
+# coordinator sometimes reports "context deadline exceeded" at the end of
+# -fuzztime) is run once more; a failing input always fails the build.
 fuzz:
 	@for spec in $$(grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' internal cmd 2>/dev/null | sed 's/:func /:/'); do \
 		file=$${spec%%:*}; name=$${spec##*:}; pkg=./$$(dirname $$file); \
 		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
-		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		corpus=$$(dirname $$file)/testdata/fuzz/$$name; \
+		before=$$(ls $$corpus 2>/dev/null | wc -l); \
+		if ! $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg; then \
+			if [ "$$(ls $$corpus 2>/dev/null | wc -l)" != "$$before" ]; then echo "fuzz $$name found a failing input: $$corpus"; exit 1; fi; \
+			echo "fuzz $$name failed without writing a failing input (go's fuzz coordinator timed out); once more"; \
+			$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		fi; \
 	done
 
 fuzz-long:
