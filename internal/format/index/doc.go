@@ -18,7 +18,12 @@
 //     CompactionMapping): old row address → new row address or deleted,
 //     computed on demand from each group's old fragments, their deletion
 //     bitmaps and the new fragments' row counts, so no table-wide map is
-//     ever built.
+//     ever built;
+//   - the remapper registry (remapper.go): a Remapper per index kind turns
+//     an old segment's files and a Mapping into a new segment's files;
+//     sub-packages register theirs from init (RegisterRemapper), and
+//     CanRemap tells the planner, from metadata alone, whether a segment
+//     can be remapped and if not why.
 //
 // Sub-packages:
 //   - internal/format/index/scalar: the btree, bitmap and labelList index
