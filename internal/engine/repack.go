@@ -9,6 +9,7 @@ import (
 	"github.com/lanced-dev/lanced/internal/engine/failpoint"
 	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/engine/journal"
+	"github.com/lanced-dev/lanced/internal/engine/scan"
 	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/lancewrite"
@@ -156,34 +157,28 @@ func writeRepackFile(ctx context.Context, tbl *table.Table, frag *tablepb.DataFr
 	copied := true
 	if errors.Is(err, lancewrite.ErrCopyUnsupported) {
 		copied = false
-		// Same rows, decoded: a fragment made of just the sources, without
-		// its deletion file (a repack keeps deleted rows in place).
+		// Same rows, decoded: a fragment made of just the sources, read
+		// with the deleted rows (a repack keeps them in place).
 		src := &tablepb.DataFragment{Id: frag.GetId(), Files: srcs, PhysicalRows: frag.GetPhysicalRows()}
 		name = newDataFileName()
 		key = format.DataFileKey(name)
 		res, err = writeObject(ctx, b, key, out, func(w io.Writer) (lancewrite.Result, error) {
-			scan, err := openLiveRows(ctx, tbl, outFields, src)
+			fr, err := scan.ScanFragment(ctx, b, outFields, src, scan.ScanOptions{KeepDeleted: true, BatchRows: rewriteBatchRows})
 			if err != nil {
 				return lancewrite.Result{}, err
 			}
-			defer scan.Close()
+			defer fr.Release()
 			lw, err := lancewrite.NewWriter(w, outFields, lancewrite.Options{Version: ver})
 			if err != nil {
 				return lancewrite.Result{}, err
 			}
-			for {
-				rec, err := scan.Next(ctx)
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
+			for fr.Next() {
+				if err := lw.Write(fr.RecordBatch()); err != nil {
 					return lancewrite.Result{}, err
 				}
-				err = lw.Write(rec)
-				rec.Release()
-				if err != nil {
-					return lancewrite.Result{}, err
-				}
+			}
+			if err := fr.Err(); err != nil {
+				return lancewrite.Result{}, err
 			}
 			return lw.Close()
 		})

@@ -289,10 +289,10 @@ func copyGroup(ctx context.Context, b *store.Bucket, g []*tablepb.DataFragment, 
 		if checkPages {
 			lf, err := lancefile.Open(ra, ra.Size(), key)
 			if err != nil {
-				return false, fragmentErr(f.GetId(), key, err)
+				return false, job.FragmentErr(f.GetId(), key, err)
 			}
 			if lf.NumRows() != f.GetPhysicalRows() {
-				return false, fragmentErr(f.GetId(), key, fmt.Errorf("%w: %s has %d rows, fragment %d has %d physical rows", format.ErrCorrupt, key, lf.NumRows(), f.GetId(), f.GetPhysicalRows()))
+				return false, job.FragmentErr(f.GetId(), key, fmt.Errorf("%w: %s has %d rows, fragment %d has %d physical rows", format.ErrCorrupt, key, lf.NumRows(), f.GetId(), f.GetPhysicalRows()))
 			}
 			files = append(files, lf)
 		}

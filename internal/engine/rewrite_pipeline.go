@@ -3,23 +3,27 @@ package engine
 import (
 	"context"
 	"fmt"
-	"io"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/lanced-dev/lanced/internal/engine/scan"
 	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format/pb/filepb"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 )
 
 // The re-encode path of a rewrite runs as two stages: a reader goroutine
-// decodes the fragments' live rows (fragmentScan) while the caller encodes
+// decodes the fragments' live rows (scan.ScanFragment) while the caller encodes
 // and writes them. Decoding and encoding each take about half of a
 // rewrite's CPU, so on two cores the stages overlap. The channel holds
 // rewriteReadAhead batches: memory grows by that many decoded batches, not
 // with the number or size of the fragments.
 const rewriteReadAhead = 1
+
+// rewriteBatchRows is the batch size of a rewrite's scan: it bounds the
+// decoded rows held at once (batch size is the memory knob).
+const rewriteBatchRows = 8192
 
 // scanItem is one step of the reader stage, in order: a fragment's start
 // (frag and deleted set), one of its batches (rec), or a failure (err).
@@ -52,26 +56,7 @@ func scanFragments(ctx context.Context, tbl *table.Table, fields []*filepb.Field
 		defer close(done)
 		defer close(ch)
 		for _, f := range frags {
-			scan, err := openLiveRows(ctx, tbl, fields, f)
-			if err != nil {
-				send(scanItem{err: fmt.Errorf("read fragment %d: %w", f.GetId(), err)})
-				return
-			}
-			ok := send(scanItem{frag: f, deleted: scan.Deleted()})
-			for ok {
-				rec, err := scan.Next(ctx)
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					send(scanItem{err: fmt.Errorf("read fragment %d: %w", f.GetId(), err)})
-					ok = false
-					break
-				}
-				ok = send(scanItem{rec: rec})
-			}
-			scan.Close()
-			if !ok {
+			if !scanOne(ctx, tbl, fields, f, send) {
 				return
 			}
 		}
@@ -86,4 +71,34 @@ func scanFragments(ctx context.Context, tbl *table.Table, fields []*filepb.Field
 		<-done
 	}
 	return ch, stop
+}
+
+// scanOne sends the start of fragment f, then its live rows; false when the
+// stage must stop (a failure was sent, or the receiver went away).
+func scanOne(ctx context.Context, tbl *table.Table, fields []*filepb.Field, f *tablepb.DataFragment, send func(scanItem) bool) bool {
+	fr, err := scan.ScanFragment(ctx, tbl.Bucket(), fields, f, scan.ScanOptions{BatchRows: rewriteBatchRows})
+	if err != nil {
+		send(scanItem{err: fmt.Errorf("read fragment %d: %w", f.GetId(), err)})
+		return false
+	}
+	defer fr.Release()
+	deleted := fr.Deleted()
+	if deleted != nil && deleted.IsEmpty() {
+		deleted = nil
+	}
+	if !send(scanItem{frag: f, deleted: deleted}) {
+		return false
+	}
+	for fr.Next() {
+		rec := fr.RecordBatch()
+		rec.Retain()
+		if !send(scanItem{rec: rec}) {
+			return false
+		}
+	}
+	if err := fr.Err(); err != nil {
+		send(scanItem{err: fmt.Errorf("read fragment %d: %w", f.GetId(), err)})
+		return false
+	}
+	return true
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/lanced-dev/lanced/internal/engine/job"
+	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/lancefile"
 	"github.com/lanced-dev/lanced/internal/format/pb/filepb"
@@ -87,7 +88,7 @@ func ScanFragment(ctx context.Context, b *store.Bucket, schema []*filepb.Field, 
 	if !opts.KeepDeleted {
 		fr.deleted = opts.Deletions
 		if fr.deleted == nil {
-			if fr.deleted, err = readFragmentDeletions(ctx, b, frag); err != nil {
+			if fr.deleted, err = table.ReadDeletions(ctx, b, frag); err != nil {
 				return nil, err
 			}
 		}
@@ -107,35 +108,9 @@ func ScanFragment(ctx context.Context, b *store.Bucket, schema []*filepb.Field, 
 	}
 	for _, df := range frag.GetFiles() {
 		key := format.DataFileKey(df.GetPath())
-		if df.BaseId != nil {
-			return nil, fmt.Errorf("data file %s of fragment %d (base %d) is under an external base path: %w", key, frag.GetId(), df.GetBaseId(), job.ErrUnsupported)
-		}
-		ra, err := b.OpenReaderAt(ctx, key)
+		ff, err := fr.openFile(ctx, b, schema, frag, df)
 		if err != nil {
-			return nil, fmt.Errorf("open data file %s of fragment %d: %w", key, frag.GetId(), err)
-		}
-		ff := &fragFile{key: key, ra: ra}
-		fr.files = append(fr.files, ff)
-		if ff.f, err = lancefile.Open(ra, ra.Size(), key); err != nil {
-			return nil, err
-		}
-		if maj, mnr := df.GetFileMajorVersion(), df.GetFileMinorVersion(); maj != 0 || mnr != 0 {
-			want, err := lancefile.FormatOf(lancefile.Version{Major: uint16(maj), Minor: uint16(mnr)})
-			if err != nil {
-				return nil, fmt.Errorf("data file %s of fragment %d: manifest version: %w", key, frag.GetId(), err)
-			}
-			if want != ff.f.Format {
-				return nil, fmt.Errorf("data file %s of fragment %d: manifest says format %s, file is %s", key, frag.GetId(), want, ff.f.Format)
-			}
-		}
-		if fr.physical == 0 {
-			fr.physical = ff.f.NumRows()
-		}
-		if ff.f.NumRows() != fr.physical {
-			return nil, fmt.Errorf("data file %s of fragment %d has %d rows, fragment has %d", key, frag.GetId(), ff.f.NumRows(), fr.physical)
-		}
-		if err := ff.f.BindTableSchema(schema, df.GetFields(), df.GetColumnIndices()); err != nil {
-			return nil, err
+			return nil, job.FragmentErr(frag.GetId(), key, err)
 		}
 		var ids []int32
 		for i, id := range top {
@@ -152,10 +127,48 @@ func ScanFragment(ctx context.Context, b *store.Bucket, schema []*filepb.Field, 
 			continue
 		}
 		if ff.r, err = ff.f.NewReader(ctx, lancefile.ReadOptions{FieldIDs: ids, BatchRows: opts.BatchRows}); err != nil {
-			return nil, err
+			return nil, job.FragmentErr(frag.GetId(), key, err)
 		}
 	}
 	return fr, nil
+}
+
+// openFile opens one data file of frag and checks it against the manifest:
+// not under an external base path, the file format version the DataFile
+// names, physical_rows rows; then binds it to the table schema.
+func (fr *FragmentReader) openFile(ctx context.Context, b *store.Bucket, schema []*filepb.Field, frag *tablepb.DataFragment, df *tablepb.DataFile) (*fragFile, error) {
+	key := format.DataFileKey(df.GetPath())
+	if df.BaseId != nil {
+		return nil, fmt.Errorf("data file %s of fragment %d (base %d) is under an external base path: %w", key, frag.GetId(), df.GetBaseId(), job.ErrUnsupported)
+	}
+	ra, err := b.OpenReaderAt(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("open data file %s of fragment %d: %w", key, frag.GetId(), err)
+	}
+	ff := &fragFile{key: key, ra: ra}
+	fr.files = append(fr.files, ff)
+	if ff.f, err = lancefile.Open(ra, ra.Size(), key); err != nil {
+		return nil, err
+	}
+	if maj, mnr := df.GetFileMajorVersion(), df.GetFileMinorVersion(); maj != 0 || mnr != 0 {
+		want, err := lancefile.FormatOf(lancefile.Version{Major: uint16(maj), Minor: uint16(mnr)})
+		if err != nil {
+			return nil, fmt.Errorf("data file %s of fragment %d: manifest version: %w", key, frag.GetId(), err)
+		}
+		if want != ff.f.Format {
+			return nil, fmt.Errorf("%w: data file %s of fragment %d: manifest says format %s, file is %s", format.ErrCorrupt, key, frag.GetId(), want, ff.f.Format)
+		}
+	}
+	if fr.physical == 0 {
+		fr.physical = ff.f.NumRows()
+	}
+	if ff.f.NumRows() != fr.physical {
+		return nil, fmt.Errorf("%w: data file %s of fragment %d has %d rows, fragment has %d", format.ErrCorrupt, key, frag.GetId(), ff.f.NumRows(), fr.physical)
+	}
+	if err := ff.f.BindTableSchema(schema, df.GetFields(), df.GetColumnIndices()); err != nil {
+		return nil, err
+	}
+	return ff, nil
 }
 
 func (fr *FragmentReader) closeFiles() {
@@ -294,31 +307,6 @@ func (fr *FragmentReader) step() (arrow.RecordBatch, error) {
 		out[i] = cat
 	}
 	return array.NewRecordBatch(fr.schema, out, live), nil
-}
-
-// readFragmentDeletions reads and checks a fragment's deletion file (empty
-// bitmap when it has none).
-func readFragmentDeletions(ctx context.Context, b *store.Bucket, frag *tablepb.DataFragment) (*roaring.Bitmap, error) {
-	df := frag.GetDeletionFile()
-	if df == nil {
-		return roaring.New(), nil
-	}
-	key := format.DeletionFileKey(frag.GetId(), df)
-	if df.BaseId != nil {
-		return nil, fmt.Errorf("deletion file %s of fragment %d (base %d) is under an external base path: %w", key, frag.GetId(), df.GetBaseId(), job.ErrUnsupported)
-	}
-	data, err := b.Get(ctx, key)
-	if err != nil {
-		return nil, fmt.Errorf("read deletion file %s of fragment %d: %w", key, frag.GetId(), err)
-	}
-	rows, err := format.DecodeDeletionFile(key, df.GetFileType(), data)
-	if err != nil {
-		return nil, err
-	}
-	if err := format.CheckDeletions(key, df, frag.GetPhysicalRows(), rows); err != nil {
-		return nil, err
-	}
-	return rows, nil
 }
 
 // Deleted returns the deleted physical row offsets applied by the reader

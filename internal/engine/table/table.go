@@ -267,19 +267,27 @@ func (t *Table) LoadTransaction(ctx context.Context, m *format.Manifest) (*table
 	return format.DecodeTransaction(key, data)
 }
 
-// ReadDeletions returns the deleted row offsets of a fragment (empty when it
-// has no deletion file). The file must exist, decode, hold exactly
-// num_deleted_rows rows and no offset at or past physical_rows.
+// ReadDeletions returns the deleted row offsets of a fragment of this table
+// (see ReadDeletions).
 func (t *Table) ReadDeletions(ctx context.Context, frag *tablepb.DataFragment) (*roaring.Bitmap, error) {
+	return ReadDeletions(ctx, t.b, frag)
+}
+
+// ReadDeletions is the one deletion-file reader: it returns the deleted row
+// offsets of a fragment in the table at b (empty when it has no deletion
+// file). The file must exist, decode, hold exactly num_deleted_rows rows and
+// no offset at or past physical_rows; one under an external base path is
+// refused (job.ErrUnsupported).
+func ReadDeletions(ctx context.Context, b *store.Bucket, frag *tablepb.DataFragment) (*roaring.Bitmap, error) {
 	df := frag.GetDeletionFile()
 	if df == nil {
 		return roaring.New(), nil
 	}
 	key := format.DeletionFileKey(frag.GetId(), df)
 	if df.BaseId != nil {
-		return nil, fmt.Errorf("deletion file %s of fragment %d (base %d): %w", key, frag.GetId(), df.GetBaseId(), job.ErrUnsupported)
+		return nil, fmt.Errorf("deletion file %s of fragment %d (base %d) is under an external base path: %w", key, frag.GetId(), df.GetBaseId(), job.ErrUnsupported)
 	}
-	data, err := t.b.Get(ctx, key)
+	data, err := b.Get(ctx, key)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("deletion file %s of fragment %d is missing: %w", key, frag.GetId(), err)
 	}
