@@ -1,16 +1,42 @@
 // Package scalar reads, writes and remaps Lance's scalar index files: the
 // btree (page_data.lance, page_lookup.lance), bitmap and labelList
 // (bitmap_page_lookup.lance) segments lance 8.0.0 writes under
-// _indices/<uuid>/.
-//
-// A remap reads an index segment page by page, maps every row address
-// through an index.Mapping (dropping rows the rewrite deleted) and writes a
-// new segment under a new uuid, as Lance's remap of each index type does
-// (https://github.com/lancedb/lance/tree/main/rust/lance-index/src/scalar:
+// _indices/<uuid>/ (formats:
+// https://github.com/lancedb/lance/tree/main/docs/src/format/table/index/scalar,
+// code: https://github.com/lancedb/lance/tree/main/rust/lance-index/src/scalar,
 // btree.rs, bitmap.rs, label_list.rs).
 //
+//   - btree: page_data.lance holds (values, ids) sorted by value, nulls
+//     first, in pages of batch_size rows (4096); page_lookup.lance one row
+//     per page (min, max, null_count, page_idx) and the schema metadata
+//     batch_size and range_partitioned. Lance reads page i at rows
+//     [i*batch_size, (i+1)*batch_size), so all pages but the last are full.
+//     OpenBTree, BTree.ReadPage, BTreeWriter (cuts pages, writes the
+//     lookup), RemapBTree.
+//   - bitmap and labelList: one row per distinct value (keys) with the
+//     serialized RowAddrs (bitmaps) of the rows holding it; a null key
+//     holds the null rows; lance:index_stats {"num_bitmaps": n}. A labelList
+//     is a bitmap over the list items plus, in a global buffer named by
+//     lance:label_list_nulls, the rows whose list is null. OpenBitmap,
+//     Bitmap.Batches, BitmapWriter, RemapBitmap.
+//
+// A remap passes every row address through an index.Mapping (dropping rows
+// the rewrite deleted) and writes the new segment's files to the writers it
+// is given. Checked against lance 8.0.0's own compaction on the same
+// tables: its remapped btree holds the same pairs in the same order, re-cut
+// into full pages with a rebuilt lookup (not its old pages shrunk, not the
+// old lookup copied), which is what RemapBTree writes; its remapped bitmaps
+// hold the same keys with the same rows (keys in another order: Lance writes
+// them in hash order, and row order carries no meaning).
+//
+// The writers are also what a catch-up (indexing new rows into an existing
+// segment) writes through: BTreeWriter takes sorted (value, row address)
+// batches, BitmapWriter distinct values with their RowAddrs.
+//
 // Invariants: no I/O beyond the readers and writers it is given; memory is
-// bounded by one page of the index plus the mapper.
+// two btree pages, or one batch of bitmap keys (BitmapBatchRows) with their
+// bitmaps, plus the lookup's two values per page; nothing panics on outside
+// bytes (ErrCorrupt, ErrUnsupported).
 //
 // Imports: internal/format/index, internal/format/lancefile,
 // internal/format/lancewrite, arrow-go, roaring.

@@ -19,7 +19,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/lanced-dev/lanced/internal/format"
-	"github.com/lanced-dev/lanced/internal/format/index"
+	"github.com/lanced-dev/lanced/internal/format/index/indextest"
 	"github.com/lanced-dev/lanced/internal/format/index/vector"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/testenv/oracle"
@@ -98,14 +98,14 @@ func testRemapOracle(t *testing.T, c remapCase) {
 		if err := json.Unmarshal(res0[0], &r); err != nil {
 			t.Fatal(err)
 		}
-		u := uuidString(t, vectorIndex(t, readManifest(t, path, r.Version)).GetUuid())
+		u := indextest.UUID(t, vectorIndex(t, indextest.ReadManifest(t, path, r.Version)).GetUuid())
 		st := openStorage(t, filepath.Join(path, "_indices", u, vector.AuxiliaryFileName))
 		rec, err := st.ReadPartition(context.Background(), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		byAddr := map[uint64]int64{}
-		for id, a := range rowAddrs(t, path, r.Version) {
+		for id, a := range oracle.RowAddrsByID(t, path, r.Version) {
 			byAddr[a] = id
 		}
 		var ids []string
@@ -126,16 +126,16 @@ func testRemapOracle(t *testing.T, c remapCase) {
 		t.Fatalf("optimize changed rows %d -> %d", pre.Rows, post.Rows)
 	}
 
-	preM := readManifest(t, path, pre.Version)
-	postM := readManifest(t, path, post.Version)
-	mapping, newFrags := mappingFromManifests(t, path, preM, postM)
-	checkMappingAgainstLance(t, path, pre.Version, post.Version, mapping)
+	preM := indextest.ReadManifest(t, path, pre.Version)
+	postM := indextest.ReadManifest(t, path, post.Version)
+	mapping, newFrags := indextest.MappingFromManifests(t, path, preM, postM)
+	indextest.CheckMapping(t, path, pre.Version, post.Version, mapping)
 
 	oldIdx := vectorIndex(t, preM)
 	lanceIdx := vectorIndex(t, postM)
 	newID := uuid.New()
 	ctx := context.Background()
-	oldDir := filepath.Join(path, "_indices", uuidString(t, oldIdx.GetUuid()))
+	oldDir := filepath.Join(path, "_indices", indextest.UUID(t, oldIdx.GetUuid()))
 	newDir := filepath.Join(path, "_indices", newID.String())
 	if err := os.MkdirAll(newDir, 0o755); err != nil {
 		t.Fatal(err)
@@ -146,8 +146,8 @@ func testRemapOracle(t *testing.T, c remapCase) {
 		t.Fatalf("distance %q/%q, want %s", ixFile.Distance, storage.Distance, d)
 	}
 	res, err := vector.Remap(ctx, ixFile, storage, mapping,
-		mustCreate(t, filepath.Join(newDir, vector.AuxiliaryFileName)),
-		mustCreate(t, filepath.Join(newDir, vector.IndexFileName)), 1)
+		indextest.Create(t, filepath.Join(newDir, vector.AuxiliaryFileName)),
+		indextest.Create(t, filepath.Join(newDir, vector.IndexFileName)), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func testRemapOracle(t *testing.T, c remapCase) {
 	back := openStorage(t, filepath.Join(newDir, vector.AuxiliaryFileName))
 	lanceDir, lanceVersion := "", uint64(0)
 	for v := pre.Version + 1; v <= post.Version && lanceDir == ""; v++ {
-		if u := uuidString(t, vectorIndex(t, readManifest(t, path, v)).GetUuid()); u != uuidString(t, oldIdx.GetUuid()) {
+		if u := indextest.UUID(t, vectorIndex(t, indextest.ReadManifest(t, path, v)).GetUuid()); u != indextest.UUID(t, oldIdx.GetUuid()) {
 			lanceDir, lanceVersion = filepath.Join(path, "_indices", u), v
 		}
 	}
@@ -197,7 +197,7 @@ func testRemapOracle(t *testing.T, c remapCase) {
 	if !gotBitmap.Equals(wantBitmap) {
 		t.Fatalf("Lance's remapped index covers %v, our mapping's new fragments are %v", gotBitmap.ToArray(), newFrags)
 	}
-	commitIndexSwap(t, path, postM, lanceIdx, newID)
+	indextest.CommitIndexSwap(t, path, postM, indextest.Swap{Old: lanceIdx, ID: newID, Files: []string{vector.AuxiliaryFileName, vector.IndexFileName}})
 	after := oracle.Inspect(t, path, 0)
 	checkIndexStats(t, after, pre.Rows)
 	ours := searchAll(t, path, after.Version, queries, c)
@@ -425,100 +425,6 @@ func checkIndexStats(t *testing.T, r oracle.Report, rows int64) {
 	t.Fatalf("vec_idx missing after our remap: %+v", r.Indices)
 }
 
-func readManifest(t *testing.T, path string, v uint64) *format.Manifest {
-	t.Helper()
-	ents, err := os.ReadDir(filepath.Join(path, format.VersionsDir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		got, _, err := format.ParseManifestName(e.Name())
-		if err != nil || got != v {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(path, format.VersionsDir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := format.DecodeManifestFile(e.Name(), data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
-	t.Fatalf("version %d not found", v)
-	return nil
-}
-
-// mappingFromManifests models the compaction between two versions: the
-// fragments only pre has were rewritten, in id order, into the fragments
-// only post has.
-func mappingFromManifests(t *testing.T, path string, pre, post *format.Manifest) (*index.CompactionMapping, []uint64) {
-	t.Helper()
-	postIDs := map[uint64]bool{}
-	for _, f := range post.PB.GetFragments() {
-		postIDs[f.GetId()] = true
-	}
-	preIDs := map[uint64]bool{}
-	var g index.RewriteGroup
-	for _, f := range pre.PB.GetFragments() {
-		preIDs[f.GetId()] = true
-		if postIDs[f.GetId()] {
-			continue
-		}
-		of := index.OldFragment{ID: f.GetId(), PhysicalRows: f.GetPhysicalRows()}
-		if df := f.GetDeletionFile(); df != nil {
-			key := format.DeletionFileKey(f.GetId(), df)
-			data, err := os.ReadFile(filepath.Join(path, key))
-			if err != nil {
-				t.Fatal(err)
-			}
-			bm, err := format.DecodeDeletionFile(key, df.GetFileType(), data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			of.Deleted = bm
-		}
-		g.Old = append(g.Old, of)
-	}
-	var newIDs []uint64
-	for _, f := range post.PB.GetFragments() {
-		if preIDs[f.GetId()] {
-			continue
-		}
-		g.New = append(g.New, index.NewFragment{ID: f.GetId(), Rows: f.GetPhysicalRows()})
-		newIDs = append(newIDs, f.GetId())
-	}
-	m, err := index.NewCompactionMapping([]index.RewriteGroup{g})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, newIDs
-}
-
-// rowAddrs maps each live id to its row address at version v, as real
-// Lance scans it.
-func rowAddrs(t *testing.T, path string, v uint64) map[int64]uint64 {
-	t.Helper()
-	return oracle.RowAddrsByID(t, path, v)
-}
-
-// checkMappingAgainstLance: for every live row, Map(address before) is the
-// address real Lance gives the same id after its compaction.
-func checkMappingAgainstLance(t *testing.T, path string, pre, post uint64, m index.Mapping) {
-	t.Helper()
-	a, b := rowAddrs(t, path, pre), rowAddrs(t, path, post)
-	if len(a) != len(b) {
-		t.Fatalf("%d live rows before, %d after", len(a), len(b))
-	}
-	for id, old := range a {
-		got, ok := m.Map(old)
-		if !ok || got != b[id] {
-			t.Fatalf("id %d: mapping sends %d to (%d, %v), Lance put it at %d", id, old, got, ok, b[id])
-		}
-	}
-}
-
 func vectorIndex(t *testing.T, m *format.Manifest) *tablepb.IndexMetadata {
 	t.Helper()
 	for _, ix := range m.Indices.GetIndices() {
@@ -528,15 +434,6 @@ func vectorIndex(t *testing.T, m *format.Manifest) *tablepb.IndexMetadata {
 	}
 	t.Fatalf("no vec_idx in version %d", m.Version())
 	return nil
-}
-
-func uuidString(t *testing.T, u *tablepb.UUID) string {
-	t.Helper()
-	id, err := uuid.FromBytes(u.GetUuid())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id.String()
 }
 
 func openStorage(t *testing.T, p string) *vector.StorageFile {
@@ -555,65 +452,6 @@ func openIndex(t *testing.T, p string) *vector.IndexFile {
 		t.Fatal(err)
 	}
 	return s
-}
-
-func mustCreate(t *testing.T, p string) *os.File {
-	t.Helper()
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return f
-}
-
-// commitIndexSwap writes version post+1: post's manifest with the index
-// entry old replaced by a copy pointing at uuid id.
-func commitIndexSwap(t *testing.T, path string, post *format.Manifest, old *tablepb.IndexMetadata, id uuid.UUID) {
-	t.Helper()
-	sec := &tablepb.IndexSection{}
-	for _, ix := range post.Indices.GetIndices() {
-		if ix == old {
-			cp := protoClone(ix)
-			cp.Uuid = &tablepb.UUID{Uuid: id[:]}
-			// Lance 8.0.0 records each index file's size and reads the
-			// file's tail at that size.
-			cp.Files = nil
-			for _, name := range []string{vector.AuxiliaryFileName, vector.IndexFileName} {
-				st, err := os.Stat(filepath.Join(path, "_indices", id.String(), name))
-				if err != nil {
-					t.Fatal(err)
-				}
-				cp.Files = append(cp.Files, &tablepb.IndexFile{Path: name, SizeBytes: uint64(st.Size())})
-			}
-			ix = cp
-		}
-		sec.Indices = append(sec.Indices, ix)
-	}
-	raw, err := marshal(sec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pb := protoCloneManifest(post.PB)
-	v := post.Version() + 1
-	pb.Version = v
-	pb.TransactionFile = ""
-	data, err := format.EncodeManifest(pb, raw, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := []string{}
-	ents, _ := os.ReadDir(filepath.Join(path, format.VersionsDir))
-	for _, e := range ents {
-		names = append(names, e.Name())
-	}
-	naming, err := format.DetectNaming(names)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(path, format.ManifestKey(naming, v)), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func envInt(name string, def int) int {

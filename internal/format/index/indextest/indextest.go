@@ -1,0 +1,203 @@
+// Package indextest holds the test helpers the index remap tests share: it
+// reads the manifests real Lance wrote around its own compaction, models
+// that compaction as an index.CompactionMapping, checks the mapping against
+// the row addresses real Lance reports, and commits a version whose index
+// entry points at a segment the test wrote, so real Lance can be asked to
+// query through it. Tests only; files are local paths.
+package indextest
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/format/index"
+	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
+	"github.com/lanced-dev/lanced/testenv/oracle"
+)
+
+// ReadManifest reads version v of the table at path.
+func ReadManifest(t testing.TB, path string, v uint64) *format.Manifest {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(path, format.VersionsDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		got, _, err := format.ParseManifestName(e.Name())
+		if err != nil || got != v {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(path, format.VersionsDir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := format.DecodeManifestFile(e.Name(), data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	t.Fatalf("version %d not found", v)
+	return nil
+}
+
+// Index returns the index entry named name in m.
+func Index(t testing.TB, m *format.Manifest, name string) *tablepb.IndexMetadata {
+	t.Helper()
+	for _, ix := range m.Indices.GetIndices() {
+		if ix.GetName() == name {
+			return ix
+		}
+	}
+	t.Fatalf("no index %s in version %d", name, m.Version())
+	return nil
+}
+
+// UUID renders an index uuid as its directory name.
+func UUID(t testing.TB, u *tablepb.UUID) string {
+	t.Helper()
+	id, err := uuid.FromBytes(u.GetUuid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id.String()
+}
+
+// MappingFromManifests models the compaction between two versions: the
+// fragments only pre has were rewritten, in id order, into the fragments
+// only post has. It returns the mapping and the new fragment ids.
+func MappingFromManifests(t testing.TB, path string, pre, post *format.Manifest) (*index.CompactionMapping, []uint64) {
+	t.Helper()
+	postIDs := map[uint64]bool{}
+	for _, f := range post.PB.GetFragments() {
+		postIDs[f.GetId()] = true
+	}
+	preIDs := map[uint64]bool{}
+	var g index.RewriteGroup
+	for _, f := range pre.PB.GetFragments() {
+		preIDs[f.GetId()] = true
+		if postIDs[f.GetId()] {
+			continue
+		}
+		of := index.OldFragment{ID: f.GetId(), PhysicalRows: f.GetPhysicalRows()}
+		if df := f.GetDeletionFile(); df != nil {
+			key := format.DeletionFileKey(f.GetId(), df)
+			data, err := os.ReadFile(filepath.Join(path, key))
+			if err != nil {
+				t.Fatal(err)
+			}
+			bm, err := format.DecodeDeletionFile(key, df.GetFileType(), data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			of.Deleted = bm
+		}
+		g.Old = append(g.Old, of)
+	}
+	var newIDs []uint64
+	for _, f := range post.PB.GetFragments() {
+		if preIDs[f.GetId()] {
+			continue
+		}
+		g.New = append(g.New, index.NewFragment{ID: f.GetId(), Rows: f.GetPhysicalRows()})
+		newIDs = append(newIDs, f.GetId())
+	}
+	m, err := index.NewCompactionMapping([]index.RewriteGroup{g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, newIDs
+}
+
+// CheckMapping: for every live row, Map(address before) is the address real
+// Lance gives the same id after its compaction.
+func CheckMapping(t testing.TB, path string, pre, post uint64, m index.Mapping) {
+	t.Helper()
+	a, b := oracle.RowAddrsByID(t, path, pre), oracle.RowAddrsByID(t, path, post)
+	if len(a) != len(b) {
+		t.Fatalf("%d live rows before, %d after", len(a), len(b))
+	}
+	for id, old := range a {
+		got, ok := m.Map(old)
+		if !ok || got != b[id] {
+			t.Fatalf("id %d: mapping sends %d to (%d, %v), Lance put it at %d", id, old, got, ok, b[id])
+		}
+	}
+}
+
+// Create creates a file the test closes at its end.
+func Create(t testing.TB, p string) *os.File {
+	t.Helper()
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// Swap replaces index entry Old by a copy pointing at segment ID, whose
+// Files are in _indices/<ID>/.
+type Swap struct {
+	Old   *tablepb.IndexMetadata
+	ID    uuid.UUID
+	Files []string
+}
+
+// CommitIndexSwap writes version post+1: post's manifest with each swap's
+// index entry replaced by a copy pointing at its uuid, listing its files
+// with their sizes (lance 8.0.0 reads each file's tail at the recorded
+// size); name, fields, details, version and fragment bitmap are kept.
+func CommitIndexSwap(t testing.TB, path string, post *format.Manifest, swaps ...Swap) {
+	t.Helper()
+	sec := &tablepb.IndexSection{}
+	for _, ix := range post.Indices.GetIndices() {
+		for _, sw := range swaps {
+			if ix != sw.Old {
+				continue
+			}
+			cp := proto.Clone(ix).(*tablepb.IndexMetadata)
+			cp.Uuid = &tablepb.UUID{Uuid: sw.ID[:]}
+			cp.Files = nil
+			for _, name := range sw.Files {
+				st, err := os.Stat(filepath.Join(path, "_indices", sw.ID.String(), name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				cp.Files = append(cp.Files, &tablepb.IndexFile{Path: name, SizeBytes: uint64(st.Size())})
+			}
+			ix = cp
+			break
+		}
+		sec.Indices = append(sec.Indices, ix)
+	}
+	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb := proto.Clone(post.PB).(*tablepb.Manifest)
+	v := post.Version() + 1
+	pb.Version = v
+	pb.TransactionFile = ""
+	data, err := format.EncodeManifest(pb, raw, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	ents, _ := os.ReadDir(filepath.Join(path, format.VersionsDir))
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	naming, err := format.DetectNaming(names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(path, format.ManifestKey(naming, v)), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,323 @@
+package scalar_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/lanced-dev/lanced/internal/format/index"
+	"github.com/lanced-dev/lanced/internal/format/index/scalar"
+	"github.com/lanced-dev/lanced/internal/format/lancefile"
+	"github.com/lanced-dev/lanced/internal/format/lancewrite"
+)
+
+func open(t *testing.T, b []byte, name string) *lancefile.File {
+	t.Helper()
+	f, err := lancefile.Open(bytes.NewReader(b), int64(len(b)), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func TestRowAddrsRoundTrip(t *testing.T) {
+	s := scalar.NewRowAddrs()
+	for _, a := range []uint64{index.Addr(3, 7), index.Addr(3, 1), index.Addr(0, 5), index.Addr(9, 70000)} {
+		s.Add(a)
+	}
+	enc, err := s.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := scalar.DecodeRowAddrs(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := back.Fragments(); !slices.Equal(got, []uint32{0, 3, 9}) {
+		t.Fatalf("fragments %v", got)
+	}
+	bm, full, ok := back.Fragment(3)
+	if !ok || full || !slices.Equal(bm.ToArray(), []uint32{1, 7}) {
+		t.Fatalf("fragment 3: %v %v %v", bm, full, ok)
+	}
+	enc2, _ := back.Encode()
+	if !bytes.Equal(enc, enc2) {
+		t.Fatal("re-encoding differs")
+	}
+	// Fragment ids ascending, u32 count, u32 id, u32 size.
+	if n := enc[0]; n != 3 || enc[4] != 0 {
+		t.Fatalf("header % x", enc[:12])
+	}
+	for _, bad := range [][]byte{nil, {1, 0, 0, 0}, append(slices.Clone(enc), 0), enc[:len(enc)-1]} {
+		if _, err := scalar.DecodeRowAddrs(bad); !errors.Is(err, scalar.ErrCorrupt) {
+			t.Errorf("decode % x: %v, want ErrCorrupt", bad, err)
+		}
+	}
+}
+
+// mapping: fragments 0 and 1 (10 rows each, offsets 0..9) are rewritten
+// into fragment 5, with offsets 0 and 3 of fragment 0 deleted.
+func testMapping(t *testing.T) *index.CompactionMapping {
+	t.Helper()
+	m, err := index.NewCompactionMapping([]index.RewriteGroup{{
+		Old: []index.OldFragment{{ID: 0, PhysicalRows: 10, Deleted: roaring.BitmapOf(0, 3)}, {ID: 1, PhysicalRows: 10}},
+		New: []index.NewFragment{{ID: 5, Rows: 18}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestRowAddrsRemap(t *testing.T) {
+	m := testMapping(t)
+	s := scalar.NewRowAddrs()
+	for _, a := range []uint64{index.Addr(0, 0), index.Addr(0, 4), index.Addr(1, 2), index.Addr(2, 1)} {
+		s.Add(a)
+	}
+	out, dropped, err := s.Remap(m, m.Rewritten)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dropped != 1 {
+		t.Fatalf("dropped %d", dropped)
+	}
+	if got := out.Fragments(); !slices.Equal(got, []uint32{2, 5}) {
+		t.Fatalf("fragments %v", got)
+	}
+	bm, _, _ := out.Fragment(5)
+	// 0/4 is the 3rd live row of the group (rank 2), 1/2 is rank 8+2 = 10.
+	if !slices.Equal(bm.ToArray(), []uint32{2, 10}) {
+		t.Fatalf("fragment 5: %v", bm.ToArray())
+	}
+}
+
+func TestBTreeWriterPagesAndRemap(t *testing.T) {
+	ctx := context.Background()
+	mem := memory.DefaultAllocator
+	// 23 sorted values (3 nulls first) over fragments 0, 1 and 2.
+	vb := array.NewStringBuilder(mem)
+	var ids []uint64
+	for i := 0; i < 23; i++ {
+		if i < 3 {
+			vb.AppendNull()
+		} else {
+			vb.Append(fmt.Sprintf("v%02d", i))
+		}
+		ids = append(ids, index.Addr(uint64(i%3), uint64(i/3)))
+	}
+	vals := vb.NewArray()
+	defer vals.Release()
+	dataFields, err := lancewrite.FieldsFromArrow(scalar.BTreeDataSchema(arrow.BinaryTypes.String), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lookupFields, err := lancewrite.FieldsFromArrow(scalar.BTreeLookupSchema(arrow.BinaryTypes.String), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data, lookup bytes.Buffer
+	w, err := scalar.NewBTreeWriter(&data, scalar.BTreeOptions{DataFields: dataFields, LookupFields: lookupFields, BatchSize: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Hand the rows in uneven pieces: pages are still cut at 5.
+	for _, cut := range [][2]int{{0, 2}, {2, 9}, {9, 23}} {
+		sl := array.NewSlice(vals, int64(cut[0]), int64(cut[1]))
+		if err := w.Write(sl, ids[cut[0]:cut[1]]); err != nil {
+			t.Fatal(err)
+		}
+		sl.Release()
+	}
+	res, err := w.Close(&lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Pages != 5 || res.Rows != 23 || res.DataSize != int64(data.Len()) || res.LookupSize != int64(lookup.Len()) {
+		t.Fatalf("result %+v (data %d lookup %d)", res, data.Len(), lookup.Len())
+	}
+	bt, err := scalar.OpenBTree(open(t, lookup.Bytes(), scalar.BTreeLookupFileName), open(t, data.Bytes(), scalar.BTreeDataFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bt.BatchSize != 5 || bt.NumPages != 5 {
+		t.Fatalf("batch %d pages %d", bt.BatchSize, bt.NumPages)
+	}
+	lk, err := bt.ReadLookup(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][4]string{{"(null)", "v04", "3", "0"}, {"v05", "v09", "0", "1"}, {"v10", "v14", "0", "2"}, {"v15", "v19", "0", "3"}, {"v20", "v22", "0", "4"}}
+	for i, wr := range want {
+		got := [4]string{lk.Column(0).ValueStr(i), lk.Column(1).ValueStr(i), lk.Column(2).ValueStr(i), lk.Column(3).ValueStr(i)}
+		if got != wr {
+			t.Errorf("lookup row %d: %v, want %v", i, got, wr)
+		}
+	}
+	lk.Release()
+
+	// Remap: fragments 0 and 1 go to fragment 5 (rows 0/0 and 0/3
+	// deleted); fragment 2 stays.
+	m := testMapping(t)
+	var data2, lookup2 bytes.Buffer
+	rr, err := scalar.RemapBTree(ctx, bt, m, &data2, &lookup2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rr.Dropped != 2 || rr.Rows != 21 || rr.Keys != 5 {
+		t.Fatalf("remap %+v", rr)
+	}
+	bt2, err := scalar.OpenBTree(open(t, lookup2.Bytes(), scalar.BTreeLookupFileName), open(t, data2.Bytes(), scalar.BTreeDataFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotVals []string
+	var gotIDs []uint64
+	for p := 0; p < bt2.NumPages; p++ {
+		rec, err := bt2.ReadPage(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p < bt2.NumPages-1 && rec.NumRows() != 5 {
+			t.Fatalf("page %d has %d rows", p, rec.NumRows())
+		}
+		for i := 0; i < int(rec.NumRows()); i++ {
+			gotVals = append(gotVals, rec.Column(0).ValueStr(i))
+			gotIDs = append(gotIDs, rec.Column(1).(*array.Uint64).Value(i))
+		}
+		rec.Release()
+	}
+	var wantVals []string
+	var wantIDs []uint64
+	for i := 0; i < 23; i++ {
+		nid, ok := m.Map(ids[i])
+		if !ok {
+			continue
+		}
+		wantVals = append(wantVals, vals.ValueStr(i))
+		wantIDs = append(wantIDs, nid)
+	}
+	if !slices.Equal(gotVals, wantVals) || !slices.Equal(gotIDs, wantIDs) {
+		t.Fatalf("remapped pairs\n %v %v\nwant\n %v %v", gotVals, gotIDs, wantVals, wantIDs)
+	}
+}
+
+func TestBTreeEmpty(t *testing.T) {
+	dataFields, _ := lancewrite.FieldsFromArrow(scalar.BTreeDataSchema(arrow.PrimitiveTypes.Int64), 0)
+	lookupFields, _ := lancewrite.FieldsFromArrow(scalar.BTreeLookupSchema(arrow.PrimitiveTypes.Int64), 0)
+	var data, lookup bytes.Buffer
+	w, err := scalar.NewBTreeWriter(&data, scalar.BTreeOptions{DataFields: dataFields, LookupFields: lookupFields})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := w.Close(&lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt, err := scalar.OpenBTree(open(t, lookup.Bytes(), scalar.BTreeLookupFileName), open(t, data.Bytes(), scalar.BTreeDataFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Pages != 0 || bt.NumPages != 0 {
+		t.Fatalf("pages %d/%d", res.Pages, bt.NumPages)
+	}
+}
+
+func TestBitmapRemap(t *testing.T) {
+	ctx := context.Background()
+	mem := memory.DefaultAllocator
+	fields, err := lancewrite.FieldsFromArrow(scalar.BitmapSchema(arrow.PrimitiveTypes.Int32), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	w, err := scalar.NewBitmapWriter(&buf, fields, lancewrite.V2_1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb := array.NewInt32Builder(mem)
+	kb.Append(7)
+	kb.AppendNull()
+	kb.Append(8)
+	keys := kb.NewArray()
+	defer keys.Release()
+	sets := [][]uint64{
+		{index.Addr(0, 1), index.Addr(1, 0), index.Addr(2, 4)},
+		{index.Addr(0, 0), index.Addr(0, 3)}, // all deleted
+		{index.Addr(2, 0)},
+	}
+	var enc [][]byte
+	for _, s := range sets {
+		ra := scalar.NewRowAddrs()
+		for _, a := range s {
+			ra.Add(a)
+		}
+		e, err := ra.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc = append(enc, e)
+	}
+	if err := w.Write(keys, enc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	bm, err := scalar.OpenBitmap(open(t, buf.Bytes(), scalar.BitmapFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := testMapping(t)
+	var out bytes.Buffer
+	res, err := scalar.RemapBitmap(ctx, bm, m, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Keys != 3 || res.Dropped != 2 || res.Rows != 4 || res.Files[0].Size != int64(out.Len()) {
+		t.Fatalf("remap %+v", res)
+	}
+	f := open(t, out.Bytes(), scalar.BitmapFileName)
+	if got := string(f.Descriptor.GetSchema().GetMetadata()["lance:index_stats"]); got != `{"num_bitmaps":3}` {
+		t.Fatalf("index stats %q", got)
+	}
+	rec, err := f.ReadAll(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	if !array.Equal(rec.Column(0), keys) {
+		t.Fatalf("keys %v", rec.Column(0))
+	}
+	for i, s := range sets {
+		got, err := scalar.DecodeRowAddrs(rec.Column(1).(*array.Binary).Value(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []uint64
+		for _, a := range s {
+			if n, ok := m.Map(a); ok {
+				want = append(want, n)
+			}
+		}
+		var have []uint64
+		for _, fr := range got.Fragments() {
+			b, _, _ := got.Fragment(fr)
+			for _, o := range b.ToArray() {
+				have = append(have, index.Addr(uint64(fr), uint64(o)))
+			}
+		}
+		slices.Sort(want)
+		if !slices.Equal(have, want) {
+			t.Errorf("key %d: %v, want %v", i, have, want)
+		}
+	}
+}
