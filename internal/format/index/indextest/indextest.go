@@ -7,6 +7,8 @@
 package indextest
 
 import (
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -200,4 +202,67 @@ func CommitIndexSwap(t testing.TB, path string, post *format.Manifest, swaps ...
 	if err := os.WriteFile(filepath.Join(path, format.ManifestKey(naming, v)), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Dir is a segment directory on local disk: the index.SegmentReader of an
+// old segment or the index.SegmentWriter of a new one.
+type Dir string
+
+// Files lists the directory's files with their sizes, sorted by name.
+func (d Dir) Files(ctx context.Context) ([]index.SegmentFile, error) {
+	ents, err := os.ReadDir(string(d))
+	if err != nil {
+		return nil, err
+	}
+	var out []index.SegmentFile
+	for _, e := range ents {
+		st, err := e.Info()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, index.SegmentFile{Name: e.Name(), Size: st.Size()})
+	}
+	return out, nil
+}
+
+// Open opens one file; it stays open until the process ends (tests only).
+func (d Dir) Open(ctx context.Context, name string) (io.ReaderAt, int64, error) {
+	f, err := os.Open(filepath.Join(string(d), name))
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, st.Size(), nil
+}
+
+// Create creates one file, making the directory first.
+func (d Dir) Create(ctx context.Context, name string) (io.WriteCloser, error) {
+	if err := os.MkdirAll(string(d), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.Create(filepath.Join(string(d), name))
+	if err != nil {
+		return nil, err
+	}
+	return &onceCloser{f: f}, nil
+}
+
+// onceCloser lets Close be called again, as index.SegmentWriter allows.
+type onceCloser struct {
+	f      *os.File
+	closed bool
+}
+
+func (c *onceCloser) Write(p []byte) (int, error) { return c.f.Write(p) }
+
+func (c *onceCloser) Close() error {
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	return c.f.Close()
 }

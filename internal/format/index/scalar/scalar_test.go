@@ -6,17 +6,20 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/format/index/scalar"
 	"github.com/lanced-dev/lanced/internal/format/lancefile"
 	"github.com/lanced-dev/lanced/internal/format/lancewrite"
+	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 )
 
 func open(t *testing.T, b []byte, name string) *lancefile.File {
@@ -318,6 +321,26 @@ func TestBitmapRemap(t *testing.T) {
 		slices.Sort(want)
 		if !slices.Equal(have, want) {
 			t.Errorf("key %d: %v, want %v", i, have, want)
+		}
+	}
+}
+
+func TestCheck(t *testing.T) {
+	seg := func(url string, v int32) *tablepb.IndexMetadata {
+		return &tablepb.IndexMetadata{Name: "x_idx", IndexDetails: &anypb.Any{TypeUrl: url}, IndexVersion: &v}
+	}
+	for _, ok := range []*tablepb.IndexMetadata{
+		seg("/lance.table.BTreeIndexDetails", 0), seg("/lance.table.BitmapIndexDetails", 0),
+		seg("/lance.table.LabelListIndexDetails", 0), seg("/lance.table.LabelListIndexDetails", 1),
+	} {
+		if err := index.CanRemap(ok); err != nil {
+			t.Errorf("CanRemap(%s v%d) = %v", ok.GetIndexDetails().GetTypeUrl(), ok.GetIndexVersion(), err)
+		}
+	}
+	for _, bad := range []*tablepb.IndexMetadata{seg("/lance.table.BTreeIndexDetails", 1), seg("/lance.table.LabelListIndexDetails", 2)} {
+		err := index.CanRemap(bad)
+		if !errors.Is(err, index.ErrNoRemapper) || !strings.Contains(err.Error(), "x_idx") {
+			t.Errorf("CanRemap(%s v%d) = %v, want ErrNoRemapper naming the index", bad.GetIndexDetails().GetTypeUrl(), bad.GetIndexVersion(), err)
 		}
 	}
 }

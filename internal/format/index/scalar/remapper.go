@@ -1,0 +1,142 @@
+package scalar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/lanced-dev/lanced/internal/format/index"
+	"github.com/lanced-dev/lanced/internal/format/lancefile"
+	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
+)
+
+// remapper is the index.Remapper of the btree, bitmap and labelList indices.
+type remapper struct{}
+
+func init() {
+	for _, k := range []index.Kind{index.KindBTree, index.KindBitmap, index.KindLabelList} {
+		index.RegisterRemapper(k, remapper{})
+	}
+}
+
+// maxIndexVersion is the newest index_version of each kind whose files this
+// package has been checked against (lance 8.0.0 writes btree 0, bitmap 0,
+// labelList 1: the null-list buffer); a newer one may mean a layout this
+// package does not know.
+var maxIndexVersion = map[index.Kind]int32{
+	index.KindBTree:     0,
+	index.KindBitmap:    0,
+	index.KindLabelList: 1,
+}
+
+// Check accepts the scalar kinds at the index versions this package knows.
+func (remapper) Check(seg *tablepb.IndexMetadata) error {
+	k := index.Detect(seg)
+	maxV, ok := maxIndexVersion[k]
+	if !ok {
+		return fmt.Errorf("%w: scalar kind %s", index.ErrNoRemapper, k)
+	}
+	if v := seg.GetIndexVersion(); v > maxV {
+		return fmt.Errorf("%w: %s index version %d (lanced knows up to %d)", index.ErrNoRemapper, k, v, maxV)
+	}
+	return nil
+}
+
+// Remap implements index.Remapper: a btree page by page, a bitmap or
+// labelList one batch of keys at a time.
+func (r remapper) Remap(ctx context.Context, req index.RemapRequest) (index.RemapResult, error) {
+	var out index.RemapResult
+	if err := r.Check(req.Segment); err != nil {
+		return out, err
+	}
+	var res RemapResult
+	switch req.Kind {
+	case index.KindBTree:
+		lf, err := openFile(ctx, req.Old, BTreeLookupFileName)
+		if err != nil {
+			return out, err
+		}
+		df, err := openFile(ctx, req.Old, BTreeDataFileName)
+		if err != nil {
+			return out, err
+		}
+		bt, err := OpenBTree(lf, df)
+		if err != nil {
+			return out, wrapUnsupported(err)
+		}
+		err = withFiles(ctx, req.New, []string{BTreeDataFileName, BTreeLookupFileName}, func(w []io.Writer) error {
+			res, err = RemapBTree(ctx, bt, req.Mapping, w[0], w[1])
+			return err
+		})
+		if err != nil {
+			return out, wrapUnsupported(err)
+		}
+	case index.KindBitmap, index.KindLabelList:
+		f, err := openFile(ctx, req.Old, BitmapFileName)
+		if err != nil {
+			return out, err
+		}
+		bm, err := OpenBitmap(f)
+		if err != nil {
+			return out, wrapUnsupported(err)
+		}
+		err = withFiles(ctx, req.New, []string{BitmapFileName}, func(w []io.Writer) error {
+			res, err = RemapBitmap(ctx, bm, req.Mapping, w[0])
+			return err
+		})
+		if err != nil {
+			return out, wrapUnsupported(err)
+		}
+	default:
+		return out, fmt.Errorf("%w: scalar kind %s", index.ErrNoRemapper, req.Kind)
+	}
+	out.Rows, out.Dropped = res.Rows, res.Dropped
+	return out, nil
+}
+
+// withFiles creates the named files, runs write and closes them; a file
+// exists only if everything succeeded.
+func withFiles(ctx context.Context, seg index.SegmentWriter, names []string, write func([]io.Writer) error) error {
+	var ws []io.WriteCloser
+	defer func() {
+		for _, w := range ws {
+			w.Close()
+		}
+	}()
+	plain := make([]io.Writer, len(names))
+	for i, n := range names {
+		w, err := seg.Create(ctx, n)
+		if err != nil {
+			return err
+		}
+		ws = append(ws, w)
+		plain[i] = w
+	}
+	if err := write(plain); err != nil {
+		return err
+	}
+	for _, w := range ws {
+		if err := w.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func openFile(ctx context.Context, seg index.SegmentReader, name string) (*lancefile.File, error) {
+	r, size, err := seg.Open(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return lancefile.Open(r, size, name)
+}
+
+// wrapUnsupported makes ErrUnsupported also an index.ErrNoRemapper, so the
+// engine keeps the segment's fragments.
+func wrapUnsupported(err error) error {
+	if errors.Is(err, ErrUnsupported) && !errors.Is(err, index.ErrNoRemapper) {
+		return fmt.Errorf("%w: %w", index.ErrNoRemapper, err)
+	}
+	return err
+}
