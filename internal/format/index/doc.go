@@ -39,5 +39,6 @@
 // index files were rewritten for them (or the table has stable row ids);
 // nothing here panics on outside bytes.
 //
-// Imports: internal/format/pb/..., roaring and the protobuf runtime only.
+// Imports: internal/format/pb/..., internal/format/lancefile (segment.go:
+// opening a segment's files), roaring and the protobuf runtime.
 package index

@@ -266,3 +266,47 @@ func (c *onceCloser) Close() error {
 	c.closed = true
 	return c.f.Close()
 }
+
+// Compaction is real Lance's optimize() of a table whose state before it
+// is Pre, modelled as a mapping.
+type Compaction struct {
+	Pre, Post   oracle.Report
+	PreM, PostM *format.Manifest
+	Mapping     *index.CompactionMapping
+	// NewFragments are the fragments the compaction wrote.
+	NewFragments []uint64
+}
+
+// Compact runs real Lance's optimize() on the table at path (whose latest
+// version is pre), checks that it kept the rows, and builds the mapping of
+// its compaction, checked row by row against Lance's row addresses.
+func Compact(t testing.TB, path string, pre oracle.Report) Compaction {
+	t.Helper()
+	c := Compaction{Pre: pre}
+	oracle.RunOps(t, path, []oracle.Op{{"op": "optimize"}})
+	c.Post = oracle.Inspect(t, path, 0)
+	if c.Post.Rows != pre.Rows {
+		t.Fatalf("optimize changed rows %d -> %d", pre.Rows, c.Post.Rows)
+	}
+	c.PreM = ReadManifest(t, path, pre.Version)
+	c.PostM = ReadManifest(t, path, c.Post.Version)
+	c.Mapping, c.NewFragments = MappingFromManifests(t, path, c.PreM, c.PostM)
+	CheckMapping(t, path, pre.Version, c.Post.Version, c.Mapping)
+	return c
+}
+
+// LanceRemap finds real Lance's own remap of index name in the compaction:
+// the first version after Pre whose entry has another uuid (optimize() may
+// rebuild the index again afterwards). It returns that segment's directory
+// and the version.
+func (c Compaction) LanceRemap(t testing.TB, path, name string) (string, uint64) {
+	t.Helper()
+	old := UUID(t, Index(t, c.PreM, name).GetUuid())
+	for v := c.Pre.Version + 1; v <= c.Post.Version; v++ {
+		if u := UUID(t, Index(t, ReadManifest(t, path, v), name).GetUuid()); u != old {
+			return filepath.Join(path, "_indices", u), v
+		}
+	}
+	t.Fatalf("real Lance's optimize did not remap %s", name)
+	return "", 0
+}

@@ -136,15 +136,9 @@ func testRemapOracle(t *testing.T, tc remapTable) {
 	oracle.RunOps(t, path, tc.setup)
 	oracle.RunOps(t, path, []oracle.Op{{"op": "delete", "where": tc.del}})
 	pre := oracle.Inspect(t, path, 0)
-	oracle.RunOps(t, path, []oracle.Op{{"op": "optimize"}})
-	post := oracle.Inspect(t, path, 0)
-	if post.Rows != pre.Rows {
-		t.Fatalf("optimize changed rows %d -> %d", pre.Rows, post.Rows)
-	}
-	preM := indextest.ReadManifest(t, path, pre.Version)
-	postM := indextest.ReadManifest(t, path, post.Version)
-	mapping, newFrags := indextest.MappingFromManifests(t, path, preM, postM)
-	indextest.CheckMapping(t, path, pre.Version, post.Version, mapping)
+	comp := indextest.Compact(t, path, pre)
+	post, preM, postM, mapping := comp.Post, comp.PreM, comp.PostM, comp.Mapping
+	newFrags := comp.NewFragments
 	wantFrags := roaring.New()
 	for _, f := range newFrags {
 		wantFrags.Add(uint32(f))
@@ -165,17 +159,7 @@ func testRemapOracle(t *testing.T, tc remapTable) {
 		if !got.Equals(wantFrags) {
 			t.Fatalf("%s: Lance's remapped index covers %v, the new fragments are %v", name, got.ToArray(), newFrags)
 		}
-		// Lance's own remap: the first version after pre whose entry has
-		// another uuid.
-		lanceDir := ""
-		for v := pre.Version + 1; v <= post.Version && lanceDir == ""; v++ {
-			if u := indextest.UUID(t, indextest.Index(t, indextest.ReadManifest(t, path, v), name).GetUuid()); u != indextest.UUID(t, old.GetUuid()) {
-				lanceDir = filepath.Join(path, "_indices", u)
-			}
-		}
-		if lanceDir == "" {
-			t.Fatalf("real Lance's optimize did not remap %s", name)
-		}
+		lanceDir, _ := comp.LanceRemap(t, path, name)
 		if err := index.CanRemap(old); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

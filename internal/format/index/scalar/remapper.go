@@ -2,12 +2,10 @@ package scalar
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
 	"github.com/lanced-dev/lanced/internal/format/index"
-	"github.com/lanced-dev/lanced/internal/format/lancefile"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 )
 
@@ -53,40 +51,40 @@ func (r remapper) Remap(ctx context.Context, req index.RemapRequest) (index.Rema
 	var res RemapResult
 	switch req.Kind {
 	case index.KindBTree:
-		lf, err := openFile(ctx, req.Old, BTreeLookupFileName)
+		lf, err := index.OpenSegmentFile(ctx, req.Old, BTreeLookupFileName)
 		if err != nil {
 			return out, err
 		}
-		df, err := openFile(ctx, req.Old, BTreeDataFileName)
+		df, err := index.OpenSegmentFile(ctx, req.Old, BTreeDataFileName)
 		if err != nil {
 			return out, err
 		}
 		bt, err := OpenBTree(lf, df)
 		if err != nil {
-			return out, wrapUnsupported(err)
+			return out, index.NoRemapperIf(err, ErrUnsupported)
 		}
 		err = withFiles(ctx, req.New, []string{BTreeDataFileName, BTreeLookupFileName}, func(w []io.Writer) error {
 			res, err = RemapBTree(ctx, bt, req.Mapping, w[0], w[1])
 			return err
 		})
 		if err != nil {
-			return out, wrapUnsupported(err)
+			return out, index.NoRemapperIf(err, ErrUnsupported)
 		}
 	case index.KindBitmap, index.KindLabelList:
-		f, err := openFile(ctx, req.Old, BitmapFileName)
+		f, err := index.OpenSegmentFile(ctx, req.Old, BitmapFileName)
 		if err != nil {
 			return out, err
 		}
 		bm, err := OpenBitmap(f)
 		if err != nil {
-			return out, wrapUnsupported(err)
+			return out, index.NoRemapperIf(err, ErrUnsupported)
 		}
 		err = withFiles(ctx, req.New, []string{BitmapFileName}, func(w []io.Writer) error {
 			res, err = RemapBitmap(ctx, bm, req.Mapping, w[0])
 			return err
 		})
 		if err != nil {
-			return out, wrapUnsupported(err)
+			return out, index.NoRemapperIf(err, ErrUnsupported)
 		}
 	default:
 		return out, fmt.Errorf("%w: scalar kind %s", index.ErrNoRemapper, req.Kind)
@@ -122,21 +120,4 @@ func withFiles(ctx context.Context, seg index.SegmentWriter, names []string, wri
 		}
 	}
 	return nil
-}
-
-func openFile(ctx context.Context, seg index.SegmentReader, name string) (*lancefile.File, error) {
-	r, size, err := seg.Open(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return lancefile.Open(r, size, name)
-}
-
-// wrapUnsupported makes ErrUnsupported also an index.ErrNoRemapper, so the
-// engine keeps the segment's fragments.
-func wrapUnsupported(err error) error {
-	if errors.Is(err, ErrUnsupported) && !errors.Is(err, index.ErrNoRemapper) {
-		return fmt.Errorf("%w: %w", index.ErrNoRemapper, err)
-	}
-	return err
 }

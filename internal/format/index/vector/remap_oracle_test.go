@@ -120,16 +120,8 @@ func testRemapOracle(t *testing.T, c remapCase) {
 	queries := queryVectors(envInt("LANCED_REMAP_QUERIES", 32), 32)
 	before := searchAll(t, path, pre.Version, queries, c)
 
-	oracle.RunOps(t, path, []oracle.Op{{"op": "optimize"}})
-	post := oracle.Inspect(t, path, 0)
-	if post.Rows != pre.Rows {
-		t.Fatalf("optimize changed rows %d -> %d", pre.Rows, post.Rows)
-	}
-
-	preM := indextest.ReadManifest(t, path, pre.Version)
-	postM := indextest.ReadManifest(t, path, post.Version)
-	mapping, newFrags := indextest.MappingFromManifests(t, path, preM, postM)
-	indextest.CheckMapping(t, path, pre.Version, post.Version, mapping)
+	comp := indextest.Compact(t, path, pre)
+	preM, postM, mapping, newFrags := comp.PreM, comp.PostM, comp.Mapping, comp.NewFragments
 
 	oldIdx := vectorIndex(t, preM)
 	lanceIdx := vectorIndex(t, postM)
@@ -165,15 +157,7 @@ func testRemapOracle(t *testing.T, c remapCase) {
 	// vec_idx has another uuid; optimize() may retrain it afterwards),
 	// partition by partition and column by column.
 	back := openStorage(t, filepath.Join(newDir, vector.AuxiliaryFileName))
-	lanceDir, lanceVersion := "", uint64(0)
-	for v := pre.Version + 1; v <= post.Version && lanceDir == ""; v++ {
-		if u := indextest.UUID(t, vectorIndex(t, indextest.ReadManifest(t, path, v)).GetUuid()); u != indextest.UUID(t, oldIdx.GetUuid()) {
-			lanceDir, lanceVersion = filepath.Join(path, "_indices", u), v
-		}
-	}
-	if lanceDir == "" {
-		t.Fatalf("real Lance's optimize did not remap vec_idx")
-	}
+	lanceDir, lanceVersion := comp.LanceRemap(t, path, "vec_idx")
 	lanceStorage := openStorage(t, filepath.Join(lanceDir, vector.AuxiliaryFileName))
 	if back.NumPartitions() != storage.NumPartitions() || back.Quantization != storage.Quantization {
 		t.Fatalf("remapped storage: %d partitions %s, want %d %s", back.NumPartitions(), back.Quantization, storage.NumPartitions(), storage.Quantization)

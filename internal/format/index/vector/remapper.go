@@ -2,11 +2,9 @@ package vector
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/lanced-dev/lanced/internal/format/index"
-	"github.com/lanced-dev/lanced/internal/format/lancefile"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 )
 
@@ -34,21 +32,21 @@ func (remapper) Check(seg *tablepb.IndexMetadata) error {
 // segment are read partition by partition and written under the new one.
 func (remapper) Remap(ctx context.Context, req index.RemapRequest) (index.RemapResult, error) {
 	var res index.RemapResult
-	xf, err := openFile(ctx, req.Old, IndexFileName)
+	xf, err := index.OpenSegmentFile(ctx, req.Old, IndexFileName)
 	if err != nil {
 		return res, err
 	}
-	sf, err := openFile(ctx, req.Old, AuxiliaryFileName)
+	sf, err := index.OpenSegmentFile(ctx, req.Old, AuxiliaryFileName)
 	if err != nil {
 		return res, err
 	}
 	x, err := OpenIndexFile(xf)
 	if err != nil {
-		return res, wrapUnsupported(err)
+		return res, index.NoRemapperIf(err, ErrUnsupported)
 	}
 	s, err := OpenStorageFile(sf)
 	if err != nil {
-		return res, wrapUnsupported(err)
+		return res, index.NoRemapperIf(err, ErrUnsupported)
 	}
 	aux, err := req.New.Create(ctx, AuxiliaryFileName)
 	if err != nil {
@@ -62,7 +60,7 @@ func (remapper) Remap(ctx context.Context, req index.RemapRequest) (index.RemapR
 	defer idx.Close()
 	r, err := Remap(ctx, x, s, req.Mapping, aux, idx, req.Seed)
 	if err != nil {
-		return res, wrapUnsupported(err)
+		return res, index.NoRemapperIf(err, ErrUnsupported)
 	}
 	if err := aux.Close(); err != nil {
 		return res, err
@@ -72,21 +70,4 @@ func (remapper) Remap(ctx context.Context, req index.RemapRequest) (index.RemapR
 	}
 	res.Rows, res.Dropped = r.Storage.Rows, r.Storage.Dropped
 	return res, nil
-}
-
-func openFile(ctx context.Context, seg index.SegmentReader, name string) (*lancefile.File, error) {
-	r, size, err := seg.Open(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return lancefile.Open(r, size, name)
-}
-
-// wrapUnsupported makes ErrUnsupported also an index.ErrNoRemapper, so the
-// engine keeps the segment's fragments.
-func wrapUnsupported(err error) error {
-	if errors.Is(err, ErrUnsupported) && !errors.Is(err, index.ErrNoRemapper) {
-		return fmt.Errorf("%w: %w", index.ErrNoRemapper, err)
-	}
-	return err
 }
