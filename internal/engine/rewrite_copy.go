@@ -36,8 +36,10 @@ import (
 //
 // 2.1 files go through lancewrite.FilterConcat: column by column, pages
 // without deleted rows are copied, full-zip pages (vectors, long strings)
-// that lost rows are filtered without decoding, and other pages that lost
-// rows are re-encoded; columns of small pages are re-encoded whole by the
+// that lost rows are filtered without decoding, mini-block pages that lost
+// rows keep their untouched chunks and their dictionary (only the chunks
+// that lost rows are cut apart), and other pages that lost rows are
+// re-encoded; columns of small pages are re-encoded whole by the
 // same page rule, applied per column. Columns run on the task's workers
 // (SetTaskParallelism).
 //

@@ -115,7 +115,6 @@ func decodeMiniBlock(l *enc21pb.MiniBlockLayout, bufs [][]byte) (*page, error) {
 func decodeChunks(l *enc21pb.MiniBlockLayout, chunks []chunkRef, data []byte, base int, dict *values) (*page, error) {
 	p := &page{layers: l.GetLayers()}
 	hasRep, hasDef := l.GetRepCompression() != nil, l.GetDefCompression() != nil
-	nb := int(l.GetNumBuffers())
 	total := 0
 	for _, ch := range chunks {
 		total += ch.nvals
@@ -127,77 +126,28 @@ func decodeChunks(l *enc21pb.MiniBlockLayout, chunks []chunkRef, data []byte, ba
 	}
 	var rep, def values
 	seen := 0
-	chunkBufs := make([][]byte, nb)
-	sizes := make([]int, nb)
 	for ci, ch := range chunks {
 		c := ci
 		if ch.off-base < 0 || ch.off-base+ch.nbytes > len(data) {
 			return nil, fmt.Errorf("%w: chunk at %d outside the bytes read", ErrCorrupt, ch.off)
 		}
-		chunk := data[ch.off-base : ch.off-base+ch.nbytes]
+		parts, err := SplitMiniBlockChunk(l, data[ch.off-base:ch.off-base+ch.nbytes])
+		if err != nil {
+			return nil, fmt.Errorf("chunk %d: %w", c, err)
+		}
 		seen += ch.nvals
-		// Header: u16 num_levels, [u16 rep bytes], [u16 def bytes], u16 × nb.
-		h := 2 + 2*nb
+		numLevels := parts.NumLevels
 		if hasRep {
-			h += 2
-		}
-		if hasDef {
-			h += 2
-		}
-		if h > len(chunk) {
-			return nil, fmt.Errorf("%w: chunk %d header beyond chunk", ErrCorrupt, c)
-		}
-		le := binary.LittleEndian
-		numLevels := int(le.Uint16(chunk))
-		o := 2
-		var repSize, defSize int
-		if hasRep {
-			repSize = int(le.Uint16(chunk[o:]))
-			o += 2
-		}
-		if hasDef {
-			defSize = int(le.Uint16(chunk[o:]))
-			o += 2
-		}
-		for i := range sizes {
-			sizes[i] = int(le.Uint16(chunk[o:]))
-			o += 2
-		}
-		pad8 := func(x int) int { return (x + 7) &^ 7 }
-		o = pad8(o)
-		take := func(sz int, what string) ([]byte, error) {
-			if o+sz > len(chunk) {
-				return nil, fmt.Errorf("%w: chunk %d %s [%d,+%d) beyond chunk of %d bytes", ErrCorrupt, c, what, o, sz, len(chunk))
-			}
-			b := chunk[o : o+sz]
-			o = pad8(o + sz)
-			return b, nil
-		}
-		if hasRep {
-			b, err := take(repSize, "rep levels")
-			if err != nil {
-				return nil, err
-			}
-			if err := decodeBlock(l.GetRepCompression(), b, numLevels, &rep); err != nil {
+			if err := decodeBlock(l.GetRepCompression(), parts.Rep, numLevels, &rep); err != nil {
 				return nil, fmt.Errorf("chunk %d rep levels: %w", c, err)
 			}
 		}
 		if hasDef {
-			b, err := take(defSize, "def levels")
-			if err != nil {
-				return nil, err
-			}
-			if err := decodeBlock(l.GetDefCompression(), b, numLevels, &def); err != nil {
+			if err := decodeBlock(l.GetDefCompression(), parts.Def, numLevels, &def); err != nil {
 				return nil, fmt.Errorf("chunk %d def levels: %w", c, err)
 			}
 		}
-		for i, sz := range sizes {
-			b, err := take(sz, "value buffer")
-			if err != nil {
-				return nil, err
-			}
-			chunkBufs[i] = b
-		}
+		chunkBufs := parts.Values
 		if err := decodeMiniBlockValues(l.GetValueCompression(), chunkBufs, ch.nvals, target); err != nil {
 			return nil, fmt.Errorf("chunk %d values: %w", c, err)
 		}
@@ -304,4 +254,95 @@ func applyDictionary(idx, dict, out *values) error {
 		}
 	}
 	return nil
+}
+
+// MiniBlockChunk locates one chunk of a mini-block page: its byte range in
+// the page's data buffer, the values before it in the page and its values.
+type MiniBlockChunk struct {
+	Off, Size     int
+	First, Values int
+}
+
+// MiniBlockChunks parses a mini-block page's chunk table (its first buffer)
+// against a data buffer (its second) of dataLen bytes.
+func MiniBlockChunks(l *enc21pb.MiniBlockLayout, meta []byte, dataLen int) ([]MiniBlockChunk, error) {
+	refs, err := miniBlockChunks(l, meta, dataLen)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]MiniBlockChunk, len(refs))
+	for i, r := range refs {
+		out[i] = MiniBlockChunk{Off: r.off, Size: r.nbytes, First: r.first, Values: r.nvals}
+	}
+	return out, nil
+}
+
+// ChunkParts are the stored pieces of one mini-block chunk, each still
+// encoded: its number of level entries, the rep and def level bytes (nil
+// when the layout has none) and its value buffers.
+type ChunkParts struct {
+	NumLevels int
+	Rep, Def  []byte
+	Values    [][]byte
+}
+
+// SplitMiniBlockChunk cuts one chunk into its parts. A chunk is a header
+// (u16 number of levels, u16 rep bytes if the layout has rep levels, u16
+// def bytes if it has def levels, u16 per value buffer) padded to 8 bytes,
+// then the rep levels, the def levels and the value buffers, each padded
+// to 8 bytes.
+func SplitMiniBlockChunk(l *enc21pb.MiniBlockLayout, chunk []byte) (ChunkParts, error) {
+	hasRep, hasDef := l.GetRepCompression() != nil, l.GetDefCompression() != nil
+	nb := int(l.GetNumBuffers())
+	h := 2 + 2*nb
+	if hasRep {
+		h += 2
+	}
+	if hasDef {
+		h += 2
+	}
+	if h > len(chunk) {
+		return ChunkParts{}, fmt.Errorf("%w: chunk header beyond chunk", ErrCorrupt)
+	}
+	le := binary.LittleEndian
+	p := ChunkParts{NumLevels: int(le.Uint16(chunk)), Values: make([][]byte, nb)}
+	o := 2
+	var repSize, defSize int
+	if hasRep {
+		repSize = int(le.Uint16(chunk[o:]))
+		o += 2
+	}
+	if hasDef {
+		defSize = int(le.Uint16(chunk[o:]))
+		o += 2
+	}
+	sizesAt := o
+	o += 2 * nb
+	pad8 := func(x int) int { return (x + 7) &^ 7 }
+	o = pad8(o)
+	take := func(sz int, what string) ([]byte, error) {
+		if o+sz > len(chunk) {
+			return nil, fmt.Errorf("%w: chunk %s [%d,+%d) beyond chunk of %d bytes", ErrCorrupt, what, o, sz, len(chunk))
+		}
+		b := chunk[o : o+sz]
+		o = pad8(o + sz)
+		return b, nil
+	}
+	var err error
+	if hasRep {
+		if p.Rep, err = take(repSize, "rep levels"); err != nil {
+			return ChunkParts{}, err
+		}
+	}
+	if hasDef {
+		if p.Def, err = take(defSize, "def levels"); err != nil {
+			return ChunkParts{}, err
+		}
+	}
+	for i := range p.Values {
+		if p.Values[i], err = take(int(le.Uint16(chunk[sizesAt+2*i:])), "value buffer"); err != nil {
+			return ChunkParts{}, err
+		}
+	}
+	return p, nil
 }

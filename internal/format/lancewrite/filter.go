@@ -32,6 +32,10 @@ import (
 //     vectors, long strings) that lost rows is filtered without decoding:
 //     the zipped rows that survive are copied run by run and, for variable
 //     width, the repetition index is rebuilt (PathFilter);
+//   - a mini-block page without repetition that lost rows keeps the chunks
+//     that lost none byte for byte and its dictionary; only the chunks that
+//     lost rows are cut apart and their survivors encoded again in the
+//     page's own compression (PathRechunk, see rechunkPage);
 //   - any other page that lost rows is decoded, its live rows re-encoded
 //     (PathReencode); consecutive re-encoded pages are merged up to the
 //     page size, as a writer would.
@@ -129,6 +133,7 @@ const (
 	PathFilter                   // source page with deleted rows cut out, not decoded
 	PathReencode                 // decoded and encoded again
 	PathDrop                     // source page with no live rows: nothing written
+	PathRechunk                  // mini-block page: chunks kept, those that lost rows cut apart
 )
 
 func (p PagePath) String() string {
@@ -141,6 +146,8 @@ func (p PagePath) String() string {
 		return "reencode"
 	case PathDrop:
 		return "drop"
+	case PathRechunk:
+		return "rechunk"
 	}
 	return fmt.Sprintf("path(%d)", int(p))
 }
@@ -156,6 +163,7 @@ type PathCount struct {
 type PathStats struct {
 	Copied     PathCount `json:"copied"`
 	Filtered   PathCount `json:"filtered"`
+	Rechunked  PathCount `json:"rechunked"`
 	Reencoded  PathCount `json:"reencoded"`
 	Dropped    PathCount `json:"dropped"`
 	ColsCopied int       `json:"columns_copied"` // columns handled page by page (the others were re-encoded whole)
@@ -167,6 +175,8 @@ func (s *PathStats) Add(o PathStats) {
 	s.Copied.Bytes += o.Copied.Bytes
 	s.Filtered.Pages += o.Filtered.Pages
 	s.Filtered.Bytes += o.Filtered.Bytes
+	s.Rechunked.Pages += o.Rechunked.Pages
+	s.Rechunked.Bytes += o.Rechunked.Bytes
 	s.Reencoded.Pages += o.Reencoded.Pages
 	s.Reencoded.Bytes += o.Reencoded.Bytes
 	s.Dropped.Pages += o.Dropped.Pages
@@ -179,6 +189,8 @@ func (s *PathStats) count(p PagePath, bytes int64) {
 	switch p {
 	case PathFilter:
 		c = &s.Filtered
+	case PathRechunk:
+		c = &s.Rechunked
 	case PathReencode:
 		c = &s.Reencoded
 	case PathDrop:
@@ -609,18 +621,20 @@ func (p *colPlan) run(ctx context.Context, out chan<- *outPage, bud *budget, opt
 				}
 				continue
 			}
-			op, err := filterPage(s, pg, a, n)
+			ops, path, err := cutPage(s, pg, a, n)
 			if err != nil {
 				return fmt.Errorf("%s column %d page %d: %w", s.Name, p.srcCol[si], pi, err)
 			}
-			if op != nil {
+			if ops != nil {
 				if err := flush(); err != nil {
 					return err
 				}
-				op.col, op.ev = p.col, ev
-				op.ev.Path = PathFilter
-				if err := emit(ctx, out, bud, op); err != nil {
-					return err
+				for _, op := range ops {
+					op.col, op.ev = p.col, ev
+					op.ev.Path, op.ev.Rows = path, op.rows
+					if err := emit(ctx, out, bud, op); err != nil {
+						return err
+					}
 				}
 				continue
 			}
@@ -669,18 +683,35 @@ func addSlice(l *leaf, col arrow.Array, a, b uint64) error {
 	return l.add(sl)
 }
 
-// filterPage cuts the deleted rows out of a full-zip page without
-// repetition (rows [a, a+n) of the source, some of them deleted). It
-// returns nil when the page's layout needs a decode.
-func filterPage(s *filterSrc, pg *file2pb.ColumnMetadata_Page, a, n uint64) (*outPage, error) {
+// cutPage removes the deleted rows of a page that lost some without a
+// decode of the page: a full-zip page by its zipped rows (PathFilter), a
+// mini-block page by its chunks (PathRechunk). It returns nil when the page
+// must be re-encoded.
+func cutPage(s *filterSrc, pg *file2pb.ColumnMetadata_Page, a, n uint64) ([]*outPage, PagePath, error) {
 	anyEnc, err := lancefile.PageEncoding(pg.GetEncoding())
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var pl enc21pb.PageLayout
 	if err := proto.Unmarshal(anyEnc.GetValue(), &pl); err != nil {
-		return nil, fmt.Errorf("%w: page layout: %v", lancefile.ErrCorrupt, err)
+		return nil, 0, fmt.Errorf("%w: page layout: %v", lancefile.ErrCorrupt, err)
 	}
+	if pl.GetMiniBlockLayout() != nil {
+		ops, err := rechunkPage(s, pg, &pl, a, n)
+		return ops, PathRechunk, err
+	}
+	op, err := filterPage(s, pg, &pl, a, n)
+	if op == nil || err != nil {
+		return nil, 0, err
+	}
+	return []*outPage{op}, PathFilter, nil
+}
+
+// filterPage cuts the deleted rows out of a full-zip page without
+// repetition (rows [a, a+n) of the source, some of them deleted). It
+// returns nil when the page's layout needs a decode.
+func filterPage(s *filterSrc, pg *file2pb.ColumnMetadata_Page, pl *enc21pb.PageLayout, a, n uint64) (*outPage, error) {
+	var err error
 	fz := pl.GetFullZipLayout()
 	if fz == nil || fz.GetBitsRep() != 0 || uint64(fz.GetNumItems()) != n || (fz.GetNumVisibleItems() != 0 && fz.GetNumVisibleItems() != fz.GetNumItems()) {
 		return nil, nil

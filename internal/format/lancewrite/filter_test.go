@@ -47,6 +47,23 @@ func liveRecords(recs []arrow.RecordBatch, del *roaring.Bitmap) []arrow.RecordBa
 // by column name.
 func filterCase(t *testing.T, dels []*roaring.Bitmap, opts FilterOptions) (string, map[string]map[PagePath]int, FilterResult) {
 	t.Helper()
+	r := filterRun(t, dels, opts)
+	return r.diff, r.events, r.res
+}
+
+// filterRunOut is one FilterConcat run of filterRun.
+type filterRunOut struct {
+	diff   string
+	events map[string]map[PagePath]int
+	all    []PageEvent // in output order (per column: drops, then pages as written)
+	names  []string    // leaf name per output column
+	srcs   []FilterSource
+	out    []byte
+	res    FilterResult
+}
+
+func filterRun(t *testing.T, dels []*roaring.Bitmap, opts FilterOptions) filterRunOut {
+	t.Helper()
 	schema := testSchema(true)
 	fields, err := FieldsFromArrow(schema, 0)
 	if err != nil {
@@ -82,9 +99,11 @@ func filterCase(t *testing.T, dels []*roaring.Bitmap, opts FilterOptions) (strin
 			leafNames = append(leafNames, name)
 		}
 	}
+	var all []PageEvent
 	opts.OnPage = func(ev PageEvent) {
 		mu.Lock()
 		defer mu.Unlock()
+		all = append(all, ev)
 		n := leafNames[ev.Column]
 		if events[n] == nil {
 			events[n] = map[PagePath]int{}
@@ -106,7 +125,7 @@ func filterCase(t *testing.T, dels []*roaring.Bitmap, opts FilterOptions) (strin
 	if uint64(live) != res.NumRows {
 		t.Fatalf("Result.NumRows %d, want %d", res.NumRows, live)
 	}
-	return diffFile(t, out.Bytes(), schema, want), events, res
+	return filterRunOut{diff: diffFile(t, out.Bytes(), schema, want), events: events, all: all, names: leafNames, srcs: srcs, out: out.Bytes(), res: res}
 }
 
 func bitmapOf(rows ...uint32) *roaring.Bitmap { return roaring.BitmapOf(rows...) }
@@ -142,10 +161,15 @@ func TestFilterConcatPaths(t *testing.T) {
 			t.Errorf("%s: want filtered pages and no re-encoded ones: %v", n, ev[n])
 		}
 	}
-	// mini-block (plain, bit-packed, dictionary, lists) and full-zip with
-	// repetition: pages that lost rows are re-encoded
-	for _, n := range []string{"id", "f64", "cat", "s", "li.item", "st.a", "st.b", "llong.item", "vec4"} {
-		if ev[n][PathReencode] == 0 || ev[n][PathFilter] != 0 {
+	// mini-block without repetition (plain, bit-packed, dictionary):
+	// re-chunked; lists (repetition) and small fixed-size lists: re-encoded
+	for _, n := range []string{"id", "f64", "cat", "s", "st.a", "st.b"} {
+		if ev[n][PathRechunk] == 0 || ev[n][PathReencode] != 0 || ev[n][PathFilter] != 0 {
+			t.Errorf("%s: want re-chunked pages only: %v", n, ev[n])
+		}
+	}
+	for _, n := range []string{"li.item", "llong.item", "vec4"} {
+		if ev[n][PathReencode] == 0 || ev[n][PathFilter] != 0 || ev[n][PathRechunk] != 0 {
 			t.Errorf("%s: want re-encoded pages and no filtered ones: %v", n, ev[n])
 		}
 	}
@@ -292,10 +316,10 @@ func TestOracleFilterConcatTables(t *testing.T) {
 			takes := []uint64{0, 1, 99, 100, live / 2, live - 1}
 			oracle.Equal(t, oracle.ScanWith(t, uri, oracle.ScanOptions{Version: m.PB.Version, TakeOffsets: takes}),
 				oracle.ScanWith(t, uri, oracle.ScanOptions{TakeOffsets: takes}))
-			// "wide" has only mini-block (scalar) pages; the others have
-			// full-zip ones (long text, vectors)
-			if paths[PathReencode] == 0 || (sc != "wide" && paths[PathFilter] == 0) {
-				t.Errorf("paths %v: want re-encoded pages and (but for wide) filtered ones", paths)
+			// every scenario has mini-block (scalar) pages; all but "wide"
+			// have full-zip ones (long text, vectors)
+			if paths[PathRechunk] == 0 || (sc != "wide" && paths[PathFilter] == 0) {
+				t.Errorf("paths %v: want re-chunked pages and (but for wide) filtered ones", paths)
 			}
 			t.Logf("paths %v, stats %+v", paths, res.Paths)
 		})
