@@ -728,24 +728,7 @@ func filterPage(s *filterSrc, pg *file2pb.ColumnMetadata_Page, pl *enc21pb.PageL
 		return nil, nil
 	}
 	live := n - s.deadIn(a, a+n)
-	// live runs, page-relative
-	var runs [][2]uint64
-	at := uint64(0)
-	it := s.deleted.Iterator()
-	it.AdvanceIfNeeded(uint32(a))
-	for it.HasNext() {
-		d := uint64(it.Next())
-		if d >= a+n {
-			break
-		}
-		if d-a > at {
-			runs = append(runs, [2]uint64{at, d - a})
-		}
-		at = d - a + 1
-	}
-	if at < n {
-		runs = append(runs, [2]uint64{at, n})
-	}
+	runs := liveRuns(s, a, n)
 	// read appends the bytes of b to dst (read in place: no copy)
 	read := func(dst []byte, b lancefile.Buffer) ([]byte, error) {
 		at := len(dst)

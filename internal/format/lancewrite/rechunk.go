@@ -257,10 +257,10 @@ func (p *pieceBuf) add(chunk []byte, nvals int) {
 	p.rows += uint64(nvals)
 }
 
-// liveRuns returns the live rows of source rows [lo, lo+n) as chunk-relative
-// half-open runs.
-func liveRuns(s *filterSrc, lo, n uint64) [][2]int {
-	var runs [][2]int
+// liveRuns returns the live rows of source rows [lo, lo+n) as half-open
+// runs relative to lo.
+func liveRuns(s *filterSrc, lo, n uint64) [][2]uint64 {
+	var runs [][2]uint64
 	at := uint64(0)
 	it := s.deleted.Iterator()
 	it.AdvanceIfNeeded(uint32(lo))
@@ -270,12 +270,12 @@ func liveRuns(s *filterSrc, lo, n uint64) [][2]int {
 			break
 		}
 		if d-lo > at {
-			runs = append(runs, [2]int{int(at), int(d - lo)})
+			runs = append(runs, [2]uint64{at, d - lo})
 		}
 		at = d - lo + 1
 	}
 	if at < n {
-		runs = append(runs, [2]int{int(at), int(n)})
+		runs = append(runs, [2]uint64{at, n})
 	}
 	return runs
 }
@@ -299,7 +299,7 @@ type chunkVals struct {
 }
 
 // survivors extracts the live values (and def levels) of one chunk.
-func (r *rechunker) survivors(p lancefile.ChunkParts, nvals int, keep [][2]int, live int) (chunkVals, []uint16, error) {
+func (r *rechunker) survivors(p lancefile.ChunkParts, nvals int, keep [][2]uint64, live int) (chunkVals, []uint16, error) {
 	var cv chunkVals
 	vb := p.Values[0]
 	switch r.kind {
@@ -309,7 +309,7 @@ func (r *rechunker) survivors(p lancefile.ChunkParts, nvals int, keep [][2]int, 
 		}
 		cv.fixed = make([]byte, 0, live*r.width)
 		for _, k := range keep {
-			cv.fixed = append(cv.fixed, vb[k[0]*r.width:k[1]*r.width]...)
+			cv.fixed = append(cv.fixed, vb[int(k[0])*r.width:int(k[1])*r.width]...)
 		}
 	case rcBitpacked:
 		raw, err := decodeInline(vb, nvals, r.width)
@@ -318,7 +318,7 @@ func (r *rechunker) survivors(p lancefile.ChunkParts, nvals int, keep [][2]int, 
 		}
 		cv.fixed = make([]byte, 0, live*r.width)
 		for _, k := range keep {
-			cv.fixed = append(cv.fixed, raw[k[0]*r.width:k[1]*r.width]...)
+			cv.fixed = append(cv.fixed, raw[int(k[0])*r.width:int(k[1])*r.width]...)
 		}
 	case rcVariable:
 		w := r.width
@@ -333,7 +333,7 @@ func (r *rechunker) survivors(p lancefile.ChunkParts, nvals int, keep [][2]int, 
 		}
 		cv.offs = make([]int, 1, live+1)
 		for _, k := range keep {
-			for i := k[0]; i < k[1]; i++ {
+			for i := int(k[0]); i < int(k[1]); i++ {
 				b, e := off(i), off(i+1)
 				if b > e || e > len(vb) {
 					return cv, nil, fmt.Errorf("%w: variable offset %d out of range", lancefile.ErrCorrupt, i)
@@ -384,17 +384,7 @@ func (r *rechunker) emit(p *pieceBuf, cv chunkVals, defs []uint16, s, e int) err
 	case rcFixed:
 		vb = cv.fixed[s*r.width : e*r.width]
 	case rcBitpacked:
-		raw := cv.fixed[s*r.width : e*r.width]
-		switch r.width {
-		case 1:
-			vb = codec.AppendInlineBitpacked(nil, raw)
-		case 2:
-			vb = codec.AppendInlineBitpacked(nil, codec.AsWords[uint16](raw))
-		case 4:
-			vb = codec.AppendInlineBitpacked(nil, codec.AsWords[uint32](raw))
-		default:
-			vb = codec.AppendInlineBitpacked(nil, codec.AsWords[uint64](raw))
-		}
+		vb = inlineBitpack(cv.fixed[s*r.width:e*r.width], r.width)
 	case rcVariable:
 		w := r.width
 		base := w*(n+1) - cv.offs[s]

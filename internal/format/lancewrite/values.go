@@ -58,19 +58,21 @@ type bitpackedValues struct {
 func (v *bitpackedValues) chunkLen(s, total int) int { return min(1024, total-s) }
 
 func (v *bitpackedValues) encode(s, e int) [][]byte {
-	raw := v.data[s*v.width : e*v.width]
-	var out []byte
-	switch v.width {
+	return [][]byte{inlineBitpack(v.data[s*v.width:e*v.width], v.width)}
+}
+
+// inlineBitpack encodes up to 1024 little-endian words of width bytes as
+// one InlineBitpacking chunk.
+func inlineBitpack(raw []byte, width int) []byte {
+	switch width {
 	case 1:
-		out = codec.AppendInlineBitpacked(nil, raw)
+		return codec.AppendInlineBitpacked(nil, raw)
 	case 2:
-		out = codec.AppendInlineBitpacked(nil, codec.AsWords[uint16](raw))
+		return codec.AppendInlineBitpacked(nil, codec.AsWords[uint16](raw))
 	case 4:
-		out = codec.AppendInlineBitpacked(nil, codec.AsWords[uint32](raw))
-	default:
-		out = codec.AppendInlineBitpacked(nil, codec.AsWords[uint64](raw))
+		return codec.AppendInlineBitpacked(nil, codec.AsWords[uint32](raw))
 	}
-	return [][]byte{out}
+	return codec.AppendInlineBitpacked(nil, codec.AsWords[uint64](raw))
 }
 
 func (v *bitpackedValues) compression() *enc21pb.CompressiveEncoding {
