@@ -11,6 +11,8 @@ import (
 	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/codec"
+	"github.com/lanced-dev/lanced/internal/format/index"
+	"github.com/lanced-dev/lanced/internal/format/index/scalar"
 	"github.com/lanced-dev/lanced/internal/format/index/text"
 	"github.com/lanced-dev/lanced/internal/format/index/vector"
 	"github.com/lanced-dev/lanced/internal/format/lancefile"
@@ -72,14 +74,15 @@ func Classify(err error) Outcome {
 	case errors.Is(err, job.ErrInvariant), errors.Is(err, hold.ErrHeld):
 		return Hold
 	case errors.Is(err, format.ErrCorrupt), errors.Is(err, lancefile.ErrCorrupt), errors.Is(err, codec.ErrCorrupt),
-		errors.Is(err, vector.ErrCorrupt), errors.Is(err, text.ErrCorrupt), errors.Is(err, lancefile.ErrRowOutOfRange),
+		errors.Is(err, vector.ErrCorrupt), errors.Is(err, text.ErrCorrupt), errors.Is(err, scalar.ErrCorrupt), errors.Is(err, lancefile.ErrRowOutOfRange),
 		errors.Is(err, cleanup.ErrCleanupManifestUnreadable):
 		return Quarantine
 	case errors.Is(err, job.ErrUnsupported), errors.Is(err, format.ErrUnsupportedFeature), errors.Is(err, format.ErrMixedNaming),
 		errors.Is(err, format.ErrExternalRowMeta), errors.Is(err, format.ErrNotManifest),
 		errors.Is(err, lancefile.ErrUnsupportedVersion), errors.Is(err, lancefile.ErrUnsupportedEncoding),
 		errors.Is(err, lancewrite.ErrUnsupportedType), errors.Is(err, lancewrite.ErrCopyUnsupported),
-		errors.Is(err, vector.ErrUnsupported), errors.Is(err, text.ErrUnsupported),
+		errors.Is(err, vector.ErrUnsupported), errors.Is(err, text.ErrUnsupported), errors.Is(err, scalar.ErrUnsupported),
+		errors.Is(err, index.ErrNoRemapper),
 		errors.Is(err, cleanup.ErrCleanupBranches), errors.Is(err, cleanup.ErrCleanupBasePaths), errors.Is(err, cleanup.ErrCleanupTaggedOld):
 		return Skip
 	case errors.Is(err, job.ErrInvalidTask), errors.Is(err, job.ErrTaskFormat), errors.Is(err, job.ErrMixedTasks),

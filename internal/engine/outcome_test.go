@@ -19,6 +19,8 @@ import (
 	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/codec"
+	"github.com/lanced-dev/lanced/internal/format/index"
+	"github.com/lanced-dev/lanced/internal/format/index/scalar"
 	"github.com/lanced-dev/lanced/internal/format/index/text"
 	"github.com/lanced-dev/lanced/internal/format/index/vector"
 	"github.com/lanced-dev/lanced/internal/format/lancefile"
@@ -56,6 +58,9 @@ func TestEveryErrorHasOneOutcome(t *testing.T) {
 		"format/index/vector.ErrUnsupported":          {vector.ErrUnsupported, engine.Skip},
 		"format/index/text.ErrUnsupported":            {text.ErrUnsupported, engine.Skip},
 		"format/index/text.ErrCorrupt":                {text.ErrCorrupt, engine.Quarantine},
+		"format/index/scalar.ErrCorrupt":              {scalar.ErrCorrupt, engine.Quarantine},
+		"format/index/scalar.ErrUnsupported":          {scalar.ErrUnsupported, engine.Skip},
+		"format/index.ErrNoRemapper":                  {index.ErrNoRemapper, engine.Skip},
 		"engine/cleanup.ErrCleanupBranches":           {cleanup.ErrCleanupBranches, engine.Skip},
 		"engine/cleanup.ErrCleanupBasePaths":          {cleanup.ErrCleanupBasePaths, engine.Skip},
 		"engine/cleanup.ErrCleanupTaggedOld":          {cleanup.ErrCleanupTaggedOld, engine.Skip},
