@@ -38,9 +38,25 @@ const (
 	keyListNulls = "lance:label_list_nulls"
 )
 
-// BitmapBatchRows is how many keys a bitmap remap holds at once (Lance's
-// loader reads the keys in chunks of the same size, MAX_ROWS_PER_CHUNK).
-const BitmapBatchRows = 2048
+// BitmapBatchRows is the most keys a bitmap remap holds at once (Lance's
+// loader reads the keys in chunks of the same size, MAX_ROWS_PER_CHUNK);
+// BitmapBatchBytes bounds a batch by the file's average bytes per key, so
+// a low-cardinality index (few keys with large bitmaps) is read a few keys
+// at a time.
+const (
+	BitmapBatchRows  = 2048
+	BitmapBatchBytes = 8 << 20
+)
+
+// batchRows is how many keys of the file make about BitmapBatchBytes.
+func (b *Bitmap) batchRows() int {
+	n := b.File.NumRows()
+	if n == 0 {
+		return BitmapBatchRows
+	}
+	per := max(uint64(b.File.Size())/n, 1)
+	return int(min(max(BitmapBatchBytes/per, 1), BitmapBatchRows))
+}
 
 // Bitmap is an opened bitmap_page_lookup.lance (a bitmap or labelList
 // index; a labelList index is a bitmap index over the list's items).
@@ -100,12 +116,12 @@ func (b *Bitmap) ListNulls() (*RowAddrs, error) {
 // NumKeys is the number of distinct values (rows) in the file.
 func (b *Bitmap) NumKeys() uint64 { return b.File.NumRows() }
 
-// Batches streams the file's rows, at most rows keys at a time (0 means
-// BitmapBatchRows): each record holds "keys" and "bitmaps". Release the
-// reader when done.
+// Batches streams the file's rows, at most rows keys at a time (0: as many
+// as make about BitmapBatchBytes, at most BitmapBatchRows): each record
+// holds "keys" and "bitmaps". Release the reader when done.
 func (b *Bitmap) Batches(ctx context.Context, rows int) (*lancefile.Reader, error) {
 	if rows <= 0 {
-		rows = BitmapBatchRows
+		rows = b.batchRows()
 	}
 	return b.File.NewReader(ctx, lancefile.ReadOptions{BatchRows: rows})
 }
@@ -232,7 +248,8 @@ type File struct {
 // dropped, moved rows at their new address), as Lance's BitmapIndex::remap
 // does; a key whose rows were all deleted stays with an empty set, as in
 // Lance's remap. The fields, schema metadata and file version are the
-// source's. Memory: one batch of keys and their bitmaps.
+// source's. Memory: one batch of keys and their bitmaps (about
+// BitmapBatchBytes, or one key when a single bitmap is larger).
 func RemapBitmap(ctx context.Context, b *Bitmap, m index.Mapping, out io.Writer) (RemapResult, error) {
 	var res RemapResult
 	ver := lancewrite.V2_1

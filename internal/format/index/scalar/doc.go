@@ -34,9 +34,10 @@
 // batches, BitmapWriter distinct values with their RowAddrs.
 //
 // Invariants: no I/O beyond the readers and writers it is given; memory is
-// two btree pages, or one batch of bitmap keys (BitmapBatchRows) with their
-// bitmaps, plus the lookup's two values per page; nothing panics on outside
-// bytes (ErrCorrupt, ErrUnsupported).
+// two btree pages, or one batch of bitmap keys with their bitmaps (about
+// BitmapBatchBytes, at most BitmapBatchRows keys), plus the lookup's two
+// values per page; nothing panics on outside bytes (ErrCorrupt,
+// ErrUnsupported).
 //
 // Imports: internal/format/index, internal/format/lancefile,
 // internal/format/lancewrite, arrow-go, roaring.
