@@ -252,10 +252,6 @@ func RemapDocs(ctx context.Context, f *lancefile.File, m index.Mapping, emit fun
 	return removed, nil
 }
 
-// CanRemap reports whether this package can write a remapped segment for
-// the given metadata. It cannot yet: the posting lists and the token
-// dictionary of lance 8.0.0 must be re-encoded (doc ids shift, emptied
-// tokens go, block max scores change), and neither codec is implemented.
-func CanRemap(m *Metadata) error {
-	return fmt.Errorf("%w: remapping a full-text index (token_set_format %q, posting_tail_codec %q) needs its posting lists and token dictionary re-encoded, which lanced does not implement yet; keep its fragments", ErrUnsupported, m.TokenSetFormat, m.PostingTailCodec)
-}
+// CanRemap reports whether this package can remap a segment with the given
+// metadata (see CheckSegment); a nil error means yes.
+func CanRemap(m *Metadata) error { return CheckSegment(m) }

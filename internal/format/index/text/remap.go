@@ -1,0 +1,574 @@
+package text
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"strconv"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/lanced-dev/lanced/internal/format/index"
+	"github.com/lanced-dev/lanced/internal/format/lancefile"
+	"github.com/lanced-dev/lanced/internal/format/lancewrite"
+)
+
+// BM25 constants of lance's scorer
+// (https://github.com/lancedb/lance/blob/main/rust/lance-index/src/scalar/inverted/scorer.rs).
+const (
+	bm25K1 float32 = 1.2
+	bm25B  float32 = 0.75
+)
+
+const (
+	keyGroupOffsets = "posting_group_offsets_buf"
+	colTokenFST     = "_token_fst_bytes"
+
+	// Posting groups (read-path cache entries of consecutive posting lists):
+	// a group is cut once the bytes of its posting blocks (positions not
+	// counted) reach groupBytes or it holds groupTokens lists (lance's
+	// LANCE_FTS_POSTING_GROUP_* defaults; the same cuts as lance's writer,
+	// checked against its files).
+	groupBytes  = 4096
+	groupTokens = 256
+
+	docsBatchRows   = 64 << 10
+	invertBatchRows = 256
+)
+
+// idf is lance's BM25 inverse document frequency, in f32 like lance.
+func idf(tokenDocs, numDocs int) float32 {
+	n := float32(numDocs)
+	t := float32(tokenDocs)
+	return float32(math.Log(float64(float32(float32(n-t+0.5)/float32(t+0.5)) + 1)))
+}
+
+// blockScore is the BM25 upper bound of a block lance stores in front of
+// it: the block's best freq/(freq+norm) times idf·(K1+1).
+func blockScore(docs, freqs []uint32, numTokens []uint32, avgdl, idfScale float32) float32 {
+	best := float32(-math.MaxFloat32)
+	for i, d := range docs {
+		dl := float32(numTokens[d])
+		norm := float32(bm25K1 * float32(float32(1.0-bm25B)+float32(float32(bm25B*dl)/avgdl)))
+		f := float32(freqs[i])
+		if s := float32(f / float32(f+norm)); s > best {
+			best = s
+		}
+	}
+	return float32(best * idfScale)
+}
+
+// PartitionFiles are the three files of one partition.
+type PartitionFiles struct {
+	Docs, Invert, Tokens *lancefile.File
+}
+
+// PartitionWriters receive the remapped partition's files.
+type PartitionWriters struct {
+	Docs, Invert, Tokens io.Writer
+}
+
+// PartitionResult describes one remapped partition.
+type PartitionResult struct {
+	// Docs and DroppedDocs count the kept and dropped documents; Tokens and
+	// DroppedTokens the kept and dropped posting lists.
+	Docs, DroppedDocs, Tokens, DroppedTokens uint64
+	// DocsSize, InvertSize and TokensSize are the written files' sizes.
+	DocsSize, InvertSize, TokensSize int64
+}
+
+func writerOpts(f *lancefile.File) lancewrite.Options {
+	v := lancewrite.V2_1
+	if f.Format == lancefile.Format20 {
+		v = lancewrite.V2_0
+	}
+	return lancewrite.Options{Version: v, SchemaMetadata: maps.Clone(meta(f))}
+}
+
+// CheckSegment reports whether RemapPartition can remap a segment with
+// this metadata: lance 8.0.0's default layout (FST token set, fixed32
+// posting tails, per-document positions). Other layouts are
+// ErrUnsupported with the reason.
+func CheckSegment(m *Metadata) error {
+	if m.TokenSetFormat != "fst" {
+		return fmt.Errorf("%w: token_set_format %q (only \"fst\")", ErrUnsupported, m.TokenSetFormat)
+	}
+	if m.PostingTailCodec != "fixed32_v1" {
+		return fmt.Errorf("%w: posting_tail_codec %q (only \"fixed32_v1\", the FTS format version 1 lance 8.0.0 writes by default)", ErrUnsupported, m.PostingTailCodec)
+	}
+	return nil
+}
+
+// RemapPartition writes partition files remapped through m the way lance's
+// remap does (InnerBuilder::remap in
+// https://github.com/lancedb/lance/blob/main/rust/lance-index/src/scalar/inverted/builder.rs):
+// docs keep their order, deleted rows' docs go and later doc ids shift
+// down; every posting list drops those docs and is re-blocked with block
+// max scores from the new doc statistics; a list left empty is dropped and
+// later token ids shift down; the token dictionary follows.
+//
+// Memory: the dropped doc ids (a bitmap), one u32 token count per kept doc,
+// one batch of posting lists and the token dictionary (one value in lance's
+// format).
+func RemapPartition(ctx context.Context, in PartitionFiles, m index.Mapping, out PartitionWriters) (PartitionResult, error) {
+	var res PartitionResult
+	// Docs.
+	dschema, err := in.Docs.Schema()
+	if err != nil {
+		return res, err
+	}
+	dw, err := lancewrite.NewWriter(out.Docs, in.Docs.Fields(), writerOpts(in.Docs))
+	if err != nil {
+		return res, err
+	}
+	mem := memory.DefaultAllocator
+	rb := array.NewUint64Builder(mem)
+	nb := array.NewUint32Builder(mem)
+	defer rb.Release()
+	defer nb.Release()
+	flushDocs := func() error {
+		if rb.Len() == 0 {
+			return nil
+		}
+		r, n := rb.NewArray(), nb.NewArray()
+		defer r.Release()
+		defer n.Release()
+		rec := array.NewRecordBatch(dschema, []arrow.Array{r, n}, int64(r.Len()))
+		defer rec.Release()
+		return dw.Write(rec)
+	}
+	var numTokens []uint32
+	var totalTokens uint64
+	removed, err := RemapDocs(ctx, in.Docs, m, func(row uint64, n uint32) error {
+		rb.Append(row)
+		nb.Append(n)
+		numTokens = append(numTokens, n)
+		totalTokens += uint64(n)
+		if rb.Len() >= docsBatchRows {
+			return flushDocs()
+		}
+		return nil
+	})
+	if err != nil {
+		return res, err
+	}
+	if dschema.NumFields() != 2 || dschema.Field(0).Type.ID() != arrow.UINT64 || dschema.Field(1).Type.ID() != arrow.UINT32 {
+		return res, errorf(in.Docs, ErrUnsupported, "docs schema %s", dschema)
+	}
+	if err := flushDocs(); err != nil {
+		return res, err
+	}
+	dr, err := dw.Close()
+	if err != nil {
+		return res, err
+	}
+	res.Docs, res.DroppedDocs, res.DocsSize = uint64(len(numTokens)), removed.GetCardinality(), dr.Size
+
+	// Posting lists.
+	removedTokens, invSize, err := remapInvert(ctx, in.Invert, removed, numTokens, totalTokens, out.Invert)
+	if err != nil {
+		return res, err
+	}
+	res.InvertSize = invSize
+	res.DroppedTokens = removedTokens.GetCardinality()
+	res.Tokens = in.Invert.NumRows() - res.DroppedTokens
+
+	// Token dictionary.
+	if res.TokensSize, err = remapTokens(ctx, in.Tokens, in.Invert.NumRows(), removedTokens, out.Tokens); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// invertColumns are the posting file's columns in lance 8.0.0's V1 layout.
+type invertColumns struct {
+	posting, maxScore, length, position int // record column indices; position -1 without positions
+}
+
+func invertLayout(f *lancefile.File, sc *arrow.Schema) (invertColumns, error) {
+	c := invertColumns{posting: -1, maxScore: -1, length: -1, position: -1}
+	for i, fl := range sc.Fields() {
+		switch fl.Name {
+		case colPosting:
+			lt, ok := fl.Type.(*arrow.ListType)
+			if !ok || lt.Elem().ID() != arrow.LARGE_BINARY {
+				return c, errorf(f, ErrUnsupported, "%s is %s, want list<large_binary>", fl.Name, fl.Type)
+			}
+			c.posting = i
+		case colMaxScore:
+			if fl.Type.ID() != arrow.FLOAT32 {
+				return c, errorf(f, ErrUnsupported, "%s is %s", fl.Name, fl.Type)
+			}
+			c.maxScore = i
+		case colLength:
+			if fl.Type.ID() != arrow.UINT32 {
+				return c, errorf(f, ErrUnsupported, "%s is %s", fl.Name, fl.Type)
+			}
+			c.length = i
+		case colPosition:
+			lt, ok := fl.Type.(*arrow.ListType)
+			var inner *arrow.ListType
+			if ok {
+				inner, ok = lt.Elem().(*arrow.ListType)
+			}
+			if !ok || inner.Elem().ID() != arrow.LARGE_BINARY {
+				return c, errorf(f, ErrUnsupported, "%s is %s, want list<list<large_binary>> (per-document positions)", fl.Name, fl.Type)
+			}
+			c.position = i
+		default:
+			return c, errorf(f, ErrUnsupported, "posting column %q (not lance 8.0.0's format version 1)", fl.Name)
+		}
+	}
+	if c.posting < 0 || c.maxScore < 0 || c.length < 0 || sc.NumFields() != 3+btoi(c.position >= 0) {
+		return c, errorf(f, ErrUnsupported, "posting schema %s", sc)
+	}
+	return c, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func remapInvert(ctx context.Context, f *lancefile.File, removed *roaring.Bitmap, numTokens []uint32, totalTokens uint64, out io.Writer) (*roaring.Bitmap, int64, error) {
+	sc, err := f.Schema()
+	if err != nil {
+		return nil, 0, err
+	}
+	cols, err := invertLayout(f, sc)
+	if err != nil {
+		return nil, 0, err
+	}
+	opts := writerOpts(f)
+	delete(opts.SchemaMetadata, keyGroupOffsets)
+	w, err := lancewrite.NewWriter(out, f.Fields(), opts)
+	if err != nil {
+		return nil, 0, err
+	}
+	mem := memory.DefaultAllocator
+	pb := array.NewBuilder(mem, sc.Field(cols.posting).Type).(*array.ListBuilder)
+	defer pb.Release()
+	pbv := pb.ValueBuilder().(*array.BinaryBuilder)
+	sb := array.NewFloat32Builder(mem)
+	defer sb.Release()
+	lb := array.NewUint32Builder(mem)
+	defer lb.Release()
+	var posb *array.ListBuilder
+	var posInner *array.ListBuilder
+	var posv *array.BinaryBuilder
+	if cols.position >= 0 {
+		posb = array.NewBuilder(mem, sc.Field(cols.position).Type).(*array.ListBuilder)
+		defer posb.Release()
+		posInner = posb.ValueBuilder().(*array.ListBuilder)
+		posv = posInner.ValueBuilder().(*array.BinaryBuilder)
+	}
+	rows := 0
+	flush := func() error {
+		if rows == 0 {
+			return nil
+		}
+		arrs := make([]arrow.Array, sc.NumFields())
+		arrs[cols.posting], arrs[cols.maxScore], arrs[cols.length] = pb.NewArray(), sb.NewArray(), lb.NewArray()
+		if posb != nil {
+			arrs[cols.position] = posb.NewArray()
+		}
+		rec := array.NewRecordBatch(sc, arrs, int64(rows))
+		for _, a := range arrs {
+			a.Release()
+		}
+		defer rec.Release()
+		rows = 0
+		return w.Write(rec)
+	}
+
+	numDocs := len(numTokens)
+	avgdl := float32(totalTokens) / float32(numDocs)
+	removedTokens := roaring.New()
+	var groupStarts []uint32
+	groupBytesSoFar, groupCount := 0, 0
+	var docs, freqs, kdocs, kfreqs, scratch = []uint32{}, []uint32{}, []uint32{}, []uint32{}, make([]uint32, blockSize)
+	var kept []int
+	var blockBuf []byte
+	token := uint64(0)
+	newToken := uint32(0)
+
+	r, err := f.NewReader(ctx, lancefile.ReadOptions{BatchRows: invertBatchRows})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer r.Release()
+	for r.Next() {
+		rec := r.RecordBatch()
+		post, ok1 := rec.Column(cols.posting).(*array.List)
+		lens, ok2 := rec.Column(cols.length).(*array.Uint32)
+		if !ok1 || !ok2 {
+			return nil, 0, errorf(f, ErrCorrupt, "posting columns are %s/%s", rec.Column(cols.posting).DataType(), rec.Column(cols.length).DataType())
+		}
+		blocks, ok := post.ListValues().(*array.LargeBinary)
+		if !ok {
+			return nil, 0, errorf(f, ErrCorrupt, "posting blocks are %s", post.ListValues().DataType())
+		}
+		var pos *array.List
+		var posDocs *array.List
+		var posBin *array.LargeBinary
+		if cols.position >= 0 {
+			pos, ok1 = rec.Column(cols.position).(*array.List)
+			if ok1 {
+				posDocs, ok1 = pos.ListValues().(*array.List)
+			}
+			if ok1 {
+				posBin, ok1 = posDocs.ListValues().(*array.LargeBinary)
+			}
+			if !ok1 {
+				return nil, 0, errorf(f, ErrCorrupt, "positions are %s", rec.Column(cols.position).DataType())
+			}
+		}
+		for i := 0; i < int(rec.NumRows()); i++ {
+			if err := ctx.Err(); err != nil {
+				return nil, 0, err
+			}
+			a, b := post.ValueOffsets(i)
+			bl := make([][]byte, 0, b-a)
+			for k := a; k < b; k++ {
+				bl = append(bl, blocks.Value(int(k)))
+			}
+			length := int(lens.Value(i))
+			docs, freqs, err = decodePostings(docs[:0], freqs[:0], bl, length, scratch)
+			if err != nil {
+				return nil, 0, errorf(f, ErrCorrupt, "token %d: %v", token, err)
+			}
+			var pa, pb2 int64
+			if pos != nil {
+				pa, pb2 = pos.ValueOffsets(i)
+				if int(pb2-pa) != length {
+					return nil, 0, errorf(f, ErrCorrupt, "token %d: %d position lists for %d docs", token, pb2-pa, length)
+				}
+			}
+			kdocs, kfreqs, kept = kdocs[:0], kfreqs[:0], kept[:0]
+			prev := int64(-1)
+			for k, d := range docs {
+				if int64(d) <= prev {
+					return nil, 0, errorf(f, ErrCorrupt, "token %d: doc ids not increasing (%d after %d)", token, d, prev)
+				}
+				prev = int64(d)
+				if removed.Contains(d) {
+					continue
+				}
+				nd := d - uint32(removed.Rank(d))
+				if int(nd) >= numDocs {
+					return nil, 0, errorf(f, ErrCorrupt, "token %d: doc %d past the %d docs", token, d, numDocs+int(removed.GetCardinality()))
+				}
+				kdocs = append(kdocs, nd)
+				kfreqs = append(kfreqs, freqs[k])
+				kept = append(kept, k)
+			}
+			token++
+			if len(kdocs) == 0 {
+				removedTokens.Add(uint32(token - 1))
+				continue
+			}
+			idfScale := float32(idf(len(kdocs), numDocs) * (bm25K1 + 1))
+			maxScore := float32(-math.MaxFloat32)
+			pb.Append(true)
+			size := 0
+			for s := 0; s < len(kdocs); s += blockSize {
+				e := min(s+blockSize, len(kdocs))
+				score := blockScore(kdocs[s:e], kfreqs[s:e], numTokens, avgdl, idfScale)
+				maxScore = max(maxScore, score)
+				blockBuf = blockBuf[:0]
+				if e-s == blockSize {
+					blockBuf = encodeFull(blockBuf, kdocs[s:e], kfreqs[s:e], score, scratch)
+				} else {
+					blockBuf = encodeTail(blockBuf, kdocs[s:e], kfreqs[s:e], score)
+				}
+				size += len(blockBuf)
+				pbv.Append(blockBuf)
+			}
+			sb.Append(maxScore)
+			lb.Append(uint32(len(kdocs)))
+			if posb != nil {
+				posb.Append(true)
+				for _, k := range kept {
+					qa, qb := posDocs.ValueOffsets(int(pa) + k)
+					posInner.Append(true)
+					for q := qa; q < qb; q++ {
+						posv.Append(posBin.Value(int(q)))
+					}
+				}
+			}
+			if groupCount == 0 {
+				groupStarts = append(groupStarts, newToken)
+			}
+			groupBytesSoFar += size
+			groupCount++
+			if groupBytesSoFar >= groupBytes || groupCount >= groupTokens {
+				groupBytesSoFar, groupCount = 0, 0
+			}
+			newToken++
+			rows++
+			if rows >= invertBatchRows {
+				if err := flush(); err != nil {
+					return nil, 0, err
+				}
+			}
+		}
+	}
+	if err := r.Err(); err != nil {
+		return nil, 0, err
+	}
+	if token != f.NumRows() {
+		return nil, 0, errorf(f, ErrCorrupt, "read %d posting lists of %d", token, f.NumRows())
+	}
+	if err := flush(); err != nil {
+		return nil, 0, err
+	}
+	if len(groupStarts) > 0 {
+		id, err := w.AddGlobalBuffer(encodeGroupStarts(groupStarts))
+		if err != nil {
+			return nil, 0, err
+		}
+		w.SetSchemaMetadata(keyGroupOffsets, []byte(strconv.Itoa(id)))
+	}
+	wr, err := w.Close()
+	if err != nil {
+		return nil, 0, err
+	}
+	return removedTokens, wr.Size, nil
+}
+
+// readTokenSet reads the FST token file's single row.
+func readTokenSet(ctx context.Context, f *lancefile.File) (fst []byte, t *Tokens, err error) {
+	t, err = ReadTokens(ctx, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	id, ok := fieldID(f, colTokenFST)
+	if !ok {
+		return nil, nil, errorf(f, ErrUnsupported, "no %s column", colTokenFST)
+	}
+	rec, err := f.ReadAll(ctx, []int32{id})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rec.Release()
+	col, ok := rec.Column(0).(*array.LargeBinary)
+	if !ok || col.Len() != 1 {
+		return nil, nil, errorf(f, ErrCorrupt, "%s is %s", colTokenFST, rec.Column(0).DataType())
+	}
+	return append([]byte(nil), col.Value(0)...), t, nil
+}
+
+func remapTokens(ctx context.Context, f *lancefile.File, numTokens uint64, removed *roaring.Bitmap, out io.Writer) (int64, error) {
+	fst, t, err := readTokenSet(ctx, f)
+	if err != nil {
+		return 0, err
+	}
+	rd, err := newFSTReader(fst)
+	if err != nil {
+		return 0, errorf(f, ErrCorrupt, "token dictionary: %v", err)
+	}
+	if rd.len != numTokens {
+		return 0, errorf(f, ErrCorrupt, "token dictionary has %d tokens, posting file %d", rd.len, numTokens)
+	}
+	nextID, total := t.NextID, t.TotalLength
+	if !removed.IsEmpty() {
+		b := newFSTBuilder()
+		total = 0
+		seen := roaring.New()
+		err := rd.each(func(key []byte, val uint64) error {
+			if val >= numTokens || seen.Contains(uint32(val)) {
+				return fmt.Errorf("token %q has id %d (of %d, or twice)", key, val, numTokens)
+			}
+			seen.Add(uint32(val))
+			if removed.Contains(uint32(val)) {
+				return nil
+			}
+			total += uint64(len(key))
+			return b.insert(key, val-removed.Rank(uint32(val)))
+		})
+		if err != nil {
+			return 0, errorf(f, ErrCorrupt, "token dictionary: %v", err)
+		}
+		fst = b.finish()
+		nextID = uint32(numTokens - removed.GetCardinality())
+	}
+	sc, err := f.Schema()
+	if err != nil {
+		return 0, err
+	}
+	w, err := lancewrite.NewWriter(out, f.Fields(), writerOpts(f))
+	if err != nil {
+		return 0, err
+	}
+	mem := memory.DefaultAllocator
+	arrs := make([]arrow.Array, sc.NumFields())
+	for i, fl := range sc.Fields() {
+		switch fl.Name {
+		case colTokenFST:
+			b := array.NewBuilder(mem, fl.Type).(*array.BinaryBuilder)
+			b.Append(fst)
+			arrs[i] = b.NewArray()
+			b.Release()
+		case colTokenNextID:
+			b := array.NewUint32Builder(mem)
+			b.Append(nextID)
+			arrs[i] = b.NewArray()
+			b.Release()
+		case colTokenTotalLength:
+			b := array.NewUint64Builder(mem)
+			b.Append(total)
+			arrs[i] = b.NewArray()
+			b.Release()
+		default:
+			return 0, errorf(f, ErrUnsupported, "token column %q", fl.Name)
+		}
+		defer arrs[i].Release()
+	}
+	rec := array.NewRecordBatch(sc, arrs, 1)
+	defer rec.Release()
+	if err := w.Write(rec); err != nil {
+		return 0, err
+	}
+	res, err := w.Close()
+	return res.Size, err
+}
+
+// RemapMetadata writes the segment's metadata.lance for a remapped
+// segment: lance's remap keeps the partitions, tokenizer params, formats
+// and deleted_fragments, so the file is rewritten with the same schema
+// metadata and row.
+func RemapMetadata(ctx context.Context, f *lancefile.File, out io.Writer) (int64, error) {
+	if _, err := ReadMetadata(ctx, f); err != nil {
+		return 0, err
+	}
+	sc, err := f.Schema()
+	if err != nil {
+		return 0, err
+	}
+	w, err := lancewrite.NewWriter(out, f.Fields(), writerOpts(f))
+	if err != nil {
+		return 0, err
+	}
+	if f.NumRows() > 0 {
+		rec, err := f.ReadAll(ctx, nil)
+		if err != nil {
+			return 0, err
+		}
+		rec2 := array.NewRecordBatch(sc, rec.Columns(), rec.NumRows())
+		rec.Release()
+		err = w.Write(rec2)
+		rec2.Release()
+		if err != nil {
+			return 0, err
+		}
+	}
+	res, err := w.Close()
+	return res.Size, err
+}
