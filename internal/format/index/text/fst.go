@@ -168,6 +168,12 @@ func (r *fstReader) node(addr int, n *fstNode) (err error) {
 		}
 		return d[i : i+n], true
 	}
+	// sizes reads a pack-sizes byte: transition address and output widths.
+	sizes := func(i int) (int, int, bool) {
+		ps, ok := at(i)
+		t, o := int(ps>>4), int(ps&15)
+		return t, o, ok && t <= 8 && o <= 8
+	}
 	delta := func(i, size, end int) (int, bool) {
 		if size == 0 {
 			return fstEmptyAddr, true
@@ -189,33 +195,25 @@ func (r *fstReader) node(addr int, n *fstNode) (err error) {
 	if !ok {
 		return bad()
 	}
-	switch v >> 6 {
-	case 0b11: // one transition to the node just before, no output
-		in, common := fstCommonInput(v & 0x3f)
-		ilen := 0
-		if !common {
+	// A one-transition node's input is in the state byte when common,
+	// else in the byte before it.
+	in, ilen := byte(0), 0
+	if v>>7 == 1 {
+		var common bool
+		if in, common = fstCommonInput(v & 0x3f); !common {
 			ilen = 1
 			if in, ok = at(addr - 1); !ok {
 				return bad()
 			}
 		}
+	}
+	switch v >> 6 {
+	case 0b11: // one transition to the node just before, no output
 		end := addr - ilen
 		n.trans = append(n.trans, fstTrans{in: in, addr: end - 1})
 	case 0b10: // one transition
-		in, common := fstCommonInput(v & 0x3f)
-		ilen := 0
-		if !common {
-			ilen = 1
-			if in, ok = at(addr - 1); !ok {
-				return bad()
-			}
-		}
-		ps, ok := at(addr - ilen - 1)
+		tsize, osize, ok := sizes(addr - ilen - 1)
 		if !ok {
-			return bad()
-		}
-		tsize, osize := int(ps>>4), int(ps&15)
-		if tsize > 8 || osize > 8 {
 			return bad()
 		}
 		end := addr - ilen - 1 - tsize - osize
@@ -245,12 +243,8 @@ func (r *fstReader) node(addr int, n *fstNode) (err error) {
 				ntrans = 256
 			}
 		}
-		ps, ok := at(addr - nlen - 1)
+		tsize, osize, ok := sizes(addr - nlen - 1)
 		if !ok {
-			return bad()
-		}
-		tsize, osize := int(ps>>4), int(ps&15)
-		if tsize > 8 || osize > 8 {
 			return bad()
 		}
 		index := 0

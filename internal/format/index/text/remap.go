@@ -90,6 +90,16 @@ func writerOpts(f *lancefile.File) lancewrite.Options {
 	return lancewrite.Options{Version: v, SchemaMetadata: maps.Clone(meta(f))}
 }
 
+// writerLike opens a writer for a file with f's fields and schema metadata.
+func writerLike(f *lancefile.File, out io.Writer) (*arrow.Schema, *lancewrite.Writer, error) {
+	sc, err := f.Schema()
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := lancewrite.NewWriter(out, f.Fields(), writerOpts(f))
+	return sc, w, err
+}
+
 // CheckSegment reports whether RemapPartition can remap a segment with
 // this metadata: lance 8.0.0's default layout (FST token set, fixed32
 // posting tails, per-document positions). Other layouts are
@@ -499,11 +509,7 @@ func remapTokens(ctx context.Context, f *lancefile.File, numTokens uint64, remov
 		fst = b.finish()
 		nextID = uint32(numTokens - removed.GetCardinality())
 	}
-	sc, err := f.Schema()
-	if err != nil {
-		return 0, err
-	}
-	w, err := lancewrite.NewWriter(out, f.Fields(), writerOpts(f))
+	sc, w, err := writerLike(f, out)
 	if err != nil {
 		return 0, err
 	}
@@ -548,11 +554,7 @@ func RemapMetadata(ctx context.Context, f *lancefile.File, out io.Writer) (int64
 	if _, err := ReadMetadata(ctx, f); err != nil {
 		return 0, err
 	}
-	sc, err := f.Schema()
-	if err != nil {
-		return 0, err
-	}
-	w, err := lancewrite.NewWriter(out, f.Fields(), writerOpts(f))
+	sc, w, err := writerLike(f, out)
 	if err != nil {
 		return 0, err
 	}
