@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/lanced-dev/lanced/internal/format/lancefile"
 )
@@ -26,4 +27,33 @@ func NoRemapperIf(err, unsupported error) error {
 		return fmt.Errorf("%w: %w", ErrNoRemapper, err)
 	}
 	return err
+}
+
+// WriteFiles creates the named files of a new segment, runs write with
+// them and closes them; a file exists only if everything succeeded.
+func WriteFiles(ctx context.Context, seg SegmentWriter, names []string, write func([]io.Writer) error) error {
+	var ws []io.WriteCloser
+	defer func() {
+		for _, w := range ws {
+			w.Close()
+		}
+	}()
+	plain := make([]io.Writer, len(names))
+	for i, n := range names {
+		w, err := seg.Create(ctx, n)
+		if err != nil {
+			return err
+		}
+		ws = append(ws, w)
+		plain[i] = w
+	}
+	if err := write(plain); err != nil {
+		return err
+	}
+	for _, w := range ws {
+		if err := w.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -63,7 +63,7 @@ func (r remapper) Remap(ctx context.Context, req index.RemapRequest) (index.Rema
 		if err != nil {
 			return out, index.NoRemapperIf(err, ErrUnsupported)
 		}
-		err = withFiles(ctx, req.New, []string{BTreeDataFileName, BTreeLookupFileName}, func(w []io.Writer) error {
+		err = index.WriteFiles(ctx, req.New, []string{BTreeDataFileName, BTreeLookupFileName}, func(w []io.Writer) error {
 			res, err = RemapBTree(ctx, bt, req.Mapping, w[0], w[1])
 			return err
 		})
@@ -79,7 +79,7 @@ func (r remapper) Remap(ctx context.Context, req index.RemapRequest) (index.Rema
 		if err != nil {
 			return out, index.NoRemapperIf(err, ErrUnsupported)
 		}
-		err = withFiles(ctx, req.New, []string{BitmapFileName}, func(w []io.Writer) error {
+		err = index.WriteFiles(ctx, req.New, []string{BitmapFileName}, func(w []io.Writer) error {
 			res, err = RemapBitmap(ctx, bm, req.Mapping, w[0])
 			return err
 		})
@@ -91,33 +91,4 @@ func (r remapper) Remap(ctx context.Context, req index.RemapRequest) (index.Rema
 	}
 	out.Rows, out.Dropped = res.Rows, res.Dropped
 	return out, nil
-}
-
-// withFiles creates the named files, runs write and closes them; a file
-// exists only if everything succeeded.
-func withFiles(ctx context.Context, seg index.SegmentWriter, names []string, write func([]io.Writer) error) error {
-	var ws []io.WriteCloser
-	defer func() {
-		for _, w := range ws {
-			w.Close()
-		}
-	}()
-	plain := make([]io.Writer, len(names))
-	for i, n := range names {
-		w, err := seg.Create(ctx, n)
-		if err != nil {
-			return err
-		}
-		ws = append(ws, w)
-		plain[i] = w
-	}
-	if err := write(plain); err != nil {
-		return err
-	}
-	for _, w := range ws {
-		if err := w.Close(); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -2,11 +2,17 @@ package text
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
+
+	"github.com/lanced-dev/lanced/internal/format/index"
+	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 func TestPack4xRoundTrip(t *testing.T) {
@@ -143,6 +149,24 @@ func TestFSTCorrupt(t *testing.T) {
 		if len(d) >= 36 {
 			r := &fstReader{data: d[:len(d)-20], version: 3, root: rng.IntN(len(d) - 20), len: 5}
 			_ = r.each(func([]byte, uint64) error { return nil })
+		}
+	}
+}
+
+// The FTS remapper is registered and accepts only lance 8.0.0's default
+// layout (index version 1); other versions keep their fragments, with the
+// reason.
+func TestRemapperCheck(t *testing.T) {
+	seg := func(v int32) *tablepb.IndexMetadata {
+		return &tablepb.IndexMetadata{Name: "body_idx", IndexVersion: &v, IndexDetails: &anypb.Any{TypeUrl: "/lance.table.InvertedIndexDetails"}}
+	}
+	if err := index.CanRemap(seg(1)); err != nil {
+		t.Fatalf("CanRemap(v1) = %v", err)
+	}
+	for _, v := range []int32{0, 2} {
+		err := index.CanRemap(seg(v))
+		if !errors.Is(err, index.ErrNoRemapper) || !strings.Contains(err.Error(), "body_idx") || !strings.Contains(err.Error(), fmt.Sprintf("version %d", v)) {
+			t.Fatalf("CanRemap(v%d) = %v", v, err)
 		}
 	}
 }

@@ -26,50 +26,16 @@ type identity struct{}
 
 func (identity) Map(old uint64) (uint64, bool) { return old, true }
 
-type mapOf map[uint64]uint64
-
-func (m mapOf) Map(old uint64) (uint64, bool) {
-	n, ok := m[old]
-	return n, ok
-}
-
-// remapSegment remaps every partition of the segment in dir into out.
-func remapSegment(t *testing.T, dir, out string, m index.Mapping) []PartitionResult {
+// remapSegment runs the registered FTS remapper on segment seg, stored in
+// dir, writing into out.
+func remapSegment(t *testing.T, seg *tablepb.IndexMetadata, dir, out string, m index.Mapping) index.RemapResult {
 	t.Helper()
-	ctx := context.Background()
-	if err := os.MkdirAll(out, 0o755); err != nil {
+	if err := index.CanRemap(seg); err != nil {
 		t.Fatal(err)
 	}
-	mf := lancefiletest.Open(t, filepath.Join(dir, MetadataFileName))
-	md, err := ReadMetadata(ctx, mf)
+	rm, _ := index.RemapperFor(index.KindFTS)
+	res, err := rm.Remap(context.Background(), index.RemapRequest{Segment: seg, Kind: index.Detect(seg), Mapping: m, Old: indextest.Dir(dir), New: indextest.Dir(out)})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := CheckSegment(md); err != nil {
-		t.Fatal(err)
-	}
-	create := func(name string) *os.File {
-		f, err := os.Create(filepath.Join(out, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { f.Close() })
-		return f
-	}
-	var res []PartitionResult
-	for _, p := range md.Partitions {
-		in := PartitionFiles{
-			Docs:   lancefiletest.Open(t, filepath.Join(dir, DocsFileName(p))),
-			Invert: lancefiletest.Open(t, filepath.Join(dir, InvertFileName(p))),
-			Tokens: lancefiletest.Open(t, filepath.Join(dir, TokensFileName(p))),
-		}
-		r, err := RemapPartition(ctx, in, m, PartitionWriters{Docs: create(DocsFileName(p)), Invert: create(InvertFileName(p)), Tokens: create(TokensFileName(p))})
-		if err != nil {
-			t.Fatalf("partition %d: %v", p, err)
-		}
-		res = append(res, r)
-	}
-	if _, err := RemapMetadata(ctx, mf, create(MetadataFileName)); err != nil {
 		t.Fatal(err)
 	}
 	return res
@@ -296,13 +262,16 @@ func TestFTSRemapOracle(t *testing.T) {
 	// posting lists.
 	oracle.RunOps(t, path, []oracle.Op{{"op": "update", "where": "id % 50 = 1", "values_sql": map[string]any{"body": "concat(body, ' zq', CAST(id AS STRING), ' common', CAST(id % 3 AS STRING))"}}})
 	oracle.RunOps(t, path, []oracle.Op{{"op": "create_index", "column": "body", "type": "fts", "options": map[string]any{"withPosition": true}}})
-	preUUID, _, _ := listIndex(t, path, "FTS")
-	preDir := filepath.Join(path, "_indices", preUUID)
-	preAddrs := oracle.RowAddrsByID(t, path, 0)
+	const name = "body_idx"
+	preSeg := indextest.Index(t, indextest.ReadManifest(t, path, oracle.Inspect(t, path, 0).Version), name)
+	if v := preSeg.GetIndexVersion(); v != ftsIndexVersion {
+		t.Fatalf("lance 8.0.0 wrote FTS index version %d, want %d", v, ftsIndexVersion)
+	}
+	preDir := filepath.Join(path, "_indices", indextest.UUID(t, preSeg.GetUuid()))
 
 	// Identity remap: the segment must come back as it was.
 	idDir := filepath.Join(dir, "identity")
-	remapSegment(t, preDir, idDir, identity{})
+	remapSegment(t, preSeg, preDir, idDir, identity{})
 	lp := readPartition(t, preDir, 0)
 	comparePartitions(t, "identity remap", readPartition(t, idDir, 0), lp)
 
@@ -341,33 +310,23 @@ func TestFTSRemapOracle(t *testing.T) {
 
 	// Delete so that some tokens lose every document, then let Lance compact.
 	oracle.RunOps(t, path, []oracle.Op{{"op": "delete", "where": "id % 10 = 0 OR id % 7 = 3 OR id % 100 = 1"}})
-	deleted := oracle.Inspect(t, path, 0)
-	oracle.RunOps(t, path, []oracle.Op{{"op": "optimize"}})
-	postUUID, indexed, unindexed := listIndex(t, path, "FTS")
-	if postUUID == preUUID || unindexed != 0 {
-		t.Fatalf("Lance's optimize left FTS %s (was %s), %d unindexed", postUUID, preUUID, unindexed)
-	}
-	postDir := filepath.Join(path, "_indices", postUUID)
-	postAddrs := oracle.RowAddrsByID(t, path, 0)
-	// Lance's mapping covers the rows of the fragments its compaction
-	// rewrote; a fragment the delete emptied is gone before, and its rows
-	// stay in the index untouched (the index's fragment bitmap hides them).
-	rewritten := deleted.FragmentRows
-	m := mapOf{}
-	for id, a := range preAddrs {
-		if b, ok := postAddrs[id]; ok {
-			m[a] = b
-		} else if _, ok := rewritten[uint32(a>>32)]; !ok {
-			m[a] = a
-		}
+	comp := indextest.Compact(t, path, oracle.Inspect(t, path, 0))
+	postDir, _ := comp.LanceRemap(t, path, name)
+	_, indexed, unindexed := listIndex(t, path, "FTS")
+	if unindexed != 0 {
+		t.Fatalf("after Lance's optimize: %d rows unindexed", unindexed)
 	}
 	oursDir := filepath.Join(dir, "ours")
-	res := remapSegment(t, preDir, oursDir, m)
-	if res[0].Docs != uint64(indexed) || res[0].DroppedTokens == 0 {
-		t.Fatalf("remap %+v, Lance indexes %d rows (want them all, and some tokens dropped)", res[0], indexed)
+	res := remapSegment(t, indextest.Index(t, comp.PreM, name), preDir, oursDir, comp.Mapping)
+	if res.Rows != uint64(indexed) || res.Dropped == 0 {
+		t.Fatalf("remap %+v, Lance indexes %d rows", res, indexed)
 	}
-	t.Logf("remap: %+v", res[0])
-	comparePartitions(t, "remap after compaction", readPartition(t, oursDir, 0), readPartition(t, postDir, 0))
+	ours := readPartition(t, oursDir, 0)
+	if len(ours.tokens) >= len(lp.tokens) {
+		t.Fatalf("no posting list emptied: %d tokens before, %d after", len(lp.tokens), len(ours.tokens))
+	}
+	t.Logf("remap: %+v, %d of %d tokens kept", res, len(ours.tokens), len(lp.tokens))
+	comparePartitions(t, "remap after compaction", ours, readPartition(t, postDir, 0))
 	om, err := ReadMetadata(context.Background(), lancefiletest.Open(t, filepath.Join(oursDir, MetadataFileName)))
 	if err != nil {
 		t.Fatal(err)
@@ -390,17 +349,16 @@ func TestFTSRemapOracle(t *testing.T) {
 	if err := os.CopyFS(filepath.Join(swapped, "_indices", newID.String()), os.DirFS(oursDir)); err != nil {
 		t.Fatal(err)
 	}
-	postM := indextest.ReadManifest(t, swapped, 0)
-	var lanceIdx *tablepb.IndexMetadata
-	for _, ix := range postM.Indices.GetIndices() {
-		if id, err := uuid.FromBytes(ix.GetUuid().GetUuid()); err == nil && id.String() == postUUID {
-			lanceIdx = ix
-		}
+	postM := indextest.ReadManifest(t, swapped, comp.Post.Version)
+	written, err := indextest.Dir(oursDir).Files(context.Background())
+	if err != nil {
+		t.Fatal(err)
 	}
-	if lanceIdx == nil {
-		t.Fatalf("FTS index %s not in the manifest", postUUID)
+	var names []string
+	for _, f := range written {
+		names = append(names, f.Name)
 	}
-	indextest.CommitIndexSwap(t, swapped, postM, lanceIdx, newID)
+	indextest.CommitIndexSwap(t, swapped, postM, indextest.Swap{Old: indextest.Index(t, postM, name), ID: newID, Files: names})
 	if id, n, u := listIndex(t, swapped, "FTS"); id != newID.String() || n != indexed || u != 0 {
 		t.Fatalf("with our segment: FTS %s covers %d/%d, want %s %d/0", id, n, u, newID, indexed)
 	}
