@@ -104,10 +104,11 @@ func runHolds(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if *reason == "" {
 			return fmt.Errorf("holds place: --reason is required (say why the table must not be maintained)")
 		}
-		b, uri, err := openTableArg(ctx, pos[0])
+		b, _, err := openTable(ctx, pos[0])
 		if err != nil {
 			return err
 		}
+		uri := store.CanonicalURI(pos[0])
 		defer b.Close()
 		if err := hold.Place(ctx, b, hold.Record{Table: uri, Reason: *reason, By: cliActor()}); err != nil {
 			return err
@@ -115,10 +116,11 @@ func runHolds(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "held %s: %s\n", uri, *reason)
 		return nil
 	default: // release
-		b, uri, err := openTableArg(ctx, pos[0])
+		b, _, err := openTable(ctx, pos[0])
 		if err != nil {
 			return err
 		}
+		uri := store.CanonicalURI(pos[0])
 		defer b.Close()
 		r, err := hold.Release(ctx, b)
 		if err != nil {
@@ -135,26 +137,6 @@ func runHolds(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stdout)
 		return nil
 	}
-}
-
-// openTableArg opens a table argument (local path or URI) and returns its
-// canonical identity; it refuses a directory that is not a table.
-func openTableArg(ctx context.Context, arg string) (*store.Bucket, string, error) {
-	b, err := store.Open(ctx, arg)
-	if err != nil {
-		return nil, "", err
-	}
-	uri := store.CanonicalURI(arg)
-	ok := false
-	err = b.ListDir(ctx, "_versions/", func(store.Object) error { ok = true; return nil })
-	if err == nil && !ok {
-		err = fmt.Errorf("%s is not a Lance table (no _versions/)", uri)
-	}
-	if err != nil {
-		_ = b.Close()
-		return nil, "", err
-	}
-	return b, uri, nil
 }
 
 // cliActor names a one-shot command's user in the records it writes.

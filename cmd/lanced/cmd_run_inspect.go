@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/scheduler"
@@ -48,51 +49,25 @@ type inspectWorkload struct {
 	open     func(table string) string
 }
 
-// latestManifest lists the table's _versions/ and returns the newest
-// committed version and its key.
-func latestManifest(ctx context.Context, b *store.Bucket) (uint64, string, error) {
-	var best uint64
-	var key string
-	err := b.ListDir(ctx, "_versions/", func(o store.Object) error {
-		if o.IsDir {
-			return nil
-		}
-		v, _, err := format.ParseManifestName(filepath.Base(o.Key))
-		if err != nil {
-			return nil // detached, temporary or foreign names
-		}
-		if key == "" || v > best {
-			best, key = v, o.Key
-		}
-		return nil
-	})
+func (w *inspectWorkload) Plan(ctx context.Context, name string, inFlight []string) (scheduler.Plan, error) {
+	b, err := store.Open(ctx, w.open(name))
 	if err != nil {
-		return 0, "", fmt.Errorf("list versions of %s: %w", b.URI(), err)
-	}
-	if key == "" {
-		return 0, "", fmt.Errorf("table %s: no manifest in _versions/: %w", b.URI(), store.ErrNotFound)
-	}
-	return best, key, nil
-}
-
-func (w *inspectWorkload) Plan(ctx context.Context, table string, inFlight []string) (scheduler.Plan, error) {
-	b, err := store.Open(ctx, w.open(table))
-	if err != nil {
-		return scheduler.Plan{}, fmt.Errorf("open table %s: %w", table, err)
+		return scheduler.Plan{}, fmt.Errorf("open table %s: %w", name, err)
 	}
 	defer b.Close()
-	v, key, err := latestManifest(ctx, b)
+	vi, err := table.At(b).LatestInfo(ctx)
 	if err != nil {
 		return scheduler.Plan{}, err
 	}
-	eff := w.policies().Resolve(table, nil)
+	v, key := vi.Version, vi.Key
+	eff := w.policies().Resolve(name, nil)
 	if !eff.Enabled.Value {
 		return scheduler.Plan{ReadVersion: v}, nil
 	}
-	payload, _ := json.Marshal(inspectTask{Table: table, Version: v, Key: key})
+	payload, _ := json.Marshal(inspectTask{Table: name, Version: v, Key: key})
 	return scheduler.Plan{ReadVersion: v, Tasks: []scheduler.Task{{
-		Kind: kindInspect, Key: fmt.Sprintf("%s@%d/%s", table, v, kindInspect),
-		Table: table, ReadVersion: v, Payload: payload,
+		Kind: kindInspect, Key: fmt.Sprintf("%s@%d/%s", name, v, kindInspect),
+		Table: name, ReadVersion: v, Payload: payload,
 	}}}, nil
 }
 

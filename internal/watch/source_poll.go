@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/store"
 )
@@ -195,26 +197,17 @@ func (w *walker) uri(rel string) string {
 	return Root{Scheme: w.root.Scheme, Bucket: w.root.Bucket, Prefix: strings.Trim(w.root.Prefix+"/"+rel, "/")}.URI()
 }
 
-// table lists rel's _versions/ and emits its latest version if it changed.
+// table finds rel's latest version (engine/table) and emits it if it
+// changed.
 func (w *walker) table(ctx context.Context, rel string) error {
-	var (
-		latest     uint64
-		latestName string
-	)
-	err := w.b.List(ctx, rel+format.VersionsDir+"/", func(o store.Object) error {
-		name := o.Key[strings.LastIndexByte(o.Key, '/')+1:]
-		v, _, err := format.ParseManifestName(name)
-		if err == nil && v > latest && strings.TrimPrefix(o.Key, rel) == format.VersionsDir+"/"+name {
-			latest, latestName = v, name
-		}
-		return nil
-	})
+	vi, err := table.At(w.b.Sub(rel)).LatestInfo(ctx)
+	if errors.Is(err, table.ErrNoTable) {
+		return nil // an empty or half-created table: nothing committed yet
+	}
 	if err != nil {
 		return fmt.Errorf("list %s: %w", w.uri(rel+format.VersionsDir), err)
 	}
-	if latest == 0 {
-		return nil // an empty or half-created table: nothing committed yet
-	}
+	latestName := path.Base(vi.Key)
 	w.tables++
 	key := strings.Trim(w.root.Prefix+"/"+rel, "/") + "/" + format.VersionsDir + "/" + latestName
 	if w.root.Prefix == "" && rel == "" {

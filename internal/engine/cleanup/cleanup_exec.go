@@ -2,7 +2,6 @@ package cleanup
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/lanced-dev/lanced/internal/engine/journal"
+	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/store"
@@ -105,7 +105,8 @@ func (c *Cleaner) Plan(ctx context.Context, b *store.Bucket, opts CleanupOptions
 			return nil, fmt.Errorf("cleanup %s: %s is not empty: %w", b.URI(), dir, ErrCleanupBranches)
 		}
 	}
-	tags, err := readTags(ctx, b)
+	tbl := table.At(b)
+	tags, err := tagVersions(ctx, tbl)
 	if err != nil {
 		return nil, fmt.Errorf("cleanup %s: %w", b.URI(), err)
 	}
@@ -114,23 +115,16 @@ func (c *Cleaner) Plan(ctx context.Context, b *store.Bucket, opts CleanupOptions
 		size    int64
 		version uint64
 	}
-	var manifests []listed
-	err = b.ListDir(ctx, format.VersionsDir, func(o store.Object) error {
-		if o.IsDir {
-			return nil
-		}
-		v, _, err := format.ParseManifestName(o.Key)
-		if err != nil {
-			return nil // hints, staging and detached files are not versions
-		}
-		manifests = append(manifests, listed{key: o.Key, size: o.Size, version: v})
-		return nil
-	})
+	vis, err := tbl.Versions(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("cleanup %s: list _versions: %w", b.URI(), err)
+		return nil, fmt.Errorf("cleanup %s: %w", b.URI(), err)
 	}
-	if len(manifests) == 0 {
+	if len(vis) == 0 {
 		return nil, fmt.Errorf("cleanup %s: %w", b.URI(), ErrCleanupNoVersions)
+	}
+	manifests := make([]listed, len(vis))
+	for i, vi := range vis {
+		manifests[i] = listed{key: vi.Key, size: vi.Size, version: vi.Version}
 	}
 	versions := make([]uint64, len(manifests))
 	for i, m := range manifests {
@@ -252,35 +246,22 @@ func deletionKey(fragID uint64, d *tablepb.DeletionFile) string {
 	return fmt.Sprintf("_deletions/%d-%d-%d.%s", fragID, d.GetReadVersion(), d.GetId(), ext)
 }
 
-// readTags reads _refs/tags/*.json: tag name -> version. An unreadable tag
-// aborts: it may protect a version.
-func readTags(ctx context.Context, b *store.Bucket) (map[string]uint64, error) {
-	tags := map[string]uint64{}
-	var keys []string
-	err := b.ListDir(ctx, "_refs/tags/", func(o store.Object) error {
-		if !o.IsDir && strings.HasSuffix(o.Key, ".json") {
-			keys = append(keys, o.Key)
-		}
-		return nil
-	})
+// tagVersions reads the table's tags (engine/table): tag name -> version.
+// A tag without a version is an error: cleanup must not guess what it
+// protects.
+func tagVersions(ctx context.Context, tbl *table.Table) (map[string]uint64, error) {
+	tags, err := tbl.Tags(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list tags: %w", err)
+		return nil, fmt.Errorf("read tags: %w", err)
 	}
-	for _, k := range keys {
-		data, err := b.Get(ctx, k)
-		if err != nil {
-			return nil, fmt.Errorf("read tag %s: %w", k, err)
+	out := make(map[string]uint64, len(tags))
+	for name, t := range tags {
+		if t.Version == 0 {
+			return nil, fmt.Errorf("read tag %s: not a tag file (want {\"version\": N})", name)
 		}
-		var t struct {
-			Version *uint64 `json:"version"`
-		}
-		if err := json.Unmarshal(data, &t); err != nil || t.Version == nil {
-			return nil, fmt.Errorf("read tag %s: not a tag file (want {\"version\": N}): %v", k, err)
-		}
-		name := strings.TrimSuffix(k[strings.LastIndexByte(k, '/')+1:], ".json")
-		tags[name] = *t.Version
+		out[name] = t.Version
 	}
-	return tags, nil
+	return out, nil
 }
 
 // CleanupResult counts what Execute did.
@@ -397,25 +378,10 @@ func (c *Cleaner) Run(ctx context.Context, b *store.Bucket, opts CleanupOptions,
 // TableCleanupOptions returns the cleanup settings a table asks for: Lance's
 // defaults overridden by the latest manifest's lance.auto_cleanup.* config.
 func TableCleanupOptions(ctx context.Context, b *store.Bucket) (CleanupOptions, error) {
-	var latest uint64
-	var key string
-	err := b.ListDir(ctx, format.VersionsDir, func(o store.Object) error {
-		if v, _, err := format.ParseManifestName(o.Key); err == nil && (key == "" || v > latest) {
-			latest, key = v, o.Key
-		}
-		return nil
-	})
-	if err != nil {
-		return CleanupOptions{}, fmt.Errorf("cleanup %s: list _versions: %w", b.URI(), err)
-	}
-	if key == "" {
+	m, err := table.At(b).Latest(ctx)
+	if errors.Is(err, table.ErrNoTable) {
 		return CleanupOptions{}, fmt.Errorf("cleanup %s: %w", b.URI(), ErrCleanupNoVersions)
 	}
-	data, err := b.Get(ctx, key)
-	if err != nil {
-		return CleanupOptions{}, fmt.Errorf("cleanup %s: read manifest %s: %w", b.URI(), key, err)
-	}
-	m, err := format.DecodeManifestFile(key, data)
 	if err != nil {
 		return CleanupOptions{}, fmt.Errorf("cleanup %s: %w", b.URI(), err)
 	}

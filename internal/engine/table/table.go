@@ -60,12 +60,16 @@ type VersionInfo struct {
 // OpenTable opens the table rooted at b. It checks that at least one
 // committed manifest exists.
 func OpenTable(ctx context.Context, b *store.Bucket) (*Table, error) {
-	t := &Table{b: b, Now: time.Now}
+	t := At(b)
 	if _, err := t.latestInfo(ctx); err != nil {
 		return nil, err
 	}
 	return t, nil
 }
+
+// At returns the table rooted at b without checking that it holds a
+// version (Versions then lists none, Latest fails with ErrNoTable).
+func At(b *store.Bucket) *Table { return &Table{b: b, Now: time.Now} }
 
 // Bucket returns the table's root bucket.
 func (t *Table) Bucket() *store.Bucket { return t.b }
@@ -176,6 +180,10 @@ func (t *Table) LatestVersion(ctx context.Context) (uint64, error) {
 	vi, err := t.latestInfo(ctx)
 	return vi.Version, err
 }
+
+// LatestInfo returns the newest committed version: number, naming and
+// manifest key.
+func (t *Table) LatestInfo(ctx context.Context) (VersionInfo, error) { return t.latestInfo(ctx) }
 
 // Latest loads the newest committed manifest.
 func (t *Table) Latest(ctx context.Context) (*format.Manifest, error) {
