@@ -196,7 +196,7 @@ http { listen = "" }
 	cr := newCleanupRunner(cleaner, log, noPolicies(t), func(s string) string { return s }, nil, jk)
 	defer cr.Close()
 	uri := "file://" + path
-	cr.runDue(uri, cr.state(uri))
+	cr.RunDue(uri)
 	for _, f := range orphans {
 		if exists(t, filepath.Join(path, f)) {
 			t.Errorf("file %s of the killed task survived the cleanup", f)
@@ -347,12 +347,12 @@ func TestDaemonCleanupStableNodeIDAndHolds(t *testing.T) {
 	cr := newCleanupRunner(cleaner, log, noPolicies(t), func(s string) string { return s },
 		func(context.Context, string) (bool, error) { return held, nil }, journal.NewKeeper("lanced", "node-a", log))
 	defer cr.Close()
-	cr.runDue(uri, cr.state(uri))
+	cr.RunDue(uri)
 	if !exists(t, mine) || !exists(t, theirs) || len(pendingEntries(t, path)) != 2 {
 		t.Fatal("a held table was cleaned")
 	}
 	held = false
-	cr.runDue(uri, cr.state(uri))
+	cr.RunDue(uri)
 	if exists(t, mine) {
 		t.Error("the previous run's output survived the cleanup")
 	}

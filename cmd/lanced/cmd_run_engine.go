@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/cleanup"
 	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/engine/journal"
 	"github.com/lanced-dev/lanced/internal/engine/quarantine"
@@ -33,7 +34,7 @@ type maintainWorkload struct {
 	// journal records each execution's outputs (nil: no journal);
 	// cleanup runs cleanup after commits and empty plans (nil: none).
 	journal *journal.Keeper
-	cleanup *cleanupRunner
+	cleanup *cleanup.Scheduler
 	// quarantined counts fragments the runner quarantined (nil: none).
 	quarantined prometheus.Counter
 	// reg, if set, receives the tables' object-store metrics.
@@ -165,7 +166,7 @@ func (w *maintainWorkload) Commit(ctx context.Context, table string, results []s
 	}
 	defer b.Close()
 	// No cleanup of this table while its commit checks outputs and commits.
-	defer w.cleanup.lockTable(table)()
+	defer w.cleanup.LockTable(table)()
 	ps := make([]engine.Pending, 0, len(results))
 	for _, r := range results {
 		j, jid, err := job.DecodeResult(r.Payload)
