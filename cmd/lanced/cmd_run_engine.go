@@ -202,9 +202,10 @@ func (w *maintainWorkload) Commit(ctx context.Context, table string, results []s
 
 // engineClassify maps the engine's error taxonomy (engine.Classify) onto
 // the scheduler's outcomes. A corrupt fragment the runner quarantined
-// (the error carries a *engine.FragmentError) abandons the task and the
-// table keeps being maintained; corrupt input without a fragment to blame
-// holds the table.
+// (the error carries a *engine.FragmentError) makes the task stale: the
+// quarantine is new table state, so the table is planned again without
+// that fragment and the rest keeps being maintained; corrupt input without
+// a fragment to blame holds the table.
 func engineClassify(err error) (scheduler.Outcome, bool) {
 	switch engine.Classify(err) {
 	case engine.Hold:
@@ -212,7 +213,7 @@ func engineClassify(err error) (scheduler.Outcome, bool) {
 	case engine.Quarantine:
 		var fe *engine.FragmentError
 		if errors.As(err, &fe) {
-			return scheduler.OutcomeAbandoned, true
+			return scheduler.OutcomeStale, true
 		}
 		return scheduler.OutcomeCorrupt, true
 	case engine.Skip, engine.Abandon:
