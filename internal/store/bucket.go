@@ -50,6 +50,7 @@ type Bucket struct {
 	owner    bool         // Close closes bkt
 	metrics  *metrics
 	fault    func(op, key string) error
+	retry    *Retry // nil: DefaultRetry
 }
 
 var (
@@ -235,7 +236,11 @@ func (b *Bucket) Get(ctx context.Context, key string) (_ []byte, err error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := b.bkt.ReadAll(ctx, b.prefix+key)
+	var data []byte
+	err = b.retrying(ctx, "get", key, func() (err error) {
+		data, err = b.bkt.ReadAll(ctx, b.prefix+key)
+		return err
+	})
 	return data, done(err)
 }
 
@@ -248,32 +253,20 @@ func (b *Bucket) GetRange(ctx context.Context, key string, off, length int64) (i
 	if off < 0 {
 		return nil, done(fmt.Errorf("negative offset %d", off))
 	}
-	r, err := b.bkt.NewRangeReader(ctx, b.prefix+key, off, length, nil)
+	var r *blob.Reader
+	err = b.retrying(ctx, "get_range", key, func() (err error) {
+		r, err = b.bkt.NewRangeReader(ctx, b.prefix+key, off, length, nil)
+		return err
+	})
 	if err != nil {
 		return nil, done(err)
 	}
-	return &wrapReader{r: r, b: b, key: key}, done(nil)
-}
-
-type wrapReader struct {
-	r   io.ReadCloser
-	b   *Bucket
-	key string
-}
-
-func (w *wrapReader) Read(p []byte) (int, error) {
-	n, err := w.r.Read(p)
-	if err != nil && err != io.EOF {
-		err = w.b.wrap("read", w.key, err)
+	end := int64(-1)
+	if length >= 0 {
+		// The reader knows the object's size: a range past it ends there.
+		end = min(off+length, max(off, r.Size()))
 	}
-	return n, err
-}
-
-func (w *wrapReader) Close() error {
-	if err := w.r.Close(); err != nil {
-		return w.b.wrap("read", w.key, err)
-	}
-	return nil
+	return &resumingReader{ctx: ctx, b: b, key: key, off: off, end: end, r: r}, done(nil)
 }
 
 // Attributes returns an object's size and modification time.
@@ -282,7 +275,11 @@ func (b *Bucket) Attributes(ctx context.Context, key string) (Attrs, error) {
 	if err != nil {
 		return Attrs{}, err
 	}
-	a, err := b.bkt.Attributes(ctx, b.prefix+key)
+	var a *blob.Attributes
+	err = b.retrying(ctx, "attributes", key, func() (err error) {
+		a, err = b.bkt.Attributes(ctx, b.prefix+key)
+		return err
+	})
 	if err != nil {
 		return Attrs{}, done(err)
 	}
@@ -319,8 +316,11 @@ func (b *Bucket) list(ctx context.Context, op, prefix, delim string, fn func(Obj
 	// stats each entry; an entry removed in between (a writer's temporary
 	// file, a file cleanup just deleted) fails the whole listing with "not
 	// found". It is skipped instead: the listing restarts after the last
-	// key delivered, as if the entry had gone before the listing began.
+	// key delivered, as if the entry had gone before the listing began. A
+	// transient failure (a throttled or failed page) restarts it the same
+	// way, within the retry policy.
 	last, started := "", false
+	failures := 0
 	for restart := 0; ; restart++ {
 		it := b.bkt.List(&blob.ListOptions{Prefix: b.prefix + prefix, Delimiter: delim})
 		for {
@@ -330,6 +330,11 @@ func (b *Bucket) list(ctx context.Context, op, prefix, delim string, fn func(Obj
 			}
 			if err != nil {
 				if classify(err) == NotFound && ctx.Err() == nil && restart < listRestarts {
+					break
+				}
+				err = b.wrap(op, prefix, err)
+				failures++
+				if b.again(ctx, op, prefix, failures, err) {
 					break
 				}
 				return done(err)
@@ -356,7 +361,7 @@ func (b *Bucket) Put(ctx context.Context, key string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	return done(b.write(ctx, key, data, false))
+	return done(b.retrying(ctx, "put", key, func() error { return b.write(ctx, key, data, false) }))
 }
 
 // PutIfAbsent creates key with data only if no object exists under it,
@@ -373,6 +378,7 @@ func (b *Bucket) PutIfAbsent(ctx context.Context, key string, data []byte) error
 	}
 	const maxConflictRetries = 8
 	delay := 20 * time.Millisecond
+	failures := 0
 	for attempt := 0; ; attempt++ {
 		err = b.write(ctx, key, data, true)
 		if err != nil && !isConditionalConflict(err) && b.landed(ctx, key, data) {
@@ -381,6 +387,16 @@ func (b *Bucket) PutIfAbsent(ctx context.Context, key string, data []byte) error
 			// client's own retry of a request that had landed), yet the
 			// object under key is exactly ours: the create succeeded.
 			return done(nil)
+		}
+		if err != nil && !isConditionalConflict(err) {
+			// Not there (or it could not be read back): a transient
+			// failure is tried again. The create stays conditional, so a
+			// try that lands after an earlier one did meets the
+			// precondition and the read-back above settles it.
+			failures++
+			if b.again(ctx, "put_if_absent", key, failures, b.wrap("put_if_absent", key, err)) {
+				continue
+			}
 		}
 		if err == nil || !isConditionalConflict(err) || attempt >= maxConflictRetries {
 			return done(err)
@@ -570,5 +586,15 @@ func (b *Bucket) Delete(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	return done(b.bkt.Delete(ctx, b.prefix+key))
+	attempt := 0
+	return done(b.retrying(ctx, "delete", key, func() error {
+		attempt++
+		err := b.bkt.Delete(ctx, b.prefix+key)
+		if attempt > 1 && classify(err) == NotFound {
+			// An earlier try failed as far as the client saw, but the
+			// object is gone: that try (or another deleter) removed it.
+			return nil
+		}
+		return err
+	}))
 }

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"syscall"
 
 	"github.com/aws/smithy-go"
 	"gocloud.dev/gcerrors"
+	"google.golang.org/api/googleapi"
 )
 
 // ErrorCode classifies a store error by what the caller should do about it.
@@ -102,7 +105,8 @@ func classify(err error) ErrorCode {
 	case errors.Is(err, os.ErrPermission):
 		return PermissionDenied
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, syscall.ECONNREFUSED),
-		errors.Is(err, syscall.ECONNRESET):
+		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, io.ErrUnexpectedEOF): // a body that ended short
 		return Unavailable
 	}
 	var ae smithy.APIError
@@ -110,7 +114,7 @@ func classify(err error) ErrorCode {
 		switch ae.ErrorCode() {
 		case "SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests":
 			return Throttled
-		case "ServiceUnavailable", "InternalError", "RequestTimeout", "ConditionalRequestConflict":
+		case "ServiceUnavailable", "InternalError", "InternalServerError", "RequestTimeout", "ConditionalRequestConflict":
 			return Unavailable
 		case "PreconditionFailed":
 			return PreconditionFailed
@@ -132,9 +136,41 @@ func classify(err error) ErrorCode {
 	case gcerrors.DeadlineExceeded, gcerrors.Internal:
 		return Unavailable
 	}
+	if c := classifyStatus(err); c != Unknown {
+		return c
+	}
 	var ne net.Error
 	if errors.As(err, &ne) {
 		return Unavailable
+	}
+	return Unknown
+}
+
+// classifyStatus classifies an HTTP answer by its status code: the AWS SDK
+// (a HEAD's error has no body, so no error code) and the GCS client
+// (googleapi.Error) both carry it.
+func classifyStatus(err error) ErrorCode {
+	status := 0
+	var ge *googleapi.Error
+	var he interface{ HTTPStatusCode() int }
+	switch {
+	case errors.As(err, &ge):
+		status = ge.Code
+	case errors.As(err, &he):
+		status = he.HTTPStatusCode()
+	}
+	switch status {
+	case http.StatusTooManyRequests:
+		return Throttled
+	case http.StatusRequestTimeout, http.StatusInternalServerError, http.StatusBadGateway,
+		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return Unavailable
+	case http.StatusNotFound:
+		return NotFound
+	case http.StatusPreconditionFailed:
+		return PreconditionFailed
+	case http.StatusForbidden, http.StatusUnauthorized:
+		return PermissionDenied
 	}
 	return Unknown
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"cloud.google.com/go/storage"
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/gcsblob"
 	"gocloud.dev/gcp"
@@ -23,7 +24,26 @@ import (
 //
 // gcsblob also honours the STORAGE_EMULATOR_HOST environment variable
 // (process-wide, unauthenticated); endpoint= does the same per URI.
+//
+// The GCS client retries idempotent requests until its context ends; it is
+// bounded here to gcsClientAttempts tries, like the AWS SDK's three, and
+// the Bucket's own retry policy (Retry) does the rest for every backend.
 func openGCS(ctx context.Context, root *url.URL) (*blob.Bucket, error) {
+	bkt, err := openGCSBucket(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	var c *storage.Client
+	if bkt.As(&c) {
+		c.SetRetry(storage.WithMaxAttempts(gcsClientAttempts))
+	}
+	return bkt, nil
+}
+
+// gcsClientAttempts bounds the GCS client's own tries of one request.
+const gcsClientAttempts = 3
+
+func openGCSBucket(ctx context.Context, root *url.URL) (*blob.Bucket, error) {
 	q := root.Query()
 	ep := q.Get("endpoint")
 	if ep == "" {

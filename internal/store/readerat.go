@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"gocloud.dev/blob"
 )
 
 // OpenReaderAt opens key for random access. On file:// it reads the file
@@ -30,7 +32,11 @@ func (b *Bucket) OpenReaderAt(ctx context.Context, key string) (ReaderAt, error)
 		}
 		return &fileReaderAt{f: f, size: st.Size(), b: b, key: key}, done(nil)
 	}
-	a, err := b.bkt.Attributes(ctx, b.prefix+key)
+	var a *blob.Attributes
+	err = b.retrying(ctx, "open_reader_at", key, func() (err error) {
+		a, err = b.bkt.Attributes(ctx, b.prefix+key)
+		return err
+	})
 	if err != nil {
 		return nil, done(err)
 	}
@@ -55,8 +61,9 @@ func (r *fileReaderAt) ReadAt(p []byte, off int64) (int, error) {
 func (r *fileReaderAt) Size() int64  { return r.size }
 func (r *fileReaderAt) Close() error { return r.f.Close() }
 
-// rangeReaderAt issues one ranged GET per ReadAt. It keeps the context of
-// OpenReaderAt: cancel it to abort reads in flight.
+// rangeReaderAt issues one ranged GET per ReadAt, tried again (the whole
+// range) after a transient failure or a short body. It keeps the context
+// of OpenReaderAt: cancel it to abort reads in flight.
 type rangeReaderAt struct {
 	ctx  context.Context
 	b    *Bucket
@@ -75,14 +82,21 @@ func (r *rangeReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	if off+want > r.size {
 		want = r.size - off
 	}
-	rd, err := r.b.bkt.NewRangeReader(r.ctx, r.b.prefix+r.key, off, want, nil)
+	var n int
+	err := r.b.retrying(r.ctx, "read_at", r.key, func() error {
+		rd, err := r.b.bkt.NewRangeReader(r.ctx, r.b.prefix+r.key, off, want, nil)
+		if err != nil {
+			return err
+		}
+		defer rd.Close()
+		n, err = io.ReadFull(rd, p[:want])
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF // nothing of a range inside the object
+		}
+		return err
+	})
 	if err != nil {
-		return 0, r.b.wrap("read_at", r.key, err)
-	}
-	defer rd.Close()
-	n, err := io.ReadFull(rd, p[:want])
-	if err != nil {
-		return n, r.b.wrap("read_at", r.key, err)
+		return n, err
 	}
 	if want < int64(len(p)) {
 		return n, io.EOF

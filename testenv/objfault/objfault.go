@@ -11,6 +11,8 @@
 //   - lost responses: the request is applied and then the connection is
 //     closed without an answer, so the client cannot tell whether its write
 //     landed (the case a conditional manifest PUT must survive);
+//   - short bodies: a GET's answer announces its full length and breaks
+//     off halfway through the body;
 //   - odd listing pages: S3 ListObjectsV2 and GCS JSON-API listings are
 //     asked for pages of 1 to 7 entries, so clients must follow
 //     continuation tokens.
@@ -45,6 +47,7 @@ const (
 	Reset        Kind = "reset"
 	Slow         Kind = "slow"
 	LostResponse Kind = "lost_response"
+	ShortBody    Kind = "short_body"
 	OddPages     Kind = "odd_pages"
 )
 
@@ -63,7 +66,7 @@ type Config struct {
 	// Seed seeds the fault choice (0: 1).
 	Seed uint64
 	// Rates: the probability of each kind per request (0..1). OddPages
-	// applies to listings only.
+	// applies to listings only, ShortBody to other GETs.
 	Rates map[Kind]float64
 	// SlowDelay is how long a Slow fault holds the request (default 3s).
 	SlowDelay time.Duration
@@ -156,8 +159,8 @@ func (h *Handler) choose(r *http.Request) Kind {
 		return None
 	}
 	list := isListing(r)
-	for _, k := range []Kind{Internal, SlowDown, TooMany, Reset, Slow, LostResponse, OddPages} {
-		if k == OddPages && !list {
+	for _, k := range []Kind{Internal, SlowDown, TooMany, Reset, Slow, LostResponse, OddPages, ShortBody} {
+		if (k == OddPages && !list) || (k == ShortBody && (list || r.Method != http.MethodGet)) {
 			continue
 		}
 		if p := h.cfg.Rates[k]; p > 0 && h.rng.Float64() < p && (h.cfg.Exempt == nil || !h.cfg.Exempt(r, k)) {
@@ -206,6 +209,28 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rec := httptest.NewRecorder()
 		h.next.ServeHTTP(rec, r)
 		drop(w)
+	case ShortBody:
+		rec := httptest.NewRecorder()
+		h.next.ServeHTTP(rec, r)
+		body := rec.Body.Bytes()
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		if len(body) < 2 || rec.Code >= 300 {
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(body)
+			return
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(body[:len(body)/2])
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil { // flushes what was written
+				_ = conn.Close()
+				return
+			}
+		}
+		panic(http.ErrAbortHandler)
 	case OddPages:
 		q := r.URL.Query()
 		n := strconv.Itoa(1 + int(h.rng.Int64N(7)))
