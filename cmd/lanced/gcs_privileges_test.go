@@ -166,53 +166,16 @@ func TestGCSOperationsMatchDocumentedLeastPrivilege(t *testing.T) {
 	}
 
 	rec.start()
-	for _, uri := range uris {
-		var out bytes.Buffer
-		if code := runMain([]string{"compact", uri}, &out, &out); code != 0 {
-			t.Fatalf("compact %s: exit %d\n%s", uri, code, out.String())
-		}
-		out.Reset()
-		if code := runMain([]string{"cleanup", "--older-than", "0", "--unverified-after", "0", uri}, &out, &out); code != 0 {
-			t.Fatalf("cleanup %s: exit %d\n%s", uri, code, out.String())
-		}
-	}
+	compactAndCleanup(t, uris)
 	rec.mu.Lock()
 	ops, keys := rec.ops, rec.keys
 	rec.mu.Unlock()
 	t.Logf("GCS operations during compact + cleanup: %v", ops)
-
-	used := map[string]bool{}
-	for op := range ops {
-		perms, ok := gcsPermissions[op]
-		if !ok {
-			t.Errorf("lanced issued %s, which the least-privilege mapping does not know", op)
-			continue
-		}
-		for _, p := range perms {
-			used[p] = true
-		}
-	}
-	for _, need := range []string{"storage.objects.get", "storage.objects.list", "storage.objects.create", "storage.objects.delete"} {
-		if !used[need] {
-			t.Errorf("compact + cleanup never needed %s: the run did not exercise what the role documents", need)
-		}
-	}
 	documented, cond := documentedGCSRole(t)
-	for p := range used {
-		if !slices.Contains(documented, p) {
-			t.Errorf("lanced needs %s, the documented role does not include it", p)
-		}
-	}
-	for _, p := range documented {
-		if !used[p] {
-			t.Errorf("documented role includes %s, which lanced never used", p)
-		}
-	}
-	for _, k := range keys {
-		if k != prefix && !strings.HasPrefix(k, prefix+"/") {
-			t.Errorf("request outside the tables' prefix: %q", k)
-		}
-	}
+	checkPrivileges(t, ops, func(op string) []string { return gcsPermissions[op] },
+		[]string{"storage.objects.get", "storage.objects.list", "storage.objects.create", "storage.objects.delete"},
+		documented, nil)
+	checkKeysUnder(t, keys, prefix)
 	for _, want := range []string{`resource.name.startsWith("projects/_/buckets/BUCKET/objects/PREFIX/")`, `"storage.googleapis.com/objectListPrefix"`} {
 		if !strings.Contains(cond, want) {
 			t.Errorf("documented IAM condition %q lacks %s", cond, want)
