@@ -105,7 +105,17 @@ var ErrNoRemapper = errors.New("no remapper for this index")
 var (
 	remapMu   sync.RWMutex
 	remappers = map[Kind]Remapper{}
+	// noRemap says, per kind without a remapper, why (RegisterNoRemap).
+	noRemap = map[Kind]string{}
 )
+
+// RegisterNoRemap records why lanced has no remapper for kind k; CanRemap
+// then names that reason instead of a generic one. Called from init.
+func RegisterNoRemap(k Kind, reason string) {
+	remapMu.Lock()
+	defer remapMu.Unlock()
+	noRemap[k] = reason
+}
 
 // RegisterRemapper registers r for kind k. It is called from init functions;
 // registering a kind twice is a programming error and panics at start-up.
@@ -146,6 +156,12 @@ func CanRemap(seg *tablepb.IndexMetadata) error {
 	k := Detect(seg)
 	r, ok := RemapperFor(k)
 	if !ok {
+		remapMu.RLock()
+		why := noRemap[k]
+		remapMu.RUnlock()
+		if why != "" {
+			return fmt.Errorf("%w: index %q is %s: %s", ErrNoRemapper, seg.GetName(), k, why)
+		}
 		return fmt.Errorf("%w: index %q is %s, which lanced cannot remap yet", ErrNoRemapper, seg.GetName(), k)
 	}
 	if err := r.Check(seg); err != nil {
