@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
 
@@ -149,6 +150,9 @@ type Swap struct {
 	Old   *tablepb.IndexMetadata
 	ID    uuid.UUID
 	Files []string
+	// Fragments, when not nil, replaces the entry's fragment bitmap (a
+	// catch-up that indexed more fragments).
+	Fragments *roaring.Bitmap
 }
 
 // CommitIndexSwap writes version post+1: post's manifest with each swap's
@@ -172,6 +176,13 @@ func CommitIndexSwap(t testing.TB, path string, post *format.Manifest, swaps ...
 					t.Fatal(err)
 				}
 				cp.Files = append(cp.Files, &tablepb.IndexFile{Path: name, SizeBytes: uint64(st.Size())})
+			}
+			if sw.Fragments != nil {
+				b, err := sw.Fragments.ToBytes()
+				if err != nil {
+					t.Fatal(err)
+				}
+				cp.FragmentBitmap = b
 			}
 			ix = cp
 			break

@@ -29,9 +29,21 @@
 // hold the same keys with the same rows (keys in another order: Lance writes
 // them in hash order, and row order carries no meaning).
 //
-// The writers are also what a catch-up (indexing new rows into an existing
-// segment) writes through: BTreeWriter takes sorted (value, row address)
-// batches, BitmapWriter distinct values with their RowAddrs.
+// A catch-up (adding rows written after the index was built, as Lance's
+// optimize does for scalar indices: BTreeIndex::update and
+// BitmapIndex::update) merges the old segment with the new rows into a new
+// segment: MergeBTree streams the old pages and the added rows (sorted by
+// value, nulls first; old rows first among equal values, as Lance's
+// sort-preserving merge of old and new data puts them) into full pages;
+// MergeBitmap adds a BitmapAdditions (the new rows grouped by value; for a
+// labelList AddLists, null lists included) to each old key and appends the
+// new keys. Both can pass the old rows through a Mapping too (a compaction
+// and a catch-up in one rewrite). Checked with real Lance: merged segments
+// swapped in with a bitmap covering the appended fragments are loaded as
+// covering every row and answer every filter with the right rows. The
+// writers underneath (BTreeWriter: sorted (value, row address) batches cut
+// into pages; BitmapWriter: distinct values with their RowAddrs) serve a
+// catch-up that writes a segment from scratch.
 //
 // Invariants: no I/O beyond the readers and writers it is given; memory is
 // two btree pages, or one batch of bitmap keys with their bitmaps (about

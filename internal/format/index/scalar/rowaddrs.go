@@ -196,3 +196,19 @@ func (s *RowAddrs) Remap(m index.Mapping, rewritten func(frag uint64) bool) (*Ro
 	}
 	return out, dropped, nil
 }
+
+// Union adds every address of o (a Full fragment stays or becomes Full).
+func (s *RowAddrs) Union(o *RowAddrs) {
+	for id, bm := range o.frags {
+		cur, ok := s.frags[id]
+		switch {
+		case ok && cur == nil:
+		case bm == nil:
+			s.frags[id] = nil
+		case ok:
+			cur.Or(bm)
+		default:
+			s.frags[id] = bm.Clone()
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -343,4 +344,200 @@ func TestCheck(t *testing.T) {
 			t.Errorf("CanRemap(%s v%d) = %v, want ErrNoRemapper naming the index", bad.GetIndexDetails().GetTypeUrl(), bad.GetIndexVersion(), err)
 		}
 	}
+}
+
+// btreeOf writes a btree (pages of 4) of the given sorted int64 values
+// (nil = null) with ids 0, 1, 2, ... of fragment frag.
+func btreeOf(t *testing.T, frag uint64, vals []*int64) *scalar.BTree {
+	t.Helper()
+	b := array.NewInt64Builder(memory.DefaultAllocator)
+	var ids []uint64
+	for i, v := range vals {
+		if v == nil {
+			b.AppendNull()
+		} else {
+			b.Append(*v)
+		}
+		ids = append(ids, index.Addr(frag, uint64(i)))
+	}
+	arr := b.NewArray()
+	defer arr.Release()
+	dataFields, _ := lancewrite.FieldsFromArrow(scalar.BTreeDataSchema(arrow.PrimitiveTypes.Int64), 0)
+	lookupFields, _ := lancewrite.FieldsFromArrow(scalar.BTreeLookupSchema(arrow.PrimitiveTypes.Int64), 0)
+	var data, lookup bytes.Buffer
+	w, err := scalar.NewBTreeWriter(&data, scalar.BTreeOptions{DataFields: dataFields, LookupFields: lookupFields, BatchSize: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(arr, ids); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Close(&lookup); err != nil {
+		t.Fatal(err)
+	}
+	bt, err := scalar.OpenBTree(open(t, lookup.Bytes(), scalar.BTreeLookupFileName), open(t, data.Bytes(), scalar.BTreeDataFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bt
+}
+
+func i64s(vs ...int64) []*int64 {
+	out := make([]*int64, len(vs))
+	for i := range vs {
+		out[i] = &vs[i]
+	}
+	return out
+}
+
+func pairs(t *testing.T, bt *scalar.BTree) []string {
+	t.Helper()
+	var out []string
+	for p := 0; p < bt.NumPages; p++ {
+		rec, err := bt.ReadPage(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p < bt.NumPages-1 && uint64(rec.NumRows()) != bt.BatchSize {
+			t.Fatalf("page %d of %d rows", p, rec.NumRows())
+		}
+		for i := 0; i < int(rec.NumRows()); i++ {
+			id := rec.Column(1).(*array.Uint64).Value(i)
+			out = append(out, fmt.Sprintf("%s@%d/%d", rec.Column(0).ValueStr(i), id>>32, id&0xffffffff))
+		}
+		rec.Release()
+	}
+	return out
+}
+
+func TestMergeBTree(t *testing.T) {
+	old := btreeOf(t, 0, append([]*int64{nil}, i64s(1, 3, 3, 5, 7, 9)...))
+	added := btreeOf(t, 1, append([]*int64{nil}, i64s(0, 3, 4, 9, 10)...))
+	// The added rows as a record reader over the second btree's pages.
+	var recs []arrow.RecordBatch
+	for p := 0; p < added.NumPages; p++ {
+		rec, err := added.ReadPage(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, rec)
+	}
+	rr, err := array.NewRecordReader(recs[0].Schema(), recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// keep drops old row 0/4 (value 5).
+	keep, err := index.NewCompactionMapping([]index.RewriteGroup{{
+		Old: []index.OldFragment{{ID: 0, PhysicalRows: 7, Deleted: roaring.BitmapOf(4)}},
+		New: []index.NewFragment{{ID: 0, Rows: 6}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data, lookup bytes.Buffer
+	res, err := scalar.MergeBTree(context.Background(), old, keep, rr, &data, &lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt, err := scalar.OpenBTree(open(t, lookup.Bytes(), scalar.BTreeLookupFileName), open(t, data.Bytes(), scalar.BTreeDataFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := pairs(t, bt)
+	want := []string{"(null)@0/0", "(null)@1/0", "0@1/1", "1@0/1", "3@0/2", "3@0/3", "3@1/2", "4@1/3", "7@0/4", "9@0/5", "9@1/4", "10@1/5"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("merged\n %v\nwant\n %v", got, want)
+	}
+	if res.Rows != 12 || res.Dropped != 1 || res.Keys != 3 {
+		t.Fatalf("result %+v", res)
+	}
+	// Unsorted additions are refused.
+	bad := btreeOf(t, 1, i64s(4, 2))
+	rec, _ := bad.ReadPage(context.Background(), 0)
+	rr2, _ := array.NewRecordReader(rec.Schema(), []arrow.RecordBatch{rec})
+	if _, err := scalar.MergeBTree(context.Background(), old, nil, rr2, &bytes.Buffer{}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "not sorted") {
+		t.Fatalf("unsorted additions: %v", err)
+	}
+}
+
+func TestMergeBitmapLabelList(t *testing.T) {
+	ctx := context.Background()
+	mem := memory.DefaultAllocator
+	fields, _ := lancewrite.FieldsFromArrow(scalar.BitmapSchema(arrow.BinaryTypes.String), 0)
+	var buf bytes.Buffer
+	w, _ := scalar.NewBitmapWriter(&buf, fields, lancewrite.V2_1, nil)
+	kb := array.NewStringBuilder(mem)
+	kb.AppendValues([]string{"a", "b"}, nil)
+	keys := kb.NewArray()
+	a, b := scalar.NewRowAddrs(), scalar.NewRowAddrs()
+	a.Add(index.Addr(0, 0))
+	b.Add(index.Addr(0, 1))
+	ea, _ := a.Encode()
+	eb, _ := b.Encode()
+	if err := w.Write(keys, [][]byte{ea, eb}); err != nil {
+		t.Fatal(err)
+	}
+	old := scalar.NewRowAddrs()
+	old.Add(index.Addr(0, 2))
+	if err := w.SetListNulls(old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	bm, err := scalar.OpenBitmap(open(t, buf.Bytes(), scalar.BitmapFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// New rows of fragment 1: [b c], null, [c], [] .
+	lb := array.NewListBuilder(mem, arrow.BinaryTypes.String)
+	vb := lb.ValueBuilder().(*array.StringBuilder)
+	lb.Append(true)
+	vb.AppendValues([]string{"b", "c"}, nil)
+	lb.AppendNull()
+	lb.Append(true)
+	vb.Append("c")
+	lb.Append(true)
+	lists := lb.NewArray()
+	add := scalar.NewBitmapAdditions(arrow.BinaryTypes.String)
+	defer add.Release()
+	if err := add.AddLists(lists, []uint64{index.Addr(1, 0), index.Addr(1, 1), index.Addr(1, 2), index.Addr(1, 3)}); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	res, err := scalar.MergeBitmap(ctx, bm, nil, add, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Keys != 3 {
+		t.Fatalf("result %+v", res)
+	}
+	back, err := scalar.OpenBitmap(open(t, out.Bytes(), scalar.BitmapFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := back.File.ReadAll(ctx, nil)
+	defer rec.Release()
+	got := map[string]string{}
+	for i := 0; i < int(rec.NumRows()); i++ {
+		s, _ := scalar.DecodeRowAddrs(rec.Column(1).(*array.Binary).Value(i))
+		got[rec.Column(0).ValueStr(i)] = render(s)
+	}
+	want := map[string]string{"a": "0:[0]", "b": "0:[1] 1:[0]", "c": "1:[0 2]"}
+	if !maps.Equal(got, want) {
+		t.Fatalf("merged %v, want %v", got, want)
+	}
+	nulls, err := back.ListNulls()
+	if err != nil || render(nulls) != "0:[2] 1:[1]" {
+		t.Fatalf("null lists %v %v", render(nulls), err)
+	}
+}
+
+func render(s *scalar.RowAddrs) string {
+	var parts []string
+	for _, f := range s.Fragments() {
+		b, _, _ := s.Fragment(f)
+		parts = append(parts, fmt.Sprintf("%d:%v", f, b.ToArray()))
+	}
+	return strings.Join(parts, " ")
 }

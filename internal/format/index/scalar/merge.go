@@ -1,0 +1,492 @@
+package scalar
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/lanced-dev/lanced/internal/format/index"
+	"github.com/lanced-dev/lanced/internal/format/lancefile"
+	"github.com/lanced-dev/lanced/internal/format/lancewrite"
+)
+
+// A catch-up adds rows written after an index was built to it, as Lance's
+// optimize does for scalar indices (BTreeIndex::update merges the old pages
+// with the new rows sorted by value, old rows first among equal values;
+// BitmapIndex::update adds the new rows to each value's bitmap):
+// https://github.com/lancedb/lance/blob/main/rust/lance-index/src/scalar/btree.rs
+// (combine_old_new) and bitmap.rs (update).
+
+// MergeBTree writes a btree segment holding the old segment's pairs (each
+// passed through keep when it is not nil: rows it reports deleted are
+// dropped, moved rows take their new address) merged with added: records
+// of (values, ids) sorted by value, nulls first, as Lance sorts them. Among
+// equal values the old rows come first. Memory: one old page, one added
+// record and the writer's page.
+func MergeBTree(ctx context.Context, old *BTree, keep index.Mapping, added array.RecordReader, data, lookup io.Writer) (RemapResult, error) {
+	var res RemapResult
+	ver := lancewrite.V2_1
+	if old.Data.Format == lancefile.Format20 {
+		ver = lancewrite.V2_0
+	}
+	bw, err := NewBTreeWriter(data, BTreeOptions{
+		DataFields: old.Data.Fields(), LookupFields: old.Lookup.Fields(),
+		DataMeta: meta(old.Data), LookupMeta: meta(old.Lookup),
+		BatchSize: old.BatchSize, Version: ver,
+	})
+	if err != nil {
+		return res, err
+	}
+	m := &merger{bw: bw, res: &res}
+	nextOld := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		if m.oldVals == nil || m.oi >= m.oldVals.Len() {
+			m.releaseOld()
+			for m.oldVals == nil && nextOld < old.NumPages {
+				if err := m.loadOld(ctx, old, nextOld, keep); err != nil {
+					return res, err
+				}
+				nextOld++
+			}
+		}
+		if m.newVals == nil || m.ni >= m.newVals.Len() {
+			if err := m.loadNew(added); err != nil {
+				return res, err
+			}
+		}
+		if m.oldVals == nil && m.newVals == nil {
+			break
+		}
+		if err := m.step(); err != nil {
+			return res, err
+		}
+	}
+	m.releaseOld()
+	br, err := bw.Close(lookup)
+	if err != nil {
+		return res, err
+	}
+	res.Keys = uint64(br.Pages)
+	res.Files = []File{{Name: BTreeDataFileName, Size: br.DataSize}, {Name: BTreeLookupFileName, Size: br.LookupSize}}
+	return res, nil
+}
+
+// merger holds one old page (filtered, ids mapped) and one added record.
+type merger struct {
+	bw               *BTreeWriter
+	res              *RemapResult
+	oldVals, newVals arrow.Array
+	oldIDs, newIDs   []uint64
+	oi, ni           int
+	newRec           arrow.RecordBatch
+	prevNew          arrow.Array // last added value written, to check the order
+	cmp              compareFunc // old against new
+	cmpNew           compareFunc // previous added value against the next
+}
+
+func (m *merger) releaseOld() {
+	if m.oldVals != nil {
+		m.oldVals.Release()
+		m.oldVals, m.oldIDs, m.oi = nil, nil, 0
+		m.cmp = nil
+	}
+}
+
+// loadOld reads page p with keep applied; a page whose rows are all
+// dropped leaves oldVals nil.
+func (m *merger) loadOld(ctx context.Context, old *BTree, p int, keep index.Mapping) error {
+	rec, err := old.ReadPage(ctx, p)
+	if err != nil {
+		return err
+	}
+	defer rec.Release()
+	col, ok := rec.Column(1).(*array.Uint64)
+	if !ok || col.NullN() > 0 {
+		return errorf(old.Data, ErrCorrupt, "page %d: ids read as %s with %d nulls", p, rec.Column(1).DataType(), rec.Column(1).NullN())
+	}
+	vals, ids := rec.Column(0), col.Uint64Values()
+	if keep == nil {
+		vals.Retain()
+		m.oldVals, m.oldIDs = vals, append([]uint64(nil), ids...)
+		return nil
+	}
+	var parts []arrow.Array
+	var newIDs []uint64
+	start := -1
+	cut := func(end int) {
+		if start >= 0 {
+			parts = append(parts, array.NewSlice(vals, int64(start), int64(end)))
+			start = -1
+		}
+	}
+	for i, id := range ids {
+		nid, ok := keep.Map(id)
+		if !ok {
+			m.res.Dropped++
+			cut(i)
+			continue
+		}
+		if start < 0 {
+			start = i
+		}
+		newIDs = append(newIDs, nid)
+	}
+	cut(len(ids))
+	defer func() {
+		for _, p := range parts {
+			p.Release()
+		}
+	}()
+	if len(parts) == 0 {
+		return nil
+	}
+	kept, err := array.Concatenate(parts, memory.DefaultAllocator)
+	if err != nil {
+		return err
+	}
+	m.oldVals, m.oldIDs = kept, newIDs
+	return nil
+}
+
+// loadNew reads the next non-empty added record (nil at the end).
+func (m *merger) loadNew(added array.RecordReader) error {
+	if m.newRec != nil {
+		// Keep the last value to check the next record's order.
+		if m.prevNew != nil {
+			m.prevNew.Release()
+		}
+		m.prevNew = array.NewSlice(m.newVals, int64(m.newVals.Len()-1), int64(m.newVals.Len()))
+		m.newRec.Release()
+		m.newRec, m.newVals, m.newIDs, m.ni, m.cmp = nil, nil, nil, 0, nil
+	}
+	if added == nil {
+		return nil
+	}
+	for added.Next() {
+		rec := added.RecordBatch()
+		if rec.NumRows() == 0 {
+			continue
+		}
+		if rec.NumCols() != 2 {
+			return fmt.Errorf("scalar: added rows have %d columns, want values and row addresses", rec.NumCols())
+		}
+		ids, ok := rec.Column(1).(*array.Uint64)
+		if !ok || ids.NullN() > 0 {
+			return fmt.Errorf("scalar: added row addresses are %s with %d nulls, want non-null uint64", rec.Column(1).DataType(), rec.Column(1).NullN())
+		}
+		rec.Retain()
+		m.newRec, m.newVals, m.newIDs = rec, rec.Column(0), ids.Uint64Values()
+		// Added rows must be sorted, also across records.
+		c, err := newCompare(m.newVals, m.newVals)
+		if err != nil {
+			return err
+		}
+		for i := 1; i < m.newVals.Len(); i++ {
+			if c(i-1, i) > 0 {
+				return fmt.Errorf("scalar: added rows are not sorted: %s after %s", m.newVals.ValueStr(i), m.newVals.ValueStr(i-1))
+			}
+		}
+		if m.prevNew != nil {
+			c, err := newCompare(m.prevNew, m.newVals)
+			if err != nil {
+				return err
+			}
+			if c(0, 0) > 0 {
+				return fmt.Errorf("scalar: added rows are not sorted: %s after %s", m.newVals.ValueStr(0), m.prevNew.ValueStr(0))
+			}
+		}
+		return nil
+	}
+	return added.Err()
+}
+
+// step writes the next run: old rows up to the current added value
+// (inclusive: old first among equals), or added rows below the current old
+// value.
+func (m *merger) step() error {
+	switch {
+	case m.newVals == nil:
+		return m.emitOld(m.oldVals.Len())
+	case m.oldVals == nil:
+		return m.emitNew(m.newVals.Len())
+	}
+	if m.cmp == nil {
+		c, err := newCompare(m.oldVals, m.newVals)
+		if err != nil {
+			return err
+		}
+		m.cmp = c
+	}
+	end := m.oi
+	for end < m.oldVals.Len() && m.cmp(end, m.ni) <= 0 {
+		end++
+	}
+	if end > m.oi {
+		return m.emitOld(end)
+	}
+	end = m.ni
+	for end < m.newVals.Len() && m.cmp(m.oi, end) > 0 {
+		end++
+	}
+	return m.emitNew(end)
+}
+
+func (m *merger) emitOld(end int) error {
+	sl := array.NewSlice(m.oldVals, int64(m.oi), int64(end))
+	defer sl.Release()
+	if err := m.bw.Write(sl, m.oldIDs[m.oi:end]); err != nil {
+		return err
+	}
+	m.res.Rows += uint64(end - m.oi)
+	m.oi = end
+	return nil
+}
+
+func (m *merger) emitNew(end int) error {
+	sl := array.NewSlice(m.newVals, int64(m.ni), int64(end))
+	defer sl.Release()
+	if err := m.bw.Write(sl, m.newIDs[m.ni:end]); err != nil {
+		return err
+	}
+	m.res.Rows += uint64(end - m.ni)
+	m.ni = end
+	return nil
+}
+
+// BitmapAdditions collects the rows a catch-up adds to a bitmap or
+// labelList index, grouped by value. Memory: the added rows' bitmaps and
+// one copy of each distinct added value.
+type BitmapAdditions struct {
+	dt    arrow.DataType
+	order []string               // distinct values in first-seen order
+	rows  map[string]*RowAddrs   // value key -> rows
+	vals  map[string]arrow.Array // value key -> the value (length 1)
+	nulls *RowAddrs              // labelList: rows whose list is null
+}
+
+// NewBitmapAdditions starts collecting rows whose values have type dt (the
+// index's key type: the column's type, or a labelList's item type).
+func NewBitmapAdditions(dt arrow.DataType) *BitmapAdditions {
+	return &BitmapAdditions{dt: dt, rows: map[string]*RowAddrs{}, vals: map[string]arrow.Array{}}
+}
+
+// Add records row ids[i] under values[i] (a null value under the null key).
+func (a *BitmapAdditions) Add(values arrow.Array, ids []uint64) error {
+	if !arrow.TypeEqual(values.DataType(), a.dt) {
+		return fmt.Errorf("%w: values of type %s, the index holds %s", ErrUnsupported, values.DataType(), a.dt)
+	}
+	if values.Len() != len(ids) {
+		return fmt.Errorf("scalar: %d values with %d row addresses", values.Len(), len(ids))
+	}
+	for i, id := range ids {
+		k := keyOf(values, i)
+		set, ok := a.rows[k]
+		if !ok {
+			set = NewRowAddrs()
+			a.rows[k] = set
+			a.vals[k] = array.NewSlice(values, int64(i), int64(i+1))
+			// Copy the value out of the caller's buffers.
+			cp, err := array.Concatenate([]arrow.Array{a.vals[k]}, memory.DefaultAllocator)
+			a.vals[k].Release()
+			if err != nil {
+				return err
+			}
+			a.vals[k] = cp
+			a.order = append(a.order, k)
+		}
+		set.Add(id)
+	}
+	return nil
+}
+
+// AddLists records a labelList column: row ids[i] under every item of
+// lists[i] (a null item under the null key, as Lance's unnest yields it);
+// a null list goes to the null-list rows.
+func (a *BitmapAdditions) AddLists(lists arrow.Array, ids []uint64) error {
+	var items arrow.Array
+	var offsets func(i int) (int64, int64)
+	switch l := lists.(type) {
+	case *array.List:
+		items, offsets = l.ListValues(), l.ValueOffsets
+	case *array.LargeList:
+		items, offsets = l.ListValues(), l.ValueOffsets
+	default:
+		return fmt.Errorf("%w: a labelList over %s", ErrUnsupported, lists.DataType())
+	}
+	if lists.Len() != len(ids) {
+		return fmt.Errorf("scalar: %d lists with %d row addresses", lists.Len(), len(ids))
+	}
+	for i, id := range ids {
+		if lists.IsNull(i) {
+			if a.nulls == nil {
+				a.nulls = NewRowAddrs()
+			}
+			a.nulls.Add(id)
+			continue
+		}
+		s, e := offsets(i)
+		if e == s {
+			continue
+		}
+		sl := array.NewSlice(items, s, e)
+		rep := make([]uint64, e-s)
+		for k := range rep {
+			rep[k] = id
+		}
+		err := a.Add(sl, rep)
+		sl.Release()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Release frees the collected values.
+func (a *BitmapAdditions) Release() {
+	for _, v := range a.vals {
+		v.Release()
+	}
+	a.vals, a.rows, a.order = map[string]arrow.Array{}, map[string]*RowAddrs{}, nil
+}
+
+// MergeBitmap writes a bitmap or labelList file holding the old file's
+// keys, each with its rows passed through keep (when not nil) and the
+// added rows of the same value, then the added values the old file does
+// not hold; a labelList's null-list rows are merged the same way. Memory:
+// one batch of old keys plus the additions.
+func MergeBitmap(ctx context.Context, old *Bitmap, keep index.Mapping, add *BitmapAdditions, out io.Writer) (RemapResult, error) {
+	var res RemapResult
+	ver := lancewrite.V2_1
+	if old.File.Format == lancefile.Format20 {
+		ver = lancewrite.V2_0
+	}
+	bw, err := NewBitmapWriter(out, old.File.Fields(), ver, meta(old.File))
+	if err != nil {
+		return res, err
+	}
+	if !arrow.TypeEqual(bw.schema.Field(0).Type, add.dt) {
+		return res, fmt.Errorf("%w: additions of type %s, the index holds %s", ErrUnsupported, add.dt, bw.schema.Field(0).Type)
+	}
+	var rewritten func(uint64) bool
+	if keep != nil {
+		rewritten = rewrittenFunc(keep)
+	}
+	pass := func(s *RowAddrs) (*RowAddrs, error) {
+		if keep == nil {
+			return s, nil
+		}
+		out, dropped, err := s.Remap(keep, rewritten)
+		res.Dropped += dropped
+		return out, err
+	}
+	merged := map[string]bool{}
+	r, err := old.Batches(ctx, 0)
+	if err != nil {
+		return res, err
+	}
+	defer r.Release()
+	for r.Next() {
+		rec := r.RecordBatch()
+		keys := rec.Column(0)
+		maps, ok := rec.Column(1).(*array.Binary)
+		if !ok {
+			return res, errorf(old.File, ErrUnsupported, "bitmaps column read as %s", rec.Column(1).DataType())
+		}
+		enc := make([][]byte, rec.NumRows())
+		for i := range enc {
+			set, err := DecodeRowAddrs(maps.Value(i))
+			if err != nil {
+				return res, fmt.Errorf("%s: key %s: %w", old.File.Name(), keys.ValueStr(i), err)
+			}
+			if set, err = pass(set); err != nil {
+				return res, err
+			}
+			k := keyOf(keys, i)
+			if more, ok := add.rows[k]; ok {
+				set.Union(more)
+				merged[k] = true
+			}
+			n, _ := set.Len()
+			res.Rows += n
+			if enc[i], err = set.Encode(); err != nil {
+				return res, err
+			}
+		}
+		if err := bw.Write(keys, enc); err != nil {
+			return res, err
+		}
+		res.Keys += uint64(len(enc))
+	}
+	if err := r.Err(); err != nil {
+		return res, err
+	}
+	// The added values the old file does not hold, a batch at a time.
+	var vals []arrow.Array
+	var enc [][]byte
+	flush := func() error {
+		if len(vals) == 0 {
+			return nil
+		}
+		keys, err := array.Concatenate(vals, memory.DefaultAllocator)
+		if err != nil {
+			return err
+		}
+		defer keys.Release()
+		err = bw.Write(keys, enc)
+		res.Keys += uint64(len(enc))
+		vals, enc = vals[:0], enc[:0]
+		return err
+	}
+	for _, k := range add.order {
+		if merged[k] {
+			continue
+		}
+		b, err := add.rows[k].Encode()
+		if err != nil {
+			return res, err
+		}
+		n, _ := add.rows[k].Len()
+		res.Rows += n
+		vals, enc = append(vals, add.vals[k]), append(enc, b)
+		if len(vals) == BitmapBatchRows {
+			if err := flush(); err != nil {
+				return res, err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return res, err
+	}
+	nulls, err := old.ListNulls()
+	if err != nil {
+		return res, err
+	}
+	if nulls != nil || add.nulls != nil {
+		if nulls == nil {
+			nulls = NewRowAddrs()
+		}
+		if nulls, err = pass(nulls); err != nil {
+			return res, err
+		}
+		if add.nulls != nil {
+			nulls.Union(add.nulls)
+		}
+		if err := bw.SetListNulls(nulls); err != nil {
+			return res, err
+		}
+	}
+	size, err := bw.Close()
+	if err != nil {
+		return res, err
+	}
+	res.Files = []File{{Name: BitmapFileName, Size: size}}
+	return res, nil
+}
