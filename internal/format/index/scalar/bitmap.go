@@ -251,78 +251,10 @@ type File struct {
 // source's. Memory: one batch of keys and their bitmaps (about
 // BitmapBatchBytes, or one key when a single bitmap is larger).
 func RemapBitmap(ctx context.Context, b *Bitmap, m index.Mapping, out io.Writer) (RemapResult, error) {
-	var res RemapResult
-	ver := lancewrite.V2_1
-	if b.File.Format == lancefile.Format20 {
-		ver = lancewrite.V2_0
+	if m == nil {
+		return RemapResult{}, fmt.Errorf("scalar: remap of %s without a mapping", b.File.Name())
 	}
-	bw, err := NewBitmapWriter(out, b.File.Fields(), ver, meta(b.File))
-	if err != nil {
-		return res, err
-	}
-	nulls, err := b.ListNulls()
-	if err != nil {
-		return res, err
-	}
-	rewritten := rewrittenFunc(m)
-	r, err := b.Batches(ctx, 0)
-	if err != nil {
-		return res, err
-	}
-	defer r.Release()
-	for r.Next() {
-		rec := r.RecordBatch()
-		keys := rec.Column(0)
-		maps, ok := rec.Column(1).(*array.Binary)
-		if !ok {
-			return res, errorf(b.File, ErrUnsupported, "bitmaps column read as %s", rec.Column(1).DataType())
-		}
-		enc := make([][]byte, rec.NumRows())
-		for i := range enc {
-			if maps.IsNull(i) {
-				return res, errorf(b.File, ErrCorrupt, "key %s has a null bitmap", keys.ValueStr(i))
-			}
-			set, err := DecodeRowAddrs(maps.Value(i))
-			if err != nil {
-				return res, fmt.Errorf("%s: key %s: %w", b.File.Name(), keys.ValueStr(i), err)
-			}
-			nset, dropped, err := set.Remap(m, rewritten)
-			if err != nil {
-				return res, fmt.Errorf("%s: key %s: %w", b.File.Name(), keys.ValueStr(i), err)
-			}
-			n, _ := nset.Len()
-			res.Rows += n
-			res.Dropped += dropped
-			if enc[i], err = nset.Encode(); err != nil {
-				return res, err
-			}
-		}
-		if err := bw.Write(keys, enc); err != nil {
-			return res, err
-		}
-		res.Keys += uint64(len(enc))
-	}
-	if err := r.Err(); err != nil {
-		return res, err
-	}
-	if nulls != nil {
-		nn, dropped, err := nulls.Remap(m, rewritten)
-		if err != nil {
-			return res, fmt.Errorf("%s: null lists: %w", b.File.Name(), err)
-		}
-		n, _ := nn.Len()
-		res.Rows += n
-		res.Dropped += dropped
-		if err := bw.SetListNulls(nn); err != nil {
-			return res, err
-		}
-	}
-	size, err := bw.Close()
-	if err != nil {
-		return res, err
-	}
-	res.Files = []File{{Name: BitmapFileName, Size: size}}
-	return res, nil
+	return MergeBitmap(ctx, b, m, nil, out)
 }
 
 // rewrittenFunc lets a remap skip whole fragments the mapping leaves alone.

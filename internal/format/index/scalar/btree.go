@@ -375,75 +375,8 @@ func (bw *BTreeWriter) Close(lookup io.Writer) (BTreeResult, error) {
 // segments hold the same pairs in pages of batch_size rows). Fields, schema
 // metadata, batch size and file version are the source's. Memory: two pages.
 func RemapBTree(ctx context.Context, b *BTree, m index.Mapping, data, lookup io.Writer) (RemapResult, error) {
-	var res RemapResult
-	ver := lancewrite.V2_1
-	if b.Data.Format == lancefile.Format20 {
-		ver = lancewrite.V2_0
+	if m == nil {
+		return RemapResult{}, fmt.Errorf("scalar: remap of %s without a mapping", b.Data.Name())
 	}
-	bw, err := NewBTreeWriter(data, BTreeOptions{
-		DataFields: b.Data.Fields(), LookupFields: b.Lookup.Fields(),
-		DataMeta: meta(b.Data), LookupMeta: meta(b.Lookup),
-		BatchSize: b.BatchSize, Version: ver,
-	})
-	if err != nil {
-		return res, err
-	}
-	for p := 0; p < b.NumPages; p++ {
-		if err := ctx.Err(); err != nil {
-			return res, err
-		}
-		if err := remapPage(ctx, b, p, m, bw, &res); err != nil {
-			return res, err
-		}
-	}
-	br, err := bw.Close(lookup)
-	if err != nil {
-		return res, err
-	}
-	res.Keys = uint64(br.Pages)
-	res.Files = []File{{Name: BTreeDataFileName, Size: br.DataSize}, {Name: BTreeLookupFileName, Size: br.LookupSize}}
-	return res, nil
-}
-
-func remapPage(ctx context.Context, b *BTree, p int, m index.Mapping, bw *BTreeWriter, res *RemapResult) error {
-	rec, err := b.ReadPage(ctx, p)
-	if err != nil {
-		return err
-	}
-	defer rec.Release()
-	col, ok := rec.Column(1).(*array.Uint64)
-	if !ok || col.NullN() > 0 {
-		return errorf(b.Data, ErrCorrupt, "page %d: ids read as %s with %d nulls", p, rec.Column(1).DataType(), rec.Column(1).NullN())
-	}
-	ids := col.Uint64Values()
-	values := rec.Column(0)
-	newIDs := make([]uint64, 0, len(ids))
-	// Write runs of kept rows as slices of the page's values.
-	start := -1
-	flush := func(end int) error {
-		if start < 0 {
-			return nil
-		}
-		sl := array.NewSlice(values, int64(start), int64(end))
-		defer sl.Release()
-		err := bw.Write(sl, newIDs)
-		newIDs, start = newIDs[:0], -1
-		return err
-	}
-	for i, id := range ids {
-		nid, ok := m.Map(id)
-		if !ok {
-			res.Dropped++
-			if err := flush(i); err != nil {
-				return err
-			}
-			continue
-		}
-		if start < 0 {
-			start = i
-		}
-		newIDs = append(newIDs, nid)
-		res.Rows++
-	}
-	return flush(len(ids))
+	return MergeBTree(ctx, b, m, nil, data, lookup)
 }

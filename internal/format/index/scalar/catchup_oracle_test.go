@@ -41,13 +41,7 @@ func TestCatchUpOracle(t *testing.T) {
 
 func testCatchUpOracle(t *testing.T, tc remapTable) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	if keep := os.Getenv("LANCED_KEEP_DIR"); keep != "" {
-		dir = filepath.Join(keep, "catchup-"+tc.name)
-		os.RemoveAll(dir)
-	}
-	path := oracle.Build(t, tc.scenario, dir)
-	oracle.RunOps(t, path, tc.setup)
+	path := buildTable(t, tc, "catchup")
 	oracle.RunOps(t, path, []oracle.Op{{"op": "add", "rows": 700, "seed": 5}, {"op": "add", "rows": 300, "seed": 6}})
 	before := oracle.Inspect(t, path, 0)
 	m := indextest.ReadManifest(t, path, before.Version)
@@ -142,20 +136,8 @@ func testCatchUpOracle(t *testing.T, tc remapTable) {
 	}
 	indextest.CommitIndexSwap(t, path, m, swaps...)
 	ours := oracle.Inspect(t, path, 0)
-	for name := range tc.indices {
-		found := false
-		for _, ix := range ours.Indices {
-			if ix.Name == name {
-				found = true
-				if ix.IndexedRows != ours.Rows || ix.UnindexedRows != 0 {
-					t.Errorf("%s after our catch-up: indexed %d unindexed %d, want %d and 0", name, ix.IndexedRows, ix.UnindexedRows, ours.Rows)
-				}
-			}
-		}
-		if !found {
-			t.Errorf("%s missing after our catch-up: %+v", name, ours.Indices)
-		}
-	}
+	checkCoverage(t, tc, ours, ours.Rows, "our catch-up")
+
 	checkFilters(t, tc, path, []labelled{{"before catch-up", before.Version}, {"our catch-up", ours.Version}}, scanRows(t, path, ours.Version))
 }
 

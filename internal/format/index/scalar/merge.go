@@ -360,8 +360,8 @@ func (a *BitmapAdditions) Release() {
 // MergeBitmap writes a bitmap or labelList file holding the old file's
 // keys, each with its rows passed through keep (when not nil) and the
 // added rows of the same value, then the added values the old file does
-// not hold; a labelList's null-list rows are merged the same way. Memory:
-// one batch of old keys plus the additions.
+// not hold; a labelList's null-list rows are merged the same way. add may
+// be nil (a remap). Memory: one batch of old keys plus the additions.
 func MergeBitmap(ctx context.Context, old *Bitmap, keep index.Mapping, add *BitmapAdditions, out io.Writer) (RemapResult, error) {
 	var res RemapResult
 	ver := lancewrite.V2_1
@@ -371,6 +371,9 @@ func MergeBitmap(ctx context.Context, old *Bitmap, keep index.Mapping, add *Bitm
 	bw, err := NewBitmapWriter(out, old.File.Fields(), ver, meta(old.File))
 	if err != nil {
 		return res, err
+	}
+	if add == nil {
+		add = NewBitmapAdditions(bw.schema.Field(0).Type)
 	}
 	if !arrow.TypeEqual(bw.schema.Field(0).Type, add.dt) {
 		return res, fmt.Errorf("%w: additions of type %s, the index holds %s", ErrUnsupported, add.dt, bw.schema.Field(0).Type)
@@ -402,12 +405,15 @@ func MergeBitmap(ctx context.Context, old *Bitmap, keep index.Mapping, add *Bitm
 		}
 		enc := make([][]byte, rec.NumRows())
 		for i := range enc {
+			if maps.IsNull(i) {
+				return res, errorf(old.File, ErrCorrupt, "key %s has a null bitmap", keys.ValueStr(i))
+			}
 			set, err := DecodeRowAddrs(maps.Value(i))
 			if err != nil {
 				return res, fmt.Errorf("%s: key %s: %w", old.File.Name(), keys.ValueStr(i), err)
 			}
 			if set, err = pass(set); err != nil {
-				return res, err
+				return res, fmt.Errorf("%s: key %s: %w", old.File.Name(), keys.ValueStr(i), err)
 			}
 			k := keyOf(keys, i)
 			if more, ok := add.rows[k]; ok {
@@ -474,7 +480,7 @@ func MergeBitmap(ctx context.Context, old *Bitmap, keep index.Mapping, add *Bitm
 			nulls = NewRowAddrs()
 		}
 		if nulls, err = pass(nulls); err != nil {
-			return res, err
+			return res, fmt.Errorf("%s: null lists: %w", old.File.Name(), err)
 		}
 		if add.nulls != nil {
 			nulls.Union(add.nulls)

@@ -273,13 +273,7 @@ func TestBitmapRemap(t *testing.T) {
 	if err := w.Write(keys, enc); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	bm, err := scalar.OpenBitmap(open(t, buf.Bytes(), scalar.BitmapFileName))
-	if err != nil {
-		t.Fatal(err)
-	}
+	bm := closeBitmap(t, w, &buf)
 	m := testMapping(t)
 	var out bytes.Buffer
 	res, err := scalar.RemapBitmap(ctx, bm, m, &out)
@@ -482,13 +476,7 @@ func TestMergeBitmapLabelList(t *testing.T) {
 	if err := w.SetListNulls(old); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	bm, err := scalar.OpenBitmap(open(t, buf.Bytes(), scalar.BitmapFileName))
-	if err != nil {
-		t.Fatal(err)
-	}
+	bm := closeBitmap(t, w, &buf)
 	// New rows of fragment 1: [b c], null, [c], [] .
 	lb := array.NewListBuilder(mem, arrow.BinaryTypes.String)
 	vb := lb.ValueBuilder().(*array.StringBuilder)
@@ -540,4 +528,17 @@ func render(s *scalar.RowAddrs) string {
 		parts = append(parts, fmt.Sprintf("%d:%v", f, b.ToArray()))
 	}
 	return strings.Join(parts, " ")
+}
+
+// closeBitmap finishes a bitmap file written to buf and opens it.
+func closeBitmap(t *testing.T, w *scalar.BitmapWriter, buf *bytes.Buffer) *scalar.Bitmap {
+	t.Helper()
+	if _, err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	bm, err := scalar.OpenBitmap(open(t, buf.Bytes(), scalar.BitmapFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bm
 }
