@@ -195,7 +195,6 @@ func testRemapOracle(t *testing.T, tc remapTable) {
 	ours := oracle.Inspect(t, path, 0)
 	checkCoverage(t, tc, ours, pre.Rows, "our remap")
 
-
 	rows := scanRows(t, path, ours.Version)
 	if int64(len(rows)) != pre.Rows {
 		t.Fatalf("scan: %d rows, want %d", len(rows), pre.Rows)
