@@ -18,10 +18,12 @@ defaults {
     max_rows_per_group              = 1024
     materialize_deletions           = true
     materialize_deletions_threshold = 0.1
-    # keep: fragments covered by an index are left alone (no index loses
-    # coverage). unindex: rewrite them anyway; the new fragments are
-    # unindexed until Lance's optimize re-covers them.
-    index_coverage = "keep"
+    # remap: rewrite fragments covered by an index and remap its files in
+    # the same commit (index types lanced cannot remap yet keep theirs).
+    # keep: fragments covered by an index are left alone. unindex: rewrite
+    # them anyway; the new fragments are unindexed until Lance's optimize
+    # re-covers them.
+    index_coverage = "remap"
     # Cap one plan: whole tasks are taken in order until the
     # next one would pass a limit; the rest waits for the next run.
     max_source_fragments = 1000

@@ -103,13 +103,24 @@ func TestExplainAndPlanNameTheBlockingIndex(t *testing.T) {
 		t.Skip("needs the npm oracle")
 	}
 	uri := oracle.Build(t, "indexed", t.TempDir())
+	// The default (remap): both index types have a remapper.
 	out := runCLI(t, "policy", "explain", uri)
+	for _, want := range []string{"index id_idx (btree): remap", "index vec_idx (ivfPq): remap"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("explain lacks %q:\n%s", want, out)
+		}
+	}
+	kdir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(kdir, "p.hcl"), []byte("defaults {\n  compaction {\n    index_coverage = \"keep\"\n  }\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out = runCLI(t, "policy", "explain", uri, "--policy", kdir)
 	for _, want := range []string{"index id_idx (btree): keep", "index vec_idx (ivfPq): keep", "blocks fragments [0 1]"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("explain lacks %q:\n%s", want, out)
 		}
 	}
-	out = runCLI(t, "plan", uri)
+	out = runCLI(t, "plan", uri, "--policy", kdir)
 	if !strings.Contains(out, "vec_idx (ivfPq, 1 segment(s), covers 2 fragment(s)): keep") {
 		t.Fatalf("plan:\n%s", out)
 	}

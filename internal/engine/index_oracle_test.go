@@ -88,7 +88,13 @@ func compactWith(t *testing.T, path string, tune func(*policy.Effective)) *plan.
 	if err != nil {
 		t.Fatalf("compact: %v (summary %+v)", err, sum)
 	}
-	if sum.TasksCommitted != len(p.Rewrites)+len(p.Repacks) || sum.TasksFailed != 0 {
+	remaps := 0
+	for _, d := range p.Indices {
+		if d.Action == plan.IndexRemap {
+			remaps += d.Segments
+		}
+	}
+	if sum.TasksCommitted != len(p.Rewrites)+len(p.Repacks)+remaps || sum.TasksFailed != 0 {
 		t.Fatalf("summary %+v", sum)
 	}
 	return p

@@ -96,9 +96,18 @@ func (r *Runner) Execute(ctx context.Context, m *tablepb.Manifest, t job.Task) (
 		if out, err = ExecuteRepack(jctx, r.Table, m, t.Repack); err == nil {
 			j = out
 		}
+	case t.Remap != nil:
+		var out *job.RemapOutput
+		if out, err = ExecuteRemap(jctx, r.Table, m, t.Remap); err == nil {
+			j = out
+		}
 	}
 	if err != nil {
 		r.Journal.Discard(ctx, r.name(), b, jid)
+		if t.Remap != nil {
+			// An index file is not a fragment's: nothing to quarantine.
+			return Pending{}, err
+		}
 		return Pending{}, r.quarantine(ctx, m, t, err)
 	}
 	return Pending{Job: j, JournalID: jid}, nil
@@ -223,6 +232,29 @@ func (r *Runner) Commit(ctx context.Context, ps []Pending) ([]*CommitReport, err
 		opts.Name = r.name()
 	}
 	for _, g := range groups {
+		if g.op == job.RewriteTxn {
+			pre, err := r.prepareRemaps(ctx, g.rv, g.jobs)
+			for _, p := range pre.added {
+				g.jobs = append(g.jobs, p.Job)
+				g.ids[p.Job.Task().Key()] = p.JournalID
+			}
+			if len(pre.dropped.Dropped) > 0 {
+				var keys []string
+				sub := map[string]string{}
+				for _, d := range pre.dropped.Dropped {
+					keys = append(keys, d.Key)
+					sub[d.Key] = g.ids[d.Key]
+					delete(g.ids, d.Key)
+				}
+				r.Journal.Settle(ctx, r.Table.Bucket(), sub, nil, keys, nil)
+				reports = append(reports, pre.dropped)
+				g.jobs = slices.DeleteFunc(g.jobs, func(j job.Job) bool { return slices.Contains(keys, j.Task().Key()) })
+			}
+			if err != nil {
+				r.Discard(ctx, pendingOf(g.jobs, g.ids))
+				return reports, err
+			}
+		}
 		rep, err := CommitJobs(ctx, r.Table, g.rv, g.op, g.jobs, opts)
 		var dropped []string
 		for _, d := range rep.Dropped {

@@ -206,7 +206,7 @@ func LanceDefaults(table string) Effective {
 			MaxSourceFragments:            lanced(uint64(0)),
 			MaxSourceRows:                 lanced(uint64(0)),
 			MaxSourceBytes:                lanced(uint64(0)),
-			IndexCoverage:                 lance(CoverageKeep),
+			IndexCoverage:                 lance(CoverageRemap),
 			CommitBatchTasks:              lanced(uint64(0)),
 			ForceBinaryCopy:               lanced(false),
 		},

@@ -228,14 +228,6 @@ func decodeValue(sp *spec, attr *hcl.Attribute) (any, hcl.Diagnostics) {
 		}
 		for _, e := range sp.enum {
 			if s == e {
-				if sp.name == "index_coverage" && s == CoverageRemap {
-					return s, hcl.Diagnostics{{
-						Severity: hcl.DiagWarning,
-						Summary:  "Not implemented yet for address-mode indices",
-						Detail:   `index_coverage = "remap": lanced cannot remap index files yet, so fragments covered by an index are kept as with "keep" (lanced plan names the index); on tables with stable row ids every mode rewrites them with a fragment-bitmap update only.`,
-						Subject:  attr.Expr.Range().Ptr(),
-					}}
-				}
 				return s, nil
 			}
 		}

@@ -265,14 +265,17 @@ func TestExamplePolicies(t *testing.T) {
 	}
 }
 
-func TestRemapIsAWarning(t *testing.T) {
+func TestRemapIsAcceptedAndTheDefault(t *testing.T) {
 	src := []byte("table \"s3://x/*\" {\n  compaction {\n    index_coverage = \"remap\"\n  }\n}\n")
 	set, diags := LoadDir(fstest.MapFS{"r.hcl": {Data: src}})
-	if diags.HasErrors() || len(diags) != 1 || diags[0].Severity != hcl.DiagWarning || diags[0].Subject.Start.Line != 3 {
+	if len(diags) != 0 {
 		t.Fatalf("diags %v", diags)
 	}
 	if v := set.Resolve("s3://x/t", nil).Compaction.IndexCoverage.Value; v != CoverageRemap {
 		t.Fatalf("index_coverage %q", v)
+	}
+	if v := LanceDefaults("s3://y/t").Compaction.IndexCoverage.Value; v != CoverageRemap {
+		t.Fatalf("default index_coverage %q", v)
 	}
 }
 

@@ -43,6 +43,9 @@ func encodeBitmap(bm *roaring.Bitmap) ([]byte, error) {
 type RewriteGroup struct {
 	Old []*tablepb.DataFragment
 	New []*tablepb.DataFragment
+	// Reserved: New carry ids reserved by a ReserveFragments commit (an
+	// index remap wrote them into index files); they are kept as they are.
+	Reserved bool
 }
 
 // OldIDs returns the ids of the fragments the group replaces.
@@ -71,6 +74,7 @@ func ApplyRewrite(latest *tablepb.Manifest, groups []*RewriteGroup) (*tablepb.Ma
 		next++
 	}
 	remove := map[uint64]bool{}
+	taken := map[uint64]bool{}
 	var added []*tablepb.DataFragment
 	var txGroups []*tablepb.Transaction_Rewrite_RewriteGroup
 	for gi, g := range groups {
@@ -92,8 +96,22 @@ func ApplyRewrite(latest *tablepb.Manifest, groups []*RewriteGroup) (*tablepb.Ma
 		}
 		for _, f := range g.New {
 			nf := proto.Clone(f).(*tablepb.DataFragment)
-			nf.Id = next
-			next++
+			if g.Reserved {
+				// Ids reserved by a ReserveFragments commit (Lance keeps a
+				// new fragment's non-zero id, fragments_with_ids in
+				// transaction.rs): they must be within the reserved range
+				// and unused.
+				if nf.GetId() == 0 || nf.GetId() > uint64(top) || !hasFrags {
+					return nil, nil, fmt.Errorf("rewrite group %d: new fragment id %d was not reserved (max_fragment_id %d)", gi, nf.GetId(), top)
+				}
+				if present[nf.GetId()] != nil || taken[nf.GetId()] {
+					return nil, nil, fmt.Errorf("rewrite group %d: reserved fragment id %d is already used", gi, nf.GetId())
+				}
+				taken[nf.GetId()] = true
+			} else {
+				nf.Id = next
+				next++
+			}
 			tg.NewFragments = append(tg.NewFragments, nf)
 			added = append(added, proto.Clone(nf).(*tablepb.DataFragment))
 		}
@@ -108,7 +126,7 @@ func ApplyRewrite(latest *tablepb.Manifest, groups []*RewriteGroup) (*tablepb.Ma
 	frags = append(frags, added...)
 	sort.SliceStable(frags, func(i, j int) bool { return frags[i].GetId() < frags[j].GetId() })
 	out.Fragments = frags
-	if len(added) > 0 {
+	if len(added) > 0 && next > 0 {
 		mx := uint32(next - 1)
 		if out.MaxFragmentId == nil || out.GetMaxFragmentId() < mx {
 			out.MaxFragmentId = &mx

@@ -49,7 +49,7 @@ func List[J Job](outs []J) []Job {
 // empty task).
 func (t Task) Op() Op {
 	switch t.Kind() {
-	case KindRewrite:
+	case KindRewrite, KindRemap:
 		return RewriteTxn
 	case KindRepack:
 		return RepackTxn

@@ -82,6 +82,8 @@ func (r Result) Job() Job {
 		return r.Rewrite
 	case r.Repack != nil:
 		return r.Repack
+	case r.Remap != nil:
+		return r.Remap
 	}
 	return nil
 }
@@ -93,6 +95,8 @@ func ResultOf(j Job) Result {
 		return Result{Rewrite: o}
 	case *RepackOutput:
 		return Result{Repack: o}
+	case *RemapOutput:
+		return Result{Remap: o}
 	}
 	return Result{}
 }
@@ -168,34 +172,59 @@ func (rewriteTxn) Name() string { return "rewrite" }
 func (rewriteTxn) TxnReadVersion(planned, _ uint64) uint64 { return planned }
 
 func (rewriteTxn) Build(latest *format.Manifest, jobs []Job, txn *tablepb.Transaction) (*Built, error) {
-	groups := make([]*RewriteGroup, 0, len(jobs))
+	var rws []*RewriteOutput
+	var rms []*RemapOutput
 	for _, j := range jobs {
-		o, ok := j.(*RewriteOutput)
-		if !ok {
+		switch o := j.(type) {
+		case *RewriteOutput:
+			rws = append(rws, o)
+		case *RemapOutput:
+			rms = append(rms, o)
+		default:
 			return nil, fmt.Errorf("%w: %T in a rewrite transaction", ErrInvalidTask, j)
 		}
+	}
+	stable := latest.PB.GetReaderFeatureFlags()&format.FlagStableRowIDs != 0
+	rws, rms, refusals := joinRemaps(latest, rws, rms, stable)
+	if len(rws) == 0 {
+		return &Built{Refused: refusals}, nil
+	}
+	groups := make([]*RewriteGroup, 0, len(rws))
+	for _, o := range rws {
 		groups = append(groups, o.Group)
 	}
 	next, tg, err := ApplyRewrite(latest.PB, groups)
 	if err != nil {
 		return nil, err
 	}
-	txn.Operation = &tablepb.Transaction_Rewrite_{Rewrite: &tablepb.Transaction_Rewrite{Groups: tg}}
+	rewrite := &tablepb.Transaction_Rewrite{Groups: tg}
+	txn.Operation = &tablepb.Transaction_Rewrite_{Rewrite: rewrite}
 	before, beforeIdx := latest.PB, latest.Indices.GetIndices()
-	b := &Built{Manifest: next, Verify: func(after *format.Manifest) error {
+	idx := beforeIdx
+	remapped := len(rms) > 0
+	if remapped {
+		if idx, err = applyRemaps(beforeIdx, rms, tg, rewrite); err != nil {
+			return nil, err
+		}
+	}
+	want := idx
+	b := &Built{Manifest: next, Refused: refusals, Verify: func(after *format.Manifest) error {
 		if err := VerifyRewrite(before, after.PB, tg); err != nil {
 			return err
 		}
 		if err := CheckIndexCoverage(before, beforeIdx, after.PB, after.Indices.GetIndices()); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvariant, err)
 		}
+		if remapped {
+			if err := verifyRemapped(want, after.Indices.GetIndices(), rewrite.GetRewrittenIndices()); err != nil {
+				return fmt.Errorf("%w: %w", ErrInvariant, err)
+			}
+		}
 		return nil
 	}}
 	if latest.Indices == nil {
 		return b, nil
 	}
-	idx := beforeIdx
-	stable := latest.PB.GetReaderFeatureFlags()&format.FlagStableRowIDs != 0
 	if stable {
 		if idx, err = ApplyRewriteIndices(beforeIdx, tg, true); err != nil {
 			return nil, err
@@ -205,13 +234,13 @@ func (rewriteTxn) Build(latest *format.Manifest, jobs []Job, txn *tablepb.Transa
 	// guards against it; concurrent commits may not): every job is
 	// refused and nothing is committed.
 	if err := CheckIndexCoverage(latest.PB, beforeIdx, next, idx); err != nil {
-		refused := &Built{}
-		for _, j := range jobs {
+		refused := &Built{Refused: refusals}
+		for _, j := range append(List(rws), List(rms)...) {
 			refused.Refused = append(refused.Refused, Refusal{Job: j, Verdict: Incompatible, Reason: "refused: " + err.Error()})
 		}
 		return refused, nil
 	}
-	if stable {
+	if stable || remapped {
 		b.Indices = &tablepb.IndexSection{Indices: idx}
 	}
 	return b, nil

@@ -19,6 +19,7 @@ const ResultFormatVersion = 1
 type Result struct {
 	Rewrite *RewriteOutput
 	Repack  *RepackOutput
+	Remap   *RemapOutput
 }
 
 // Task returns the task the result is for.
@@ -54,6 +55,10 @@ type resultJSON struct {
 	Reencoded    int      `json:"files_reencoded,omitempty"`
 	// Paths: pages of page-copied rewrite files per path.
 	Paths *lancewrite.PathStats `json:"page_paths,omitempty"`
+	// Reserved: the new fragments carry reserved ids (see RewriteGroup).
+	Reserved bool `json:"reserved_ids,omitempty"`
+	// Remap is an executed remap (it carries no fragments).
+	Remap *RemapOutput `json:"remap,omitempty"`
 }
 
 func marshalAll[M proto.Message](ms []M) ([][]byte, error) {
@@ -92,6 +97,7 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		if j.New, err = marshalAll(o.Group.New); err != nil {
 			return nil, err
 		}
+		j.Reserved = o.Group.Reserved
 		j.RowsRead, j.RowsWritten, j.BytesRead, j.BytesWritten = o.RowsRead, o.RowsWritten, o.BytesRead, o.BytesWritten
 		j.Copied, j.Reencoded = o.Copied, o.Reencoded
 		if o.Paths != (lancewrite.PathStats{}) {
@@ -107,6 +113,9 @@ func (r Result) MarshalJSON() ([]byte, error) {
 			return nil, err
 		}
 		j.BytesRead, j.BytesWritten, j.Copied, j.Reencoded = o.BytesRead, o.BytesWritten, o.Copied, o.Reencoded
+	case r.Remap != nil:
+		j.Remap = r.Remap
+		j.BytesRead, j.BytesWritten = r.Remap.BytesRead, r.Remap.BytesWritten
 	default:
 		return nil, fmt.Errorf("%w: empty result", ErrInvalidTask)
 	}
@@ -132,7 +141,7 @@ func (r *Result) UnmarshalJSON(data []byte) error {
 		if err != nil {
 			return fmt.Errorf("%w: fragments: %v", ErrTaskFormat, err)
 		}
-		*r = Result{Rewrite: &RewriteOutput{Rewrite: j.Task.Rewrite, Group: &RewriteGroup{Old: old, New: nw}, Outputs: j.Written,
+		*r = Result{Rewrite: &RewriteOutput{Rewrite: j.Task.Rewrite, Group: &RewriteGroup{Old: old, New: nw, Reserved: j.Reserved}, Outputs: j.Written,
 			RowsRead: j.RowsRead, RowsWritten: j.RowsWritten, BytesRead: j.BytesRead, BytesWritten: j.BytesWritten,
 			Copied: j.Copied, Reencoded: j.Reencoded}}
 		if j.Paths != nil {
@@ -151,6 +160,12 @@ func (r *Result) UnmarshalJSON(data []byte) error {
 		}
 		*r = Result{Repack: &RepackOutput{Repack: j.Task.Repack, Result: &RepackResult{Base: old[0], Files: files}, Outputs: j.Written,
 			BytesRead: j.BytesRead, BytesWritten: j.BytesWritten, Copied: j.Copied, Reencoded: j.Reencoded}}
+	case j.Task.Remap != nil:
+		if j.Remap == nil || len(j.Remap.NewUUID) != 16 {
+			return fmt.Errorf("%w: remap result without its new segment", ErrTaskFormat)
+		}
+		j.Remap.Remap = j.Task.Remap
+		*r = Result{Remap: j.Remap}
 	default:
 		return fmt.Errorf("%w: result without a task", ErrTaskFormat)
 	}

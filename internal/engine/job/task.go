@@ -99,11 +99,12 @@ type RepackTask struct {
 	Bytes uint64 `json:"bytes,omitempty"`
 }
 
-// Task is the unit the scheduler queues: exactly one of Rewrite or Repack is
-// set. Its JSON form carries format_version and kind.
+// Task is the unit the scheduler queues: exactly one of Rewrite, Repack or
+// Remap is set. Its JSON form carries format_version and kind.
 type Task struct {
 	Rewrite *RewriteTask
 	Repack  *RepackTask
+	Remap   *RemapTask
 }
 
 // Kind returns the task's kind, or "" for an empty task.
@@ -113,6 +114,8 @@ func (t Task) Kind() Kind {
 		return KindRewrite
 	case t.Repack != nil:
 		return KindRepack
+	case t.Remap != nil:
+		return KindRemap
 	}
 	return ""
 }
@@ -124,6 +127,8 @@ func (t Task) Table() string {
 		return t.Rewrite.Table
 	case t.Repack != nil:
 		return t.Repack.Table
+	case t.Remap != nil:
+		return t.Remap.Table
 	}
 	return ""
 }
@@ -135,6 +140,8 @@ func (t Task) ReadVersion() uint64 {
 		return t.Rewrite.ReadVersion
 	case t.Repack != nil:
 		return t.Repack.ReadVersion
+	case t.Remap != nil:
+		return t.Remap.ReadVersion
 	}
 	return 0
 }
@@ -146,14 +153,22 @@ func (t Task) Fragments() []uint64 {
 		return t.Rewrite.Fragments
 	case t.Repack != nil:
 		return []uint64{t.Repack.Fragment}
+	case t.Remap != nil:
+		return t.Remap.fragments()
 	}
 	return nil
 }
 
 // Key is the deduplication key: kind, table, read version and fragments.
 // Two tasks with equal keys do the same work. ParseTaskKey reads it back.
+// A remap's kind part is "remap/<segment uuid>", since one batch remaps
+// several indices over the same fragments.
 func (t Task) Key() string {
-	return TaskKey{Kind: t.Kind(), Table: t.Table(), ReadVersion: t.ReadVersion(), Fragments: t.Fragments()}.String()
+	k := t.Kind()
+	if t.Remap != nil {
+		k = Kind(string(k) + "/" + t.Remap.SegmentUUID())
+	}
+	return TaskKey{Kind: k, Table: t.Table(), ReadVersion: t.ReadVersion(), Fragments: t.Fragments()}.String()
 }
 
 // TaskKey is the parsed form of a task key.
@@ -239,6 +254,7 @@ type taskJSON struct {
 	Kind          Kind         `json:"kind"`
 	Rewrite       *RewriteTask `json:"rewrite,omitempty"`
 	Repack        *RepackTask  `json:"repack,omitempty"`
+	Remap         *RemapTask   `json:"remap,omitempty"`
 }
 
 // MarshalJSON encodes the task with its format version and kind.
@@ -246,7 +262,7 @@ func (t Task) MarshalJSON() ([]byte, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	return json.Marshal(taskJSON{FormatVersion: TaskFormatVersion, Kind: t.Kind(), Rewrite: t.Rewrite, Repack: t.Repack})
+	return json.Marshal(taskJSON{FormatVersion: TaskFormatVersion, Kind: t.Kind(), Rewrite: t.Rewrite, Repack: t.Repack, Remap: t.Remap})
 }
 
 // UnmarshalJSON decodes a task, refusing (ErrTaskFormat) any other format
@@ -274,15 +290,20 @@ func (t *Task) UnmarshalJSON(data []byte) error {
 	var out Task
 	switch w.Kind {
 	case KindRewrite:
-		if w.Repack != nil {
-			return fmt.Errorf("decode task: %w: rewrite task carries a repack", ErrInvalidTask)
+		if w.Repack != nil || w.Remap != nil {
+			return fmt.Errorf("decode task: %w: rewrite task carries another kind", ErrInvalidTask)
 		}
 		out.Rewrite = w.Rewrite
 	case KindRepack:
-		if w.Rewrite != nil {
-			return fmt.Errorf("decode task: %w: repack task carries a rewrite", ErrInvalidTask)
+		if w.Rewrite != nil || w.Remap != nil {
+			return fmt.Errorf("decode task: %w: repack task carries another kind", ErrInvalidTask)
 		}
 		out.Repack = w.Repack
+	case KindRemap:
+		if w.Rewrite != nil || w.Repack != nil {
+			return fmt.Errorf("decode task: %w: remap task carries another kind", ErrInvalidTask)
+		}
+		out.Remap = w.Remap
 	default:
 		return fmt.Errorf("decode task: %w: unknown kind %q", ErrTaskFormat, w.Kind)
 	}
@@ -295,8 +316,17 @@ func (t *Task) UnmarshalJSON(data []byte) error {
 
 // Validate checks the task's shape.
 func (t Task) Validate() error {
-	if (t.Rewrite == nil) == (t.Repack == nil) {
-		return fmt.Errorf("%w: exactly one of rewrite or repack must be set", ErrInvalidTask)
+	set := 0
+	for _, b := range []bool{t.Rewrite != nil, t.Repack != nil, t.Remap != nil} {
+		if b {
+			set++
+		}
+	}
+	if set != 1 {
+		return fmt.Errorf("%w: exactly one of rewrite, repack or remap must be set", ErrInvalidTask)
+	}
+	if t.Remap != nil {
+		return t.Remap.validate()
 	}
 	if t.Table() == "" {
 		return fmt.Errorf("%w: no table", ErrInvalidTask)

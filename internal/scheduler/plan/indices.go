@@ -45,12 +45,12 @@ type IndexDecision struct {
 	CatchUp *CatchUp `json:"catch_up,omitempty"`
 }
 
-// remappable lists the index kinds lanced rewrites for new row addresses.
-var remappable = map[index.Kind]bool{}
-
 // Remappable reports whether lanced remaps indices of the kind after a
-// rewrite in address mode.
-func Remappable(k index.Kind) bool { return remappable[k] }
+// rewrite in address mode (a remapper is registered for it).
+func Remappable(k index.Kind) bool {
+	_, ok := index.RemapperFor(k)
+	return ok
+}
 
 // setBlocking decides, per index segment, whether the fragments it covers
 // stay out of rewrites, and why.
@@ -63,8 +63,12 @@ func setBlocking(ic *indexCoverage, mode string, stable bool) {
 			// Row ids survive a rewrite: bitmap-only in every mode.
 		case mode == policy.CoverageKeep:
 			ic.blocks[i] = "index_coverage = keep"
-		case mode == policy.CoverageRemap && !remappable[k]:
-			ic.blocks[i] = fmt.Sprintf("index_coverage = remap, but lanced cannot remap %s indices yet", k)
+		case mode == policy.CoverageRemap:
+			if err := index.CanRemap(ic.metas[i]); err != nil {
+				ic.blocks[i] = fmt.Sprintf("index_coverage = remap, but lanced cannot remap %s indices yet (%v)", k, err)
+			} else if ic.maps[i] == nil {
+				ic.blocks[i] = "index_coverage = remap, but the index records no fragment bitmap (Lance cannot rewrite it either)"
+			}
 		}
 	}
 }

@@ -110,7 +110,7 @@ func TestIndexDecisions(t *testing.T) {
 		reason   string
 	}{
 		{"keep", policy.CoverageKeep, false, map[string]string{"id_idx": IndexKeep, "vec_idx": IndexKeep, "gone": IndexKeep}, "index_coverage = keep"},
-		{"remap of types lanced cannot remap", policy.CoverageRemap, false, map[string]string{"id_idx": IndexKeep, "vec_idx": IndexKeep, "gone": IndexKeep}, "cannot remap"},
+		{"remap", policy.CoverageRemap, false, map[string]string{"id_idx": IndexRemap, "vec_idx": IndexRemap, "gone": IndexUntouched}, "new uuid"},
 		{"stable row ids", policy.CoverageKeep, true, map[string]string{"id_idx": IndexBitmapOnly, "vec_idx": IndexBitmapOnly, "gone": IndexUntouched}, "stable row ids"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -156,5 +156,56 @@ func TestUnindexCountsInFlightFragmentsAsRewritten(t *testing.T) {
 	}
 	if !strings.Contains(p.Decisions[3].Reason, "last fragments covered by index vec_idx") {
 		t.Fatalf("%+v", p.Decisions[3])
+	}
+}
+
+// With a remapper for every index type that covers them, indexed fragments
+// are rewritten under index_coverage = remap and the index is remapped.
+func TestRemapPlansIndexedFragments(t *testing.T) {
+	e := pol(func(e *policy.Effective) {
+		set(&e.Compaction.TargetRowsPerFragment, uint64(1000))
+		set(&e.Compaction.IndexCoverage, policy.CoverageRemap)
+	})
+	m := manifest(7, ab, small(0, 300), small(1, 300), small(2, 300), small(3, 300))
+	idx := []*tablepb.IndexMetadata{vectorIndex(t, "vec_idx", 0, 1)}
+	p := Compute(Input{Table: "t", Manifest: m, Policy: e, Indices: idx})
+	d := indexDecision(t, p, "vec_idx")
+	if d.Action != IndexRemap || !reflect.DeepEqual(d.Rewritten, []uint64{0, 1}) {
+		t.Fatalf("vec_idx: %+v\n%s", d, decisionsText(p))
+	}
+	got := rewriteGroups(p)
+	if len(got) != 2 {
+		t.Fatalf("rewrites %v, want the indexed pair and the unindexed pair apart (Lance bins by index set)", got)
+	}
+	for _, r := range p.Rewrites {
+		if r.IndexCoverage != policy.CoverageRemap {
+			t.Fatalf("task coverage %q", r.IndexCoverage)
+		}
+	}
+}
+
+// An index type no remapper takes keeps the fragments it covers under
+// remap, with the reason; another index over the same fragments is then
+// untouched.
+func TestRemapKeepsFragmentsOfUnremappableIndices(t *testing.T) {
+	e := pol(func(e *policy.Effective) {
+		set(&e.Compaction.TargetRowsPerFragment, uint64(1000))
+		set(&e.Compaction.IndexCoverage, policy.CoverageRemap)
+	})
+	m := manifest(7, ab, small(0, 300), small(1, 300), small(2, 300), small(3, 300))
+	odd := indexMeta(t, "odd_idx", 0, 1)
+	odd.IndexDetails = &anypb.Any{TypeUrl: "/lance.table.SomeFutureIndexDetails"}
+	p := Compute(Input{Table: "t", Manifest: m, Policy: e, Indices: []*tablepb.IndexMetadata{odd, vectorIndex(t, "vec_idx", 0, 1)}})
+	if d := indexDecision(t, p, "odd_idx"); d.Action != IndexKeep || !strings.Contains(d.Reason, "cannot remap") || !strings.Contains(d.Reason, "odd_idx") {
+		t.Fatalf("odd_idx: %+v", d)
+	}
+	if d := indexDecision(t, p, "vec_idx"); d.Action != IndexUntouched {
+		t.Fatalf("vec_idx: %+v", d)
+	}
+	if got := rewriteGroups(p); !reflect.DeepEqual(got, [][]uint64{{2, 3}}) {
+		t.Fatalf("rewrites %v", got)
+	}
+	if !strings.Contains(p.Decisions[0].Reason, "odd_idx") {
+		t.Fatalf("fragment 0: %s", p.Decisions[0].Reason)
 	}
 }

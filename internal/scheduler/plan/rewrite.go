@@ -64,6 +64,7 @@ func (b *candidateBin) splitForSize(min uint64) [][]int {
 // indexCoverage holds every index segment's fragment bitmap and whether
 // it keeps the fragments it covers out of rewrites.
 type indexCoverage struct {
+	metas  []*tablepb.IndexMetadata
 	names  []string
 	kinds  []index.Kind
 	maps   []*roaring.Bitmap // nil: covers everything (legacy index, unknown range)
@@ -77,6 +78,7 @@ func newIndexCoverage(indices []*tablepb.IndexMetadata, legacy map[uint64]uint32
 		if name == "" {
 			name = fmt.Sprintf("index@%d", ix.GetDatasetVersion())
 		}
+		ic.metas = append(ic.metas, ix)
 		ic.names = append(ic.names, name)
 		ic.kinds = append(ic.kinds, index.Detect(ix))
 		ic.blocks = append(ic.blocks, "")

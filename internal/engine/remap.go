@@ -1,0 +1,431 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"path"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/lanced-dev/lanced/internal/engine/failpoint"
+	"github.com/lanced-dev/lanced/internal/engine/job"
+	"github.com/lanced-dev/lanced/internal/engine/journal"
+	"github.com/lanced-dev/lanced/internal/engine/table"
+	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/format/index"
+	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
+	"github.com/lanced-dev/lanced/internal/store"
+)
+
+// ExecuteRemap runs one remap task against m, the manifest of its read
+// version: the row-address mapping is rebuilt from the read version's
+// deletion files and the task's groups (memory: one deletion bitmap per
+// rewritten fragment of the groups, never one entry per row), the index
+// kind's registered index.Remapper reads _indices/<old uuid>/ and writes
+// _indices/<new uuid>/, every file recorded in the journal before it is
+// written and measured exactly as written.
+func ExecuteRemap(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, t *job.RemapTask) (out *job.RemapOutput, err error) {
+	if m.GetVersion() != t.ReadVersion {
+		return nil, fmt.Errorf("remap planned at version %d given manifest %d", t.ReadVersion, m.GetVersion())
+	}
+	seg, err := t.SegmentMeta()
+	if err != nil {
+		return nil, err
+	}
+	if seg.BaseId != nil {
+		return nil, fmt.Errorf("index %q lives in base %d: %w", seg.GetName(), seg.GetBaseId(), job.ErrUnsupported)
+	}
+	kind := index.Detect(seg)
+	rm, ok := index.RemapperFor(kind)
+	if !ok {
+		return nil, fmt.Errorf("index %q (%s): %w", seg.GetName(), kind, index.ErrNoRemapper)
+	}
+	frags := format.FragmentsByID(m)
+	groups, err := t.MappingGroups(func(id uint64) (index.OldFragment, error) {
+		f := frags[id]
+		if f == nil {
+			return index.OldFragment{}, fmt.Errorf("remap: fragment %d is not in version %d: %w", id, m.GetVersion(), job.ErrStale)
+		}
+		del, err := tbl.ReadDeletions(ctx, f)
+		if err != nil {
+			return index.OldFragment{}, err
+		}
+		return index.OldFragment{ID: id, PhysicalRows: f.GetPhysicalRows(), Deleted: del}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	mapping, err := index.NewCompactionMapping(groups)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", job.ErrInvalidTask, err)
+	}
+	b := tbl.Bucket()
+	newID := uuid.New()
+	oldDir := path.Join(format.IndicesDir, (&index.Segment{Meta: seg}).UUID())
+	newDir := path.Join(format.IndicesDir, newID.String())
+	w := &segmentWriter{ctx: ctx, b: b, dir: newDir}
+	out = &job.RemapOutput{Remap: t, NewUUID: newID[:]}
+	defer func() {
+		if err != nil {
+			deleteKeys(context.WithoutCancel(ctx), b, w.keys)
+			out = nil
+		}
+	}()
+	failpoint.Hit("remap.start")
+	res, err := rm.Remap(ctx, index.RemapRequest{
+		Segment: seg, Kind: kind, Mapping: mapping, Groups: groups,
+		Old: &segmentReader{b: b, dir: oldDir, seg: seg}, New: w, Seed: t.Seed,
+	})
+	if err != nil {
+		return out, fmt.Errorf("remap index %q (%s) segment %s: %w", seg.GetName(), kind, oldDir, err)
+	}
+	if w.open > 0 {
+		return out, fmt.Errorf("remap index %q: %d files left open by the %s remapper", seg.GetName(), w.open, kind)
+	}
+	if len(w.files) == 0 {
+		return out, fmt.Errorf("remap index %q: the %s remapper wrote no file", seg.GetName(), kind)
+	}
+	failpoint.Hit("remap.written")
+	out.Outputs = w.keys
+	out.Files = w.files
+	sort.Slice(out.Files, func(i, j int) bool { return out.Files[i].Name < out.Files[j].Name })
+	out.Rows, out.Dropped = res.Rows, res.Dropped
+	for _, f := range w.files {
+		out.BytesWritten += f.Size
+	}
+	for _, f := range seg.GetFiles() {
+		out.BytesRead += int64(f.GetSizeBytes())
+	}
+	return out, nil
+}
+
+// segmentReader reads an old segment's files from the table's bucket.
+type segmentReader struct {
+	b   *store.Bucket
+	dir string
+	seg *tablepb.IndexMetadata
+}
+
+func (r *segmentReader) Files(ctx context.Context) ([]index.SegmentFile, error) {
+	var out []index.SegmentFile
+	if fs := r.seg.GetFiles(); len(fs) > 0 {
+		for _, f := range fs {
+			out = append(out, index.SegmentFile{Name: f.GetPath(), Size: int64(f.GetSizeBytes())})
+		}
+	} else {
+		err := r.b.List(ctx, r.dir+"/", func(o store.Object) error {
+			out = append(out, index.SegmentFile{Name: path.Base(o.Key), Size: o.Size})
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (r *segmentReader) Open(ctx context.Context, name string) (io.ReaderAt, int64, error) {
+	if name == "" || path.Base(name) != name {
+		return nil, 0, fmt.Errorf("index segment file %q: %w", name, store.ErrInvalidKey)
+	}
+	ra, err := r.b.OpenReaderAt(ctx, r.dir+"/"+name)
+	if err != nil {
+		return nil, 0, err
+	}
+	return ra, ra.Size(), nil
+}
+
+// segmentWriter creates the new segment's files, journaled first.
+type segmentWriter struct {
+	ctx   context.Context
+	b     *store.Bucket
+	dir   string
+	keys  []string
+	files []index.SegmentFile
+	open  int
+}
+
+func (w *segmentWriter) Create(ctx context.Context, name string) (io.WriteCloser, error) {
+	if name == "" || path.Base(name) != name {
+		return nil, fmt.Errorf("index segment file %q: %w", name, store.ErrInvalidKey)
+	}
+	key := w.dir + "/" + name
+	if slices.Contains(w.keys, key) {
+		return nil, fmt.Errorf("index segment file %s created twice", key)
+	}
+	if err := journal.RecordOutput(w.ctx, key); err != nil {
+		return nil, err
+	}
+	sw, err := w.b.NewWriter(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	w.keys = append(w.keys, key)
+	w.open++
+	return &segmentFile{w: w, name: name, sw: sw}, nil
+}
+
+type segmentFile struct {
+	w      *segmentWriter
+	name   string
+	sw     io.WriteCloser
+	n      int64
+	err    error
+	closed bool
+}
+
+func (f *segmentFile) Write(p []byte) (int, error) {
+	if f.closed {
+		return 0, fmt.Errorf("write %s after close", f.name)
+	}
+	n, err := f.sw.Write(p)
+	f.n += int64(n)
+	if err != nil && f.err == nil {
+		f.err = err
+	}
+	return n, err
+}
+
+func (f *segmentFile) Close() error {
+	if f.closed {
+		return nil
+	}
+	f.closed = true
+	f.w.open--
+	if f.err != nil {
+		_ = abortWriter(f.sw)
+		return f.err
+	}
+	if err := f.sw.Close(); err != nil {
+		return fmt.Errorf("upload %s/%s: %w", f.w.dir, f.name, err)
+	}
+	f.w.files = append(f.w.files, index.SegmentFile{Name: f.name, Size: f.n})
+	return nil
+}
+
+// reserveAttempts bounds ReserveFragments retries; a reservation is
+// compatible with every concurrent commit, so only a busy table needs more
+// than one.
+const reserveAttempts = 20
+
+// ReserveFragments commits Lance's ReserveFragments transaction for n
+// fragment ids and returns the first: ids first..first+n-1 are never given
+// to another fragment (max_fragment_id is raised by n, as lance's
+// build_manifest does for this operation).
+func ReserveFragments(ctx context.Context, tbl *table.Table, n uint32) (uint64, error) {
+	read, err := tbl.LatestVersion(ctx)
+	if err != nil {
+		return 0, err
+	}
+	backoff := 20 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		txn := format.NewTransaction(read)
+		txn.Operation = &tablepb.Transaction_ReserveFragments_{ReserveFragments: &tablepb.Transaction_ReserveFragments{NumFragments: n}}
+		var first uint64
+		_, err := tbl.Commit(ctx, read, txn, func(latest *format.Manifest) (*tablepb.Manifest, error) {
+			next := proto.Clone(latest.PB).(*tablepb.Manifest)
+			top, _ := format.MaxFragmentID(latest.PB)
+			mx := top + n
+			next.MaxFragmentId = &mx
+			first = uint64(top) + 1
+			return next, nil
+		})
+		var ce *table.ConflictError
+		if !errors.As(err, &ce) {
+			return first, err
+		}
+		if attempt == reserveAttempts {
+			return 0, fmt.Errorf("reserve %d fragment ids on %s: gave up after %d attempts: %w", n, tbl.URI(), attempt, err)
+		}
+		read = ce.LatestCommitted()
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(backoff/2 + rand.N(backoff)):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// remapSeed derives a reproducible seed for a segment's remap.
+func remapSeed(seg *tablepb.IndexMetadata, readVersion uint64) uint64 {
+	h := fnv.New64a()
+	h.Write(seg.GetUuid().GetUuid())
+	return h.Sum64() ^ readVersion
+}
+
+// remapPrep is what prepareRemaps did to a rewrite commit group.
+type remapPrep struct {
+	// added are the executed remap jobs to commit with the group.
+	added []Pending
+	// dropped reports the rewrite jobs left out (their files deleted).
+	dropped *CommitReport
+}
+
+func pendingOf(jobs []job.Job, ids map[string]string) []Pending {
+	out := make([]Pending, len(jobs))
+	for i, j := range jobs {
+		out[i] = Pending{Job: j, JournalID: ids[j.Task().Key()]}
+	}
+	return out
+}
+
+// prepareRemaps readies the rewrite jobs of one read version whose policy
+// is index_coverage "remap" (on a table without stable row ids, where
+// index files hold row addresses): their new fragment ids are reserved by
+// one ReserveFragments commit, then every index segment of the read version
+// that covers one of their old fragments is remapped by a remap task (one
+// per segment, over the groups it covers), executed through Execute like
+// any task. A rewrite whose segment cannot be remapped (no remapper, or the
+// remapper refused the files) is dropped with the reason; the commit's
+// Build pairs the rest (job.RewriteTxn). Memory: one segment's remap at a
+// time; no table-wide row map.
+func (r *Runner) prepareRemaps(ctx context.Context, rv uint64, jobs []job.Job) (remapPrep, error) {
+	pre := remapPrep{dropped: &CommitReport{Op: "remap", ReadVersion: rv}}
+	var need []*job.RewriteOutput
+	for _, j := range jobs {
+		if o, ok := j.(*job.RewriteOutput); ok && o.Rewrite != nil && o.Rewrite.IndexCoverage == "remap" && !o.Group.Reserved {
+			need = append(need, o)
+		}
+	}
+	if len(need) == 0 {
+		return pre, nil
+	}
+	m, err := r.Table.Load(ctx, rv)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			err = fmt.Errorf("read version %d cleaned up: %w: %w", rv, job.ErrStale, err)
+		}
+		return pre, err
+	}
+	if m.PB.GetReaderFeatureFlags()&format.FlagStableRowIDs != 0 {
+		return pre, nil // bitmaps only (job.ApplyRewriteIndices)
+	}
+	drop := func(o job.Job, why string) {
+		key := o.Task().Key()
+		r.log().Warn("rewrite dropped: index not remapped", "table", r.name(), "task_id", key, "err", why)
+		pre.dropped.Dropped = append(pre.dropped.Dropped, Dropped{Key: key, Verdict: job.Incompatible, Reason: why})
+		deleteKeys(context.WithoutCancel(ctx), r.Table.Bucket(), o.Written())
+	}
+	// Which segments cover which job.
+	type segUse struct {
+		meta *tablepb.IndexMetadata
+		jobs []*job.RewriteOutput
+	}
+	var segs []*segUse
+	covering := map[*job.RewriteOutput][]*segUse{}
+	for _, ix := range m.Indices.GetIndices() {
+		u := &segUse{meta: ix}
+		for _, o := range need {
+			if job.CoversGroup(ix, o.Group) {
+				u.jobs = append(u.jobs, o)
+				covering[o] = append(covering[o], u)
+			}
+		}
+		if len(u.jobs) > 0 {
+			segs = append(segs, u)
+		}
+	}
+	// A job covered by a segment no remapper takes is dropped before
+	// anything is reserved (the planner keeps such fragments; a segment
+	// created since the plan can still get here).
+	dead := map[*job.RewriteOutput]string{}
+	for _, u := range segs {
+		if err := index.CanRemap(u.meta); err != nil {
+			for _, o := range u.jobs {
+				dead[o] = err.Error()
+			}
+		}
+	}
+	var live []*job.RewriteOutput
+	var n uint32
+	for _, o := range need {
+		if why, ok := dead[o]; ok {
+			drop(o, why)
+			continue
+		}
+		if len(covering[o]) == 0 {
+			continue // no index covers it: nothing to remap
+		}
+		live = append(live, o)
+		n += uint32(len(o.Group.New))
+	}
+	if len(live) == 0 {
+		return pre, nil
+	}
+	failpoint.Hit("remap.reserve")
+	first, err := ReserveFragments(ctx, r.Table, n)
+	if err != nil {
+		for _, o := range live {
+			drop(o, "reserve fragment ids: "+err.Error())
+		}
+		return pre, err
+	}
+	id := first
+	for _, o := range live {
+		for _, f := range o.Group.New {
+			f.Id = id
+			id++
+		}
+		o.Group.Reserved = true
+	}
+	isLive := func(o *job.RewriteOutput) bool { return slices.Contains(live, o) && dead[o] == "" }
+	for _, u := range segs {
+		t := &job.RemapTask{Table: r.Table.URI(), ReadVersion: rv, Seed: remapSeed(u.meta, rv)}
+		for _, o := range u.jobs {
+			if !isLive(o) {
+				continue
+			}
+			g := job.RemapGroup{}
+			for _, f := range o.Group.Old {
+				g.Old = append(g.Old, f.GetId())
+			}
+			for _, f := range o.Group.New {
+				g.New = append(g.New, job.RemapNewRow{ID: f.GetId(), Rows: f.GetPhysicalRows()})
+			}
+			t.Groups = append(t.Groups, g)
+		}
+		if len(t.Groups) == 0 {
+			continue
+		}
+		if t.Segment, err = proto.Marshal(u.meta); err != nil {
+			return pre, err
+		}
+		task := job.Task{Remap: t}
+		t0 := time.Now()
+		p, err := r.Execute(ctx, m.PB, task)
+		if err != nil {
+			if errors.Is(err, job.ErrInvariant) || ctx.Err() != nil {
+				r.Discard(ctx, pre.added)
+				pre.added = nil
+				return pre, err
+			}
+			// This segment's groups cannot commit: their rewrites go
+			// (the commit's Build refuses remaps of other segments that
+			// included them).
+			for _, o := range u.jobs {
+				if isLive(o) {
+					dead[o] = err.Error()
+					drop(o, fmt.Sprintf("index %q not remapped: %v", u.meta.GetName(), err))
+				}
+			}
+			continue
+		}
+		r.log().Info("index remapped", "table", r.name(), "task_id", task.Key(), "kind", string(job.KindRemap),
+			"files", len(p.Job.Written()), "duration", time.Since(t0).String())
+		pre.added = append(pre.added, p)
+	}
+	if len(pre.added) > 0 {
+		failpoint.Hit("remap.commit")
+	}
+	return pre, nil
+}
