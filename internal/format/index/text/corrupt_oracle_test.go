@@ -11,6 +11,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/format/index/indextest"
 	"github.com/lanced-dev/lanced/internal/format/lancefile"
@@ -98,3 +99,38 @@ func TestRemapCorruptInput(t *testing.T) {
 type mappingFunc func(uint64) (uint64, bool)
 
 func (f mappingFunc) Map(old uint64) (uint64, bool) { return f(old) }
+
+// TestRemapAllDeletedOracle: a partition whose every document is deleted
+// is written empty (no docs, no posting lists, an empty token dictionary),
+// as lance's remap writes it, and real Lance loads and queries it.
+func TestRemapAllDeletedOracle(t *testing.T) {
+	oracle.Require(t)
+	path := oracle.Build(t, "sized-4x500-v0-t12-d0", t.TempDir())
+	oracle.RunOps(t, path, []oracle.Op{{"op": "create_index", "column": "body", "type": "fts", "options": map[string]any{"withPosition": true}}})
+	m := indextest.ReadManifest(t, path, oracle.Inspect(t, path, 0).Version)
+	seg := indextest.Index(t, m, "body_idx")
+	dir := filepath.Join(path, "_indices", indextest.UUID(t, seg.GetUuid()))
+	newID := uuid.New()
+	out := filepath.Join(path, "_indices", newID.String())
+	res := remapSegment(t, seg, dir, out, mappingFunc(func(uint64) (uint64, bool) { return 0, false }))
+	if res.Rows != 0 || res.Dropped != 2000 {
+		t.Fatalf("remap %+v", res)
+	}
+	p := readPartition(t, out, 0)
+	if len(p.docs) != 0 || len(p.rows) != 0 || len(p.tokens) != 0 || p.nextID != 0 || p.total != 0 {
+		t.Fatalf("empty partition: %d docs, %d lists, %d tokens, next id %d, total %d", len(p.docs), len(p.rows), len(p.tokens), p.nextID, p.total)
+	}
+	written, err := indextest.Dir(out).Files(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range written {
+		names = append(names, f.Name)
+	}
+	indextest.CommitIndexSwap(t, path, m, indextest.Swap{Old: seg, ID: newID, Files: names})
+	got := search(t, path, []oracle.Op{{"op": "fts_search", "column": "body", "query": "river", "k": 100, "columns": []string{"id"}, "explain": true}})
+	if len(got[0]) != 0 {
+		t.Fatalf("an index with no documents finds %d rows", len(got[0]))
+	}
+}
