@@ -14,7 +14,10 @@ import (
 // Points: rewrite.file (a rewrite data file was uploaded), repack.file (a
 // repack file was uploaded), commit.txn (the .txn file is written, the
 // manifest not yet), commit.manifest (the manifest is written, the hint and
-// verification not yet).
+// verification not yet), remap.reserve (before the ReserveFragments commit of
+// an index remap), remap.start (a remap task begins, nothing written),
+// remap.written (a remapped segment is fully written), remap.commit (every
+// remap of a commit group is written, the Rewrite commit not begun).
 var failpointSpec = sync.OnceValues(func() (string, int) {
 	v := os.Getenv("LANCED_FAILPOINT")
 	if v == "" {
