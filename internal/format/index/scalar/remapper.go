@@ -2,10 +2,13 @@ package scalar
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
 	"github.com/lanced-dev/lanced/internal/format/index"
+	"github.com/lanced-dev/lanced/internal/format/lancefile"
+	"github.com/lanced-dev/lanced/internal/format/lancewrite"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 )
 
@@ -53,42 +56,55 @@ func (r remapper) Remap(ctx context.Context, req index.RemapRequest) (index.Rema
 	case index.KindBTree:
 		lf, err := index.OpenSegmentFile(ctx, req.Old, BTreeLookupFileName)
 		if err != nil {
-			return out, err
+			return out, noRemapper(err)
 		}
 		df, err := index.OpenSegmentFile(ctx, req.Old, BTreeDataFileName)
 		if err != nil {
-			return out, err
+			return out, noRemapper(err)
 		}
 		bt, err := OpenBTree(lf, df)
 		if err != nil {
-			return out, index.NoRemapperIf(err, ErrUnsupported)
+			return out, noRemapper(err)
 		}
 		err = index.WriteFiles(ctx, req.New, []string{BTreeDataFileName, BTreeLookupFileName}, func(w []io.Writer) error {
 			res, err = RemapBTree(ctx, bt, req.Mapping, w[0], w[1])
 			return err
 		})
 		if err != nil {
-			return out, index.NoRemapperIf(err, ErrUnsupported)
+			return out, noRemapper(err)
 		}
 	case index.KindBitmap, index.KindLabelList:
 		f, err := index.OpenSegmentFile(ctx, req.Old, BitmapFileName)
 		if err != nil {
-			return out, err
+			return out, noRemapper(err)
 		}
 		bm, err := OpenBitmap(f)
 		if err != nil {
-			return out, index.NoRemapperIf(err, ErrUnsupported)
+			return out, noRemapper(err)
 		}
 		err = index.WriteFiles(ctx, req.New, []string{BitmapFileName}, func(w []io.Writer) error {
 			res, err = RemapBitmap(ctx, bm, req.Mapping, w[0])
 			return err
 		})
 		if err != nil {
-			return out, index.NoRemapperIf(err, ErrUnsupported)
+			return out, noRemapper(err)
 		}
 	default:
 		return out, fmt.Errorf("%w: scalar kind %s", index.ErrNoRemapper, req.Kind)
 	}
 	out.Rows, out.Dropped = res.Rows, res.Dropped
 	return out, nil
+}
+
+// noRemapper marks the layouts this package, the Lance file reader or the
+// writer do not handle (an index file in a legacy file version, a value
+// type lancewrite cannot encode) as ErrNoRemapper, so the engine keeps the
+// segment's fragments.
+func noRemapper(err error) error {
+	for _, u := range []error{ErrUnsupported, lancefile.ErrUnsupportedVersion, lancefile.ErrUnsupportedEncoding, lancewrite.ErrUnsupportedType} {
+		if errors.Is(err, u) {
+			return index.NoRemapperIf(err, u)
+		}
+	}
+	return err
 }

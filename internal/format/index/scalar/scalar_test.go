@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -541,4 +543,32 @@ func closeBitmap(t *testing.T, w *scalar.BitmapWriter, buf *bytes.Buffer) *scala
 		t.Fatal(err)
 	}
 	return bm
+}
+
+func TestOrderFloatsAndNulls(t *testing.T) {
+	// Lance's btree order for floats: nulls first, then total order.
+	in := []float64{math.NaN(), 1, math.Inf(-1), 0, math.Copysign(0, -1), -2, math.Inf(1)}
+	b := array.NewFloat64Builder(memory.DefaultAllocator)
+	b.AppendNull()
+	b.AppendValues(in, nil)
+	arr := b.NewArray()
+	defer arr.Release()
+	order := make([]int, arr.Len())
+	for i := range order {
+		order[i] = i
+	}
+	cmp := scalar.CompareForTest(arr, arr)
+	slices.SortFunc(order, cmp)
+	var got []string
+	for _, i := range order {
+		if arr.IsNull(i) {
+			got = append(got, "null")
+			continue
+		}
+		got = append(got, strconv.FormatFloat(arr.(*array.Float64).Value(i), 'g', -1, 64))
+	}
+	want := []string{"null", "-Inf", "-2", "-0", "0", "1", "+Inf", "NaN"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("order %v, want %v", got, want)
+	}
 }
