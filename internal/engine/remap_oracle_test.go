@@ -1,13 +1,16 @@
 package engine_test
 
 import (
+	"context"
 	"encoding/json"
+	"maps"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/lanced-dev/lanced/internal/engine"
 	"github.com/lanced-dev/lanced/internal/scheduler/plan"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
@@ -215,4 +218,112 @@ func recallAt10(t *testing.T, path string, qs [][]float32, c remapEngineCase) (f
 		plans = append(plans, ann.Plan)
 	}
 	return sum / float64(len(qs)), plans
+}
+
+// TestRemapConflictsOracle: lanced executes a remapping compaction's
+// rewrites on a table with an IVF_PQ and a BTree, real Lance commits
+// something else before lanced's commit (the remaps run between), and the
+// commit is judged by Lance's rules: a delete of rewritten rows, a
+// createIndex(replace) of the remapped index and Lance's own optimize()
+// make the rewrite and its remaps retryable (nothing of ours is committed,
+// the table reads exactly what real Lance left, both indices intact); an
+// append is compatible (committed with both indices remapped). Afterwards a
+// fresh run compacts, and real Lance keeps both indices through a delete.
+func TestRemapConflictsOracle(t *testing.T) {
+	oracle.Require(t)
+	for _, c := range []struct {
+		name   string
+		op     oracle.Op
+		commit bool
+	}{
+		{"delete of rewritten rows", oracle.Op{"op": "delete", "where": "id % 11 = 1"}, false},
+		{"createIndex replace", oracle.Op{"op": "create_index", "column": "vec", "type": "ivf_pq", "name": "vec_idx", "replace": true,
+			"options": map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}}, false},
+		{"optimize", oracle.Op{"op": "optimize"}, false},
+		{"append", oracle.Op{"op": "add", "rows": 50, "seed": 3}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			path := oracle.Build(t, "sized-4x1000-v32-t0-d0", t.TempDir())
+			oracle.RunOps(t, path, []oracle.Op{
+				{"op": "delete", "where": "id % 10 = 0"},
+				{"op": "create_index", "column": "vec", "type": "ivf_pq", "name": "vec_idx", "options": map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}},
+				{"op": "create_index", "column": "id", "type": "btree", "name": "id_idx"},
+				{"op": "delete", "where": "id % 7 = 3"},
+			})
+			want := []string{"id_idx", "vec_idx"}
+			ctx := context.Background()
+			tbl, m := openTable(t, path)
+			p := planFor(t, path, m, nil)
+			if len(p.Rewrites) != 1 {
+				t.Fatalf("plan %+v", p.Decisions)
+			}
+			r := &engine.Runner{Table: tbl}
+			var ps []engine.Pending
+			for _, task := range p.Tasks() {
+				pe, err := r.Execute(ctx, m.PB, task)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ps = append(ps, pe)
+			}
+			oracle.RunOps(t, path, []oracle.Op{c.op})
+			theirs := oracle.Inspect(t, path, 0)
+			wantDigest := oracle.Digest(oracle.Scan(t, path, 0, nil))
+			reps, err := r.Commit(ctx, ps)
+			if err != nil {
+				t.Fatalf("commit: %v", err)
+			}
+			committed := false
+			var dropped []string
+			for _, rep := range reps {
+				if rep.Op == "rewrite" && rep.Version != 0 {
+					committed = true
+				}
+				for _, d := range rep.Dropped {
+					dropped = append(dropped, d.Verdict.String()+": "+d.Reason)
+				}
+			}
+			if committed != c.commit {
+				t.Fatalf("committed %v, want %v; dropped %v", committed, c.commit, dropped)
+			}
+			after := oracle.Inspect(t, path, 0)
+			if got := indexNames(after); !slices.Equal(got, want) {
+				t.Fatalf("indices %v", got)
+			}
+			if after.Rows != theirs.Rows {
+				t.Fatalf("rows %d, real Lance left %d", after.Rows, theirs.Rows)
+			}
+			if !c.commit {
+				if got := oracle.Digest(oracle.Scan(t, path, 0, nil)); !maps.Equal(got, wantDigest) {
+					t.Fatalf("table content differs from what real Lance left")
+				}
+				if len(dropped) == 0 {
+					t.Fatalf("nothing dropped")
+				}
+			} else {
+				for _, ix := range after.Indices {
+					b := indexByName(t, theirs, ix.Name)
+					if ix.IndexedRows != b.IndexedRows || ix.UnindexedRows != b.UnindexedRows {
+						t.Fatalf("%s: indexStats %d/%d, before our commit %d/%d", ix.Name, ix.IndexedRows, ix.UnindexedRows, b.IndexedRows, b.UnindexedRows)
+					}
+				}
+			}
+			_, plans := recallAt10(t, path, remapQueries(2), remapEngineCase{typ: "ivf_pq"})
+			if !strings.Contains(plans[0], "ANN") {
+				t.Fatalf("vector search not through the index:\n%s", plans[0])
+			}
+			t.Logf("%s: committed %v, dropped %v", c.name, committed, dropped)
+			// A fresh run finishes what is left.
+			tbl2, m2 := openTable(t, path)
+			p2 := planFor(t, path, m2, nil)
+			if _, err := engine.Compact(ctx, tbl2, m2, p2.Tasks(), engine.CompactOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			oracle.RunOps(t, path, []oracle.Op{{"op": "delete", "where": "id = 5"}})
+			if got := indexNames(oracle.Inspect(t, path, 0)); !slices.Equal(got, want) {
+				t.Fatalf("indices after the follow-up and real Lance's delete: %v", got)
+			}
+		})
+	}
 }
