@@ -16,12 +16,18 @@ import (
 // put-if-absent (EEXIST means the key exists, atomically across processes;
 // fileblob's stat-then-rename is not). The temp file is removed on every path.
 type localWriter struct {
-	ctx    context.Context
-	f      *os.File
-	final  string
-	excl   bool
-	failed bool
+	ctx     context.Context
+	f       *os.File
+	final   string
+	excl    bool
+	failed  bool
+	written int64 // bytes written
+	flushed int64 // bytes handed to startWriteback
 }
+
+// writebackWindow is how many written bytes are handed to the kernel's
+// writeback at once while a file is written (see startWriteback).
+const writebackWindow = 8 << 20
 
 func (b *Bucket) localPath(key string) string {
 	return filepath.Join(b.localDir, filepath.FromSlash(b.prefix+key))
@@ -49,6 +55,11 @@ func (w *localWriter) Write(p []byte) (int, error) {
 	n, err := w.f.Write(p)
 	if err != nil {
 		w.failed = true
+	}
+	w.written += int64(n)
+	if w.written-w.flushed >= writebackWindow {
+		startWriteback(w.f, w.flushed, w.written-w.flushed)
+		w.flushed = w.written
 	}
 	return n, err
 }

@@ -351,6 +351,38 @@ type outPage struct {
 	priority uint64
 	cost     int64 // bytes of bufs, held from the budget (dropped pages: source bytes, not held)
 	ev       PageEvent
+	pooled   []byte // a buffer of bufs from getPageBuf, returned once written
+}
+
+// Page buffers of filtered pages (the big ones: vectors, long strings) are
+// reused once written: fewer fresh allocations to zero, fault in and
+// collect. The task budget bounds how many are in use at once.
+var pageBufs sync.Pool
+
+// getPageBuf returns an empty buffer with room for n bytes.
+func getPageBuf(n int) []byte {
+	if b, ok := pageBufs.Get().(*[]byte); ok && cap(*b) >= n {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, n)
+}
+
+// putPageBuf makes b available to getPageBuf (its contents are dead).
+func putPageBuf(b []byte) {
+	if cap(b) >= 64<<10 {
+		pageBufs.Put(&b)
+	}
+}
+
+// done releases what op holds once it was written or discarded.
+func (op *outPage) done(bud *budget) {
+	if op.holds() {
+		bud.release(op.cost)
+	}
+	if op.pooled != nil {
+		putPageBuf(op.pooled)
+		op.pooled, op.bufs = nil, nil
+	}
 }
 
 // holds says whether the page holds budget bytes.
@@ -450,9 +482,7 @@ func runColumns(ctx context.Context, w *Writer, plans []*colPlan, opts FilterOpt
 	cp := &copier{ctx: ctx, c: w.c, buf: make([]byte, copyBufSize)}
 	for op := range out {
 		if firstErr != nil || ctx.Err() != nil {
-			if op.holds() {
-				bud.release(op.cost)
-			}
+			op.done(bud)
 			continue
 		}
 		var np *file2pb.ColumnMetadata_Page
@@ -471,9 +501,7 @@ func runColumns(ctx context.Context, w *Writer, plans []*colPlan, opts FilterOpt
 		}
 		if w.c.err != nil {
 			fail(w.c.err)
-			if op.holds() {
-				bud.release(op.cost)
-			}
+			op.done(bud)
 			continue
 		}
 		if np != nil {
@@ -486,9 +514,7 @@ func runColumns(ctx context.Context, w *Writer, plans []*colPlan, opts FilterOpt
 		if opts.OnPage != nil {
 			opts.OnPage(op.ev)
 		}
-		if op.holds() {
-			bud.release(op.cost)
-		}
+		op.done(bud)
 	}
 	if firstErr != nil {
 		return res, firstErr
@@ -750,7 +776,7 @@ func filterPage(s *filterSrc, pg *file2pb.ColumnMetadata_Page, pl *enc21pb.PageL
 		if bufs[0].Size != n*row {
 			return nil, fmt.Errorf("%w: full-zip page of %d rows × %d bytes has %d bytes", lancefile.ErrCorrupt, n, row, bufs[0].Size)
 		}
-		data := make([]byte, 0, live*row)
+		data := getPageBuf(int(live * row))
 		for _, r := range runs {
 			if data, err = read(data, lancefile.Buffer{Offset: bufs[0].Offset + r[0]*row, Size: (r[1] - r[0]) * row}); err != nil {
 				return nil, err
@@ -784,7 +810,7 @@ func filterPage(s *filterSrc, pg *file2pb.ColumnMetadata_Page, pl *enc21pb.PageL
 			}
 			total += at(r[1]) - at(r[0])
 		}
-		data := make([]byte, 0, total)
+		data := getPageBuf(int(total))
 		starts := make([]uint64, 0, live+1)
 		for _, r := range runs {
 			base := uint64(len(data)) - at(r[0])
@@ -808,5 +834,5 @@ func filterPage(s *filterSrc, pg *file2pb.ColumnMetadata_Page, pl *enc21pb.PageL
 	for _, b := range out {
 		cost += int64(len(b))
 	}
-	return &outPage{bufs: out, layout: mustAny(pageLayoutURL, lb), rows: live, priority: s.outRow(a), cost: cost}, nil
+	return &outPage{bufs: out, layout: mustAny(pageLayoutURL, lb), rows: live, priority: s.outRow(a), cost: cost, pooled: out[0]}, nil
 }

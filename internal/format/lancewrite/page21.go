@@ -21,6 +21,7 @@ const (
 	// dictionary encoding is tried from this many values on, and used when
 	// it is below dictRatio of the plain size (lance's dict-size-ratio 0.8).
 	dictMinValues = 100
+	dictSample    = 1024 // values sampled before building a dictionary of a big page
 	// pages with a value over this size compress every value with zstd
 	// (lance's per-value General compression for full-zip)
 	perValueZstdLen = 32 * 1024
@@ -154,6 +155,18 @@ func (l *leaf) tryDictionary() *dictPage {
 		return nil
 	}
 	limit := l.nvis / 2
+	if l.nvis >= 4*dictSample {
+		// values nearly all distinct in a sample spread over the page: no
+		// dictionary (saves filling a map with up to nvis/2 keys first)
+		seen := make(map[string]struct{}, dictSample)
+		step := l.nvis / dictSample
+		for i := 0; i < dictSample; i++ {
+			seen[string(l.data[l.offs[i*step]:l.offs[i*step+1]])] = struct{}{}
+		}
+		if len(seen) > dictSample*97/100 {
+			return nil
+		}
+	}
 	ids := make(map[string]uint32)
 	var order [][]byte
 	dictBytes := 0
