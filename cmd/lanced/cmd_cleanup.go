@@ -90,7 +90,7 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			opts.KeepTagged = !*errTagged
 		}
 	})
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := jsonLogger(stderr, slog.LevelWarn)
 	c, err := cleanup.NewCleaner(nil, log)
 	if err != nil {
 		return err

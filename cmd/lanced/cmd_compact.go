@@ -94,7 +94,7 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *verbose {
 		level = slog.LevelInfo
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := jsonLogger(stderr, level)
 	n := *batch
 	if n == 0 {
 		n = int(eff.Compaction.CommitBatchTasks.Value)

@@ -67,6 +67,9 @@ func planTable(ctx context.Context, uri string, set *policy.Set) (*plan.Plan, po
 // not empty) and plans its manifest m.
 // Quarantined fragments (marks) are skipped with their reason.
 func computePlan(uri string, m *format.Manifest, set *policy.Set, scope string, marks map[uint64]quarantine.Mark) (*plan.Plan, policy.Effective) {
+	// The table's identity (no query string) in policy matching, task ids
+	// and journal keys, as in the daemon.
+	uri = store.CanonicalURI(uri)
 	eff := set.Resolve(uri, m.PB.GetConfig())
 	if scope != "" {
 		eff.Scope.Value = scope

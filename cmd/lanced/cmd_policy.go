@@ -146,6 +146,7 @@ func runPolicyExplain(ctx context.Context, args []string, stdout, stderr io.Writ
 		}
 		cfg, latest = m.PB.GetConfig(), m
 	}
+	uri = store.CanonicalURI(uri)
 	eff := set.Resolve(uri, cfg)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)

@@ -180,7 +180,7 @@ func absFromCwd(p string) (string, error) {
 func newLogger(w io.Writer, level, format string) *slog.Logger {
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(level))
-	opts := &slog.HandlerOptions{Level: lv}
+	opts := logOptions(lv)
 	if format == "text" {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}

@@ -255,6 +255,21 @@ http { listen = %q }
 					t.Errorf("%s: %q without version: %v", sc, msg, l)
 				}
 			}
+			if msg == "task done" || msg == "version committed" {
+				checkSizeKeys(t, sc, l)
+			}
+		}
+	}
+	// One duration format and one table identity on every line: durations
+	// as KEY_ms milliseconds, tables without the query string.
+	for _, l := range logs.lines() {
+		for k, v := range l {
+			if k == "duration" || k == "older_than" || k == "retry_in" {
+				t.Errorf("%q logged as %v (want %s_ms): %v", k, v, k, l)
+			}
+		}
+		if s, _ := l["table"].(string); strings.Contains(s, "?") {
+			t.Errorf("table logged with its query string: %v", l)
 		}
 	}
 	if l := logs.find("cleanup failed", nil); l != nil {
@@ -418,4 +433,22 @@ func TestFaultSoakOnEmulators(t *testing.T) {
 		})
 		runEmulatorE2E(t, gcs, fmt.Sprintf("source \"pubsub\" { url = %q }", bridge.SubscriptionURL()), bridge.Published, check(t, fh, bridge.Published))
 	})
+}
+
+// checkSizeKeys checks that a task done or version committed line carries
+// its duration and the fragments, rows and bytes before and after, and that
+// maintenance kept the rows.
+func checkSizeKeys(t *testing.T, sc string, l map[string]any) {
+	t.Helper()
+	for _, k := range []string{"duration_ms", "fragments_before", "fragments_after", "rows_before", "rows_after", "bytes_before", "bytes_after"} {
+		if _, ok := l[k].(float64); !ok {
+			t.Errorf("%s: %q line without numeric %s: %v", sc, l["msg"], k, l)
+		}
+	}
+	if l["rows_before"] != l["rows_after"] {
+		t.Errorf("%s: %q rows %v -> %v", sc, l["msg"], l["rows_before"], l["rows_after"])
+	}
+	if sc == "appends" && !(l["fragments_after"].(float64) < l["fragments_before"].(float64)) {
+		t.Errorf("appends: compaction line %v does not show fewer fragments", l)
+	}
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/lanced-dev/lanced/internal/engine/journal"
 	"github.com/lanced-dev/lanced/internal/engine/quarantine"
 	"github.com/lanced-dev/lanced/internal/engine/table"
+	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/scheduler"
 	"github.com/lanced-dev/lanced/internal/scheduler/plan"
@@ -153,7 +155,27 @@ func (w *maintainWorkload) Execute(ctx context.Context, st scheduler.Task) (sche
 		return scheduler.Result{}, fmt.Errorf("encode result %s: %w", st.Key, err)
 	}
 	read, written := p.Job.Bytes()
-	return scheduler.Result{Payload: payload, BytesRead: read, BytesWritten: written}, nil
+	res := scheduler.Result{Payload: payload, BytesRead: read, BytesWritten: written}
+	res.FragmentsBefore, res.FragmentsAfter, res.RowsBefore, res.RowsAfter = jobSizes(m.PB, t, p.Job)
+	return res, nil
+}
+
+// jobSizes are the fragments and live rows a job replaced and wrote: a
+// rewrite's new fragments, otherwise the same fragments (a repack keeps its
+// fragment and rows and changes only files).
+func jobSizes(m *tablepb.Manifest, t job.Task, j job.Job) (fragsBefore, fragsAfter int, rowsBefore, rowsAfter uint64) {
+	frags := format.FragmentsByID(m)
+	for _, id := range t.Fragments() {
+		rowsBefore += format.LiveRows(frags[id])
+	}
+	fragsBefore, fragsAfter, rowsAfter = len(t.Fragments()), len(t.Fragments()), rowsBefore
+	if o, ok := j.(*job.RewriteOutput); ok && o.Group != nil {
+		fragsAfter, rowsAfter = len(o.Group.New), 0
+		for _, f := range o.Group.New {
+			rowsAfter += format.LiveRows(f)
+		}
+	}
+	return fragsBefore, fragsAfter, rowsBefore, rowsAfter
 }
 
 // Commit commits a batch with the engine's runner (one transaction per

@@ -245,7 +245,7 @@ http { listen = %q }
 	}
 	// Task log lines carry the fixed keys.
 	doneLine := logs.find("task done", nil)
-	for _, k := range []string{"table", "task_id", "kind", "read_version", "attempt", "duration"} {
+	for _, k := range []string{"table", "task_id", "kind", "read_version", "attempt", "duration_ms"} {
 		if doneLine == nil || doneLine[k] == nil {
 			t.Fatalf("task done line %v lacks %q", doneLine, k)
 		}

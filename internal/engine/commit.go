@@ -88,8 +88,10 @@ type CommitReport struct {
 	// Attempts counts commit attempts; Rebased counts conflicts we rebased
 	// over (compatible concurrent commits).
 	Attempts, Rebased int
-	// Manifest is the committed manifest (nil if nothing was committed).
-	Manifest *format.Manifest
+	// Manifest is the committed manifest (nil if nothing was committed);
+	// Base is the manifest it was built on (the latest version when the
+	// winning attempt was made).
+	Manifest, Base *format.Manifest
 }
 
 var errNothingToCommit = errors.New("nothing left to commit")
@@ -166,6 +168,7 @@ func (c *committer) attempt(op job.Op, readVersion uint64) (*format.Manifest, fu
 			return nil, nil, err
 		}
 		built = b
+		c.rep.Base = latest
 		if b.Manifest == nil {
 			return nil, nil, errNothingToCommit
 		}

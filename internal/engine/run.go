@@ -232,6 +232,7 @@ func (r *Runner) Commit(ctx context.Context, ps []Pending) ([]*CommitReport, err
 		opts.Name = r.name()
 	}
 	for _, g := range groups {
+		t0 := time.Now()
 		if g.op == job.RewriteTxn {
 			pre, err := r.prepareRemaps(ctx, g.rv, g.jobs)
 			for _, p := range pre.added {
@@ -263,8 +264,14 @@ func (r *Runner) Commit(ctx context.Context, ps []Pending) ([]*CommitReport, err
 		r.Journal.Settle(ctx, r.Table.Bucket(), g.ids, rep.Committed, dropped, err)
 		reports = append(reports, rep)
 		if rep.Version != 0 {
-			r.log().Info("version committed", "table", r.name(), "version", rep.Version, "kind", g.op.Name(),
-				"read_version", g.rv, "tasks", len(rep.Committed), "attempt", rep.Attempts)
+			args := []any{"table", r.name(), "version", rep.Version, "kind", g.op.Name(),
+				"read_version", g.rv, "tasks", len(rep.Committed), "attempt", rep.Attempts, "duration", time.Since(t0)}
+			if rep.Base != nil && rep.Manifest != nil {
+				b, a := format.ManifestTotals(rep.Base.PB), format.ManifestTotals(rep.Manifest.PB)
+				args = append(args, "fragments_before", b.Fragments, "fragments_after", a.Fragments,
+					"rows_before", b.Rows, "rows_after", a.Rows, "bytes_before", b.Bytes, "bytes_after", a.Bytes)
+			}
+			r.log().Info("version committed", args...)
 		}
 		if err != nil {
 			return reports, err
@@ -349,7 +356,7 @@ func (r *Runner) compactBatch(ctx context.Context, m *format.Manifest, tasks []j
 		log.Info("task started", "table", r.name(), "task_id", key, "kind", string(t.Kind()), "read_version", t.ReadVersion(), "fragments", t.Fragments())
 		p, err := r.Execute(ctx, m.PB, t)
 		if err == nil {
-			log.Info("task executed", "table", r.name(), "task_id", key, "kind", string(t.Kind()), "files", len(p.Job.Written()), "duration", time.Since(t0).String())
+			log.Info("task executed", "table", r.name(), "task_id", key, "kind", string(t.Kind()), "files", len(p.Job.Written()), "duration", time.Since(t0))
 			ps = append(ps, p)
 			continue
 		}

@@ -67,6 +67,11 @@ type Result struct {
 	Payload []byte
 	// BytesRead and BytesWritten feed lanced_scheduler_bytes_total.
 	BytesRead, BytesWritten int64
+	// FragmentsBefore/After and RowsBefore/After are what the task
+	// replaced and what it wrote (logged on "task done"; not sent to the
+	// coordinator).
+	FragmentsBefore, FragmentsAfter int
+	RowsBefore, RowsAfter           uint64
 	// Worker is the node that executed the task.
 	Worker string
 }

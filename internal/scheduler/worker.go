@@ -146,7 +146,8 @@ func (n *Node) handle(base context.Context, m jetstream.Msg) {
 	n.m.tasks.WithLabelValues(t.Kind, o.String()).Inc()
 	switch o {
 	case OutcomeDone:
-		log.Info("task done", "duration", dur)
+		log.Info("task done", "duration", dur, "fragments_before", res.FragmentsBefore, "fragments_after", res.FragmentsAfter,
+			"rows_before", res.RowsBefore, "rows_after", res.RowsAfter, "bytes_before", res.BytesRead, "bytes_after", res.BytesWritten)
 	case OutcomeShutdown:
 		log.Info("task handed back", "duration", dur, "err", err)
 	case OutcomeRetried:

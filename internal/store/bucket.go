@@ -72,7 +72,11 @@ func Open(ctx context.Context, uri string) (*Bucket, error) {
 	uri = LocalURI(uri)
 	u, err := url.Parse(uri)
 	if err != nil {
-		return nil, fmt.Errorf("store: open %q: %w", uri, err)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("store: open %s: %w", CanonicalURI(uri), err)
 	}
 	switch u.Scheme {
 	case "file":
@@ -80,11 +84,11 @@ func Open(ctx context.Context, uri string) (*Bucket, error) {
 	case "mem":
 		name := u.Host
 		if name == "" {
-			return nil, fmt.Errorf("store: open %q: mem:// needs a name", uri)
+			return nil, fmt.Errorf("store: open %s: mem:// needs a name", CanonicalURI(uri))
 		}
 		prefix := strings.Trim(u.Path, "/")
 		if err := checkPrefix(prefix); err != nil {
-			return nil, fmt.Errorf("store: open %q: %w", uri, err)
+			return nil, fmt.Errorf("store: open %s: %w", CanonicalURI(uri), err)
 		}
 		memMu.Lock()
 		bkt, ok := memBuckets[name]
@@ -101,11 +105,11 @@ func Open(ctx context.Context, uri string) (*Bucket, error) {
 		return b, nil
 	case "s3", "gs":
 		if u.Host == "" {
-			return nil, fmt.Errorf("store: open %q: no bucket name", uri)
+			return nil, fmt.Errorf("store: open %s: no bucket name", CanonicalURI(uri))
 		}
 		prefix := strings.Trim(u.Path, "/")
 		if err := checkPrefix(prefix); err != nil {
-			return nil, fmt.Errorf("store: open %q: %w", uri, err)
+			return nil, fmt.Errorf("store: open %s: %w", CanonicalURI(uri), err)
 		}
 		root := &url.URL{Scheme: u.Scheme, Host: u.Host, RawQuery: u.RawQuery}
 		var bkt *blob.Bucket
@@ -115,7 +119,7 @@ func Open(ctx context.Context, uri string) (*Bucket, error) {
 			bkt, err = openS3(ctx, root)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("store: open %q: %w", uri, err)
+			return nil, openError(uri, root, err)
 		}
 		b := &Bucket{uri: root, bkt: bkt, owner: true}
 		if prefix != "" {
@@ -124,8 +128,19 @@ func Open(ctx context.Context, uri string) (*Bucket, error) {
 		}
 		return b, nil
 	default:
-		return nil, fmt.Errorf("store: open %q: unsupported scheme %q (want file, mem, s3 or gs)", uri, u.Scheme)
+		return nil, fmt.Errorf("store: open %s: unsupported scheme %q (want file, mem, s3 or gs)", CanonicalURI(uri), u.Scheme)
 	}
+}
+
+// openError is Open's error for an s3/gs root that did not open: advice
+// when the cause is a known misconfiguration, and never the URI's query
+// string (the opener's own message may quote the whole URL).
+func openError(uri string, root *url.URL, err error) error {
+	if a := advise(uri, err); a != "" {
+		return fmt.Errorf("store: open %s: %s", CanonicalURI(uri), a)
+	}
+	msg := strings.ReplaceAll(err.Error(), root.String(), CanonicalURI(root.String()))
+	return fmt.Errorf("store: open %s: %s", CanonicalURI(uri), msg)
 }
 
 func openFile(u *url.URL) (*Bucket, error) {
@@ -156,9 +171,14 @@ func withPath(u *url.URL, p string) *url.URL {
 	return &c
 }
 
-// URI returns the bucket's root URI (scheme, location and, for s3/gs, the
-// connection query parameters).
-func (b *Bucket) URI() string { return b.uri.String() }
+// URI returns the bucket's identity: its root URI without the connection
+// query parameters or credentials (CanonicalURI), as logs, errors, task ids
+// and metric labels show it.
+func (b *Bucket) URI() string { return CanonicalURI(b.uri.String()) }
+
+// ConnURI returns the root URI with its connection query parameters
+// (endpoint, region, ...): Open(ConnURI()) opens the same root.
+func (b *Bucket) ConnURI() string { return b.uri.String() }
 
 // Sub returns a child root at prefix that shares b's connection. Close only
 // the parent.

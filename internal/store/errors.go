@@ -62,11 +62,19 @@ type Error struct {
 	Err  error
 }
 
+// Error is one line: the operation, the table's identity (no query string
+// or credentials) and, for a misconfigured store, what to fix instead of
+// the SDK's message.
 func (e *Error) Error() string {
-	if e.Key == "" {
-		return fmt.Sprintf("store: %s %s: %v", e.Op, e.URI, e.Err)
+	var why any = e.Err
+	if a := advise(e.URI, e.Err); a != "" {
+		why = a
 	}
-	return fmt.Sprintf("store: %s %s (key %q): %v", e.Op, e.URI, e.Key, e.Err)
+	uri := CanonicalURI(e.URI)
+	if e.Key == "" {
+		return fmt.Sprintf("store: %s %s: %v", e.Op, uri, why)
+	}
+	return fmt.Sprintf("store: %s %s (key %q): %v", e.Op, uri, e.Key, why)
 }
 
 func (e *Error) Unwrap() error { return e.Err }
@@ -120,7 +128,8 @@ func classify(err error) ErrorCode {
 			return PreconditionFailed
 		case "NoSuchKey", "NotFound", "NoSuchBucket":
 			return NotFound
-		case "AccessDenied", "Forbidden":
+		case "AccessDenied", "Forbidden", "AllAccessDisabled", "InvalidAccessKeyId", "SignatureDoesNotMatch",
+			"ExpiredToken", "InvalidToken":
 			return PermissionDenied
 		}
 	}

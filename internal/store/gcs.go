@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 
@@ -23,7 +24,8 @@ import (
 // sent; otherwise the Application Default Credentials are used.
 //
 // gcsblob also honours the STORAGE_EMULATOR_HOST environment variable
-// (process-wide, unauthenticated); endpoint= does the same per URI.
+// (process-wide, unauthenticated); endpoint= does the same per URI. Missing
+// credentials fail the open with what to set.
 //
 // The GCS client retries idempotent requests until its context ends; it is
 // bounded here to gcsClientAttempts tries, like the AWS SDK's three, and
@@ -46,20 +48,25 @@ const gcsClientAttempts = 3
 func openGCSBucket(ctx context.Context, root *url.URL) (*blob.Bucket, error) {
 	q := root.Query()
 	ep := q.Get("endpoint")
-	if ep == "" {
+	if ep == "" && (os.Getenv("STORAGE_EMULATOR_HOST") != "" || q.Get("universe_domain") != "") {
 		return blob.OpenBucket(ctx, root.String())
 	}
-	api, err := gcsJSONEndpoint(ep)
-	if err != nil {
-		return nil, err
+	opener := &gcsblob.URLOpener{}
+	if ep != "" {
+		api, err := gcsJSONEndpoint(ep)
+		if err != nil {
+			return nil, err
+		}
+		q.Del("endpoint")
+		opener.Options.ClientOptions = []option.ClientOption{option.WithEndpoint(api)}
 	}
-	q.Del("endpoint")
-	opener := &gcsblob.URLOpener{Options: gcsblob.Options{ClientOptions: []option.ClientOption{option.WithEndpoint(api)}}}
 	anon, _ := strconv.ParseBool(q.Get("anonymous"))
 	if !anon && q.Get("access_id") != "-" {
+		// Resolved here rather than by gcsblob's default opener, which
+		// prints a warning to stdout and carries on with empty credentials.
 		creds, err := gcp.DefaultCredentials(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("endpoint %s: no Google credentials (add anonymous=true for an emulator that checks none): %w", ep, err)
+			return nil, errGCSNoCredentials
 		}
 		c, err := gcp.NewHTTPClient(gcp.DefaultTransport(), gcp.CredentialsTokenSource(creds))
 		if err != nil {

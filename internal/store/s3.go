@@ -79,7 +79,9 @@ type sdkLogger struct{}
 
 func (sdkLogger) Logf(c logging.Classification, format string, v ...any) {
 	level := slog.LevelDebug
-	if c == logging.Warn {
+	if c == logging.Warn && !strings.Contains(format, "falling back to IMDSv1") {
+		// The IMDSv1 fallback is the SDK's normal path off EC2 (and a
+		// missing-credentials error follows if it finds none): Debug.
 		level = slog.LevelWarn
 	}
 	ctx := context.Background()

@@ -76,14 +76,14 @@ func TestURIs(t *testing.T) {
 	s3 := storetest.StartS3(t)
 	sb := open(t, s3.URI("a/b"))
 	sub := sb.Sub("t.lance")
-	if !strings.HasPrefix(sub.URI(), "s3://lance/a/b/t.lance?") {
-		t.Errorf("S3 Sub URI = %q", sub.URI())
+	if sub.URI() != "s3://lance/a/b/t.lance" || !strings.HasPrefix(sub.ConnURI(), "s3://lance/a/b/t.lance?") {
+		t.Errorf("S3 Sub URI = %q, ConnURI = %q", sub.URI(), sub.ConnURI())
 	}
-	// A Sub's URI opens the same root.
+	// A Sub's ConnURI opens the same root.
 	if err := sub.Put(context.Background(), "k", []byte("v")); err != nil {
 		t.Fatal(err)
 	}
-	again := open(t, sub.URI())
+	again := open(t, sub.ConnURI())
 	if got, err := again.Get(context.Background(), "k"); err != nil || string(got) != "v" {
 		t.Errorf("reopened Sub URI: Get = %q, %v", got, err)
 	}

@@ -77,6 +77,16 @@ func (t *Table) Bucket() *store.Bucket { return t.b }
 // URI returns the table root URI.
 func (t *Table) URI() string { return t.b.URI() }
 
+// wrap says what failed; it names the table unless err (a store error)
+// names it already, so a message carries the URI once.
+func (t *Table) wrap(what string, err error) error {
+	var se *store.Error
+	if errors.As(err, &se) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return fmt.Errorf("%s of %s: %w", what, t.b.URI(), err)
+}
+
 // Versions lists every committed version, ascending. Detached versions and
 // staging or temporary files are skipped.
 func (t *Table) Versions(ctx context.Context) ([]VersionInfo, error) {
@@ -97,7 +107,7 @@ func (t *Table) Versions(ctx context.Context) ([]VersionInfo, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list versions of %s: %w", t.b.URI(), err)
+		return nil, t.wrap("list versions", err)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
 	return out, nil
@@ -166,7 +176,7 @@ func (t *Table) latestInfo(ctx context.Context) (VersionInfo, error) {
 		return nil
 	})
 	if err != nil && !errors.Is(err, errStopListing) {
-		return VersionInfo{}, fmt.Errorf("list versions of %s: %w", t.b.URI(), err)
+		return VersionInfo{}, t.wrap("list versions", err)
 	}
 	if !found {
 		return VersionInfo{}, fmt.Errorf("open %s: %w", t.b.URI(), ErrNoTable)
