@@ -323,7 +323,18 @@ func (r *Runner) prepareRemaps(ctx context.Context, rv uint64, jobs []job.Job) (
 	}
 	var segs []*segUse
 	covering := map[*job.RewriteOutput][]*segUse{}
-	for _, ix := range m.Indices.GetIndices() {
+	// The segments to remap are the latest version's: an earlier commit
+	// batch of the same run (or a concurrent writer) may have remapped an
+	// index already; its segment then holds the new addresses of that
+	// batch and, unchanged, the addresses of the fragments this batch
+	// rewrites. The mapping itself comes from the read version's
+	// fragments; if those changed since, the rewrite is refused at commit
+	// by Lance's rules.
+	latest, err := r.Table.Latest(ctx)
+	if err != nil {
+		return pre, err
+	}
+	for _, ix := range latest.Indices.GetIndices() {
 		u := &segUse{meta: ix}
 		for _, o := range need {
 			if job.CoversGroup(ix, o.Group) {

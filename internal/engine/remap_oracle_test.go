@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/scheduler/plan"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
@@ -326,4 +327,40 @@ func TestRemapConflictsOracle(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRemapInCommitBatches: two rewrite groups covered by the same IVF_PQ,
+// committed in two batches (commit_batch_tasks = 1). The second batch
+// remaps the segment the first batch wrote, so both commit, and real Lance
+// counts every row indexed and searches through the index.
+func TestRemapInCommitBatches(t *testing.T) {
+	oracle.Require(t)
+	path := oracle.Build(t, "sized-4x1000-v32-t0-d0", t.TempDir())
+	oracle.RunOps(t, path, []oracle.Op{
+		{"op": "delete", "where": "id % 10 = 0"},
+		{"op": "create_index", "column": "vec", "type": "ivf_pq", "name": "vec_idx", "options": map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}},
+	})
+	pre := oracle.Inspect(t, path, 0)
+	tbl, m := openTable(t, path)
+	p := planFor(t, path, m, func(e *policy.Effective) { e.Compaction.TargetRowsPerFragment.Value = 1800 })
+	if len(p.Rewrites) != 2 {
+		t.Fatalf("want two rewrite groups: %+v", p.Decisions)
+	}
+	sum, err := engine.Compact(context.Background(), tbl, m, p.Tasks(), engine.CompactOptions{CommitBatchTasks: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.TasksCommitted != 4 || len(sum.Dropped) != 0 {
+		t.Fatalf("summary %+v", sum)
+	}
+	post := oracle.Inspect(t, path, 0)
+	b, a := indexByName(t, pre, "vec_idx"), indexByName(t, post, "vec_idx")
+	if post.Rows != pre.Rows || a.IndexedRows != b.IndexedRows || a.UnindexedRows != 0 || post.Fragments != 2 {
+		t.Fatalf("before %+v %+v, after %+v %+v", pre, b, post, a)
+	}
+	rec, plans := recallAt10(t, path, remapQueries(8), remapEngineCase{typ: "ivf_pq"})
+	if !strings.Contains(plans[0], "ANN") {
+		t.Fatalf("not through the index:\n%s", plans[0])
+	}
+	t.Logf("versions %v; recall@10 %.3f", sum.VersionsCommitted, rec)
 }
