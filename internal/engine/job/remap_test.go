@@ -1,0 +1,124 @@
+package job
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/format/index"
+	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
+)
+
+func remapFixture(t *testing.T) (*format.Manifest, *tablepb.IndexMetadata, *RewriteOutput, *RemapOutput) {
+	t.Helper()
+	mx := uint32(5) // 4 and 5 reserved
+	seg := &tablepb.IndexMetadata{Name: "vec_idx", Uuid: &tablepb.UUID{Uuid: []byte("0123456789abcdef")}, FragmentBitmap: bitmapBytes(t, 0, 1),
+		IndexDetails: &anypb.Any{TypeUrl: "/lance.table.VectorIndexDetails", Value: []byte{0x22, 0x00}}, IndexVersion: proto.Int32(1),
+		Files: []*tablepb.IndexFile{{Path: "index.idx", SizeBytes: 10}}}
+	latest := &format.Manifest{PB: &tablepb.Manifest{Version: 7, Fragments: []*tablepb.DataFragment{frag(0, "a"), frag(1, "b"), frag(2, "c"), frag(3, "d")}, MaxFragmentId: &mx},
+		Indices: &tablepb.IndexSection{Indices: []*tablepb.IndexMetadata{seg}}}
+	nf := frag(4, "n")
+	nf.PhysicalRows = 200
+	rw := &RewriteOutput{Rewrite: &RewriteTask{Table: "t", ReadVersion: 6, Fragments: []uint64{0, 1}, TargetRowsPerFragment: 1000, IndexCoverage: "remap"},
+		Group: &RewriteGroup{Old: []*tablepb.DataFragment{frag(0, "a"), frag(1, "b")}, New: []*tablepb.DataFragment{nf}, Reserved: true}}
+	b, err := proto.Marshal(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rm := &RemapOutput{Remap: &RemapTask{Table: "t", ReadVersion: 6, Segment: b, Groups: []RemapGroup{{Old: []uint64{0, 1}, New: []RemapNewRow{{ID: 4, Rows: 200}}}}},
+		NewUUID: []byte("fedcba9876543210"), Files: []index.SegmentFile{{Name: "auxiliary.idx", Size: 77}, {Name: "index.idx", Size: 33}}, Outputs: []string{"_indices/x/index.idx"}}
+	return latest, seg, rw, rm
+}
+
+// A rewrite and the remap of its index join one Rewrite transaction as
+// Lance's commit_compaction writes it.
+func TestRewriteTxnJoinsRemap(t *testing.T) {
+	latest, seg, rw, rm := remapFixture(t)
+	txn := &tablepb.Transaction{}
+	b, err := RewriteTxn.Build(latest, []Job{rw, rm}, txn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Refused) != 0 || b.Manifest == nil || b.Indices == nil {
+		t.Fatalf("built %+v", b)
+	}
+	if got := ids(b.Manifest.GetFragments()); !slices.Equal(got, []uint64{2, 3, 4}) {
+		t.Fatalf("fragments %v (reserved id 4 must be kept)", got)
+	}
+	ri := txn.GetRewrite().GetRewrittenIndices()
+	if len(ri) != 1 || string(ri[0].GetOldId().GetUuid()) != "0123456789abcdef" || string(ri[0].GetNewId().GetUuid()) != "fedcba9876543210" ||
+		!proto.Equal(ri[0].GetNewIndexDetails(), seg.GetIndexDetails()) || ri[0].GetNewIndexVersion() != 1 || len(ri[0].GetNewIndexFiles()) != 2 {
+		t.Fatalf("rewritten_indices %v", ri)
+	}
+	n := b.Indices.GetIndices()[0]
+	bm, _ := decodeBitmap(n.GetFragmentBitmap())
+	if !slices.Equal(bm.ToArray(), []uint32{4}) || n.GetName() != "vec_idx" || n.GetFiles()[0].GetSizeBytes() != 77 || !proto.Equal(n.GetIndexDetails(), seg.GetIndexDetails()) {
+		t.Fatalf("new segment %v", n)
+	}
+	if err := verifyRemapped(b.Indices.GetIndices(), b.Indices.GetIndices(), ri); err != nil {
+		t.Fatal(err)
+	}
+	if err := verifyRemapped(b.Indices.GetIndices(), latest.Indices.GetIndices(), ri); err == nil {
+		t.Fatal("verify accepted a version still holding the old segment")
+	}
+}
+
+// A remap-mode rewrite without the remap of a covering index, and a remap
+// of a segment that is gone, are refused together; nothing is committed.
+func TestRewriteTxnRefusesUnpairedRemaps(t *testing.T) {
+	latest, _, rw, rm := remapFixture(t)
+	b, err := RewriteTxn.Build(latest, []Job{rw}, &tablepb.Transaction{})
+	if err != nil || b.Manifest != nil || len(b.Refused) != 1 || !strings.Contains(b.Refused[0].Reason, "no remap") {
+		t.Fatalf("rewrite without remap: %+v %v", b, err)
+	}
+	latest.Indices.Indices[0] = proto.Clone(latest.Indices.Indices[0]).(*tablepb.IndexMetadata)
+	latest.Indices.Indices[0].Uuid = &tablepb.UUID{Uuid: []byte("another-segment!")}
+	b, err = RewriteTxn.Build(latest, []Job{rw, rm}, &tablepb.Transaction{})
+	if err != nil || b.Manifest != nil || len(b.Refused) != 2 {
+		t.Fatalf("remap of a replaced segment: %+v %v", b, err)
+	}
+	// A concurrent CreateIndex that removed the segment makes the remap retryable.
+	ci := &tablepb.Transaction{Operation: &tablepb.Transaction_CreateIndex_{CreateIndex: &tablepb.Transaction_CreateIndex{
+		RemovedIndices: []*tablepb.IndexMetadata{{Uuid: &tablepb.UUID{Uuid: []byte("0123456789abcdef")}}}}}}
+	if v, _ := rm.Classify(ci); v != Retryable {
+		t.Fatalf("remap vs CreateIndex removing its segment: %v", v)
+	}
+}
+
+func TestRemapTaskAndResultRoundTrip(t *testing.T) {
+	_, _, _, rm := remapFixture(t)
+	task := Task{Remap: rm.Remap}
+	if !strings.HasPrefix(task.Key(), "remap/30313233-3435-3637-3839-616263646566:6:0-1:") {
+		t.Fatalf("key %s", task.Key())
+	}
+	k, err := ParseTaskKey(task.Key())
+	if err != nil || k.Table != "t" || !slices.Equal(k.Fragments, []uint64{0, 1}) {
+		t.Fatalf("parsed %+v %v", k, err)
+	}
+	b, err := json.Marshal(task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Task
+	if err := json.Unmarshal(b, &back); err != nil || back.Key() != task.Key() || back.Op() != RewriteTxn {
+		t.Fatalf("task round trip: %v", err)
+	}
+	rb, err := json.Marshal(ResultOf(rm))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res Result
+	if err := json.Unmarshal(rb, &res); err != nil || res.Remap == nil || string(res.Remap.NewUUID) != "fedcba9876543210" || len(res.Remap.Files) != 2 || res.Task().Key() != task.Key() {
+		t.Fatalf("result round trip: %+v %v", res, err)
+	}
+	bad := *rm.Remap
+	bad.Groups = []RemapGroup{{Old: []uint64{0}, New: []RemapNewRow{{ID: 0, Rows: 1}}}}
+	if err := (Task{Remap: &bad}).Validate(); err == nil {
+		t.Fatal("a remap without reserved ids validated")
+	}
+}
