@@ -37,8 +37,14 @@ const (
 	groupBytes  = 4096
 	groupTokens = 256
 
-	docsBatchRows   = 64 << 10
-	invertBatchRows = 256
+	docsBatchRows = 64 << 10
+	// Posting lists are read invertReadRows at a time and written in
+	// batches of at most invertBatchRows lists or invertBatchBytes bytes
+	// (lance writes 256 lists per batch): a frequent token's list alone
+	// can be megabytes.
+	invertReadRows   = 32
+	invertBatchRows  = 256
+	invertBatchBytes = 4 << 20
 )
 
 // idf is lance's BM25 inverse document frequency, in f32 like lance.
@@ -279,7 +285,7 @@ func remapInvert(ctx context.Context, f *lancefile.File, removed *roaring.Bitmap
 		posInner = posb.ValueBuilder().(*array.ListBuilder)
 		posv = posInner.ValueBuilder().(*array.BinaryBuilder)
 	}
-	rows := 0
+	rows, batchBytes := 0, 0
 	flush := func() error {
 		if rows == 0 {
 			return nil
@@ -294,7 +300,7 @@ func remapInvert(ctx context.Context, f *lancefile.File, removed *roaring.Bitmap
 			a.Release()
 		}
 		defer rec.Release()
-		rows = 0
+		rows, batchBytes = 0, 0
 		return w.Write(rec)
 	}
 
@@ -309,7 +315,7 @@ func remapInvert(ctx context.Context, f *lancefile.File, removed *roaring.Bitmap
 	token := uint64(0)
 	newToken := uint32(0)
 
-	r, err := f.NewReader(ctx, lancefile.ReadOptions{BatchRows: invertBatchRows})
+	r, err := f.NewReader(ctx, lancefile.ReadOptions{BatchRows: invertReadRows})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -400,6 +406,7 @@ func remapInvert(ctx context.Context, f *lancefile.File, removed *roaring.Bitmap
 				}
 				size += len(blockBuf)
 				pbv.Append(blockBuf)
+				batchBytes += len(blockBuf)
 			}
 			sb.Append(maxScore)
 			lb.Append(uint32(len(kdocs)))
@@ -409,7 +416,9 @@ func remapInvert(ctx context.Context, f *lancefile.File, removed *roaring.Bitmap
 					qa, qb := posDocs.ValueOffsets(int(pa) + k)
 					posInner.Append(true)
 					for q := qa; q < qb; q++ {
-						posv.Append(posBin.Value(int(q)))
+						v := posBin.Value(int(q))
+						batchBytes += len(v)
+						posv.Append(v)
 					}
 				}
 			}
@@ -423,7 +432,7 @@ func remapInvert(ctx context.Context, f *lancefile.File, removed *roaring.Bitmap
 			}
 			newToken++
 			rows++
-			if rows >= invertBatchRows {
+			if rows >= invertBatchRows || batchBytes >= invertBatchBytes {
 				if err := flush(); err != nil {
 					return nil, 0, err
 				}
