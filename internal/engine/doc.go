@@ -14,9 +14,21 @@
 //	engine/hold      operator holds (table state)
 //	engine/cleanup   Lance's cleanup_old_versions, planned and executed
 //	engine/failpoint crash points for kill tests
-//	engine (here)    executing each kind (rewrite.go, repack.go), the one
+//	engine (here)    executing each kind (rewrite.go, repack.go, remap.go), the one
 //	                 commit loop (CommitJobs), and the Runner that both
 //	                 `lanced compact` (Compact) and the daemon use
+//
+// Index remap (remap.go): a rewrite planned with index_coverage "remap" on
+// a table without stable row ids gets its indices remapped before its
+// commit. Runner.Commit reserves the new fragment ids of the batch's
+// rewrites with one ReserveFragments commit (index files hold row
+// addresses, so the ids must be fixed first, as in lance 8.0.0's
+// compaction), then runs one remap task per index segment of the latest
+// version that covers a rewritten fragment, through Execute like any task:
+// the mapping is rebuilt from the read version's deletion files and the
+// groups (no per-row map), the kind's registered index.Remapper writes
+// _indices/<new uuid>/. The remap jobs join the Rewrite transaction
+// (job.RewriteTxn pairs them with their rewrites and refuses the unpaired).
 //
 // One job model: a task is planned against a read version; executing it
 // (Runner.Execute) writes files, recorded in the journal first, and yields

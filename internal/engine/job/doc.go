@@ -2,7 +2,10 @@
 // (internal/scheduler/plan) and the engine; it does no I/O.
 //
 // A Task is what to do, planned against a read version (the wire union of
-// RewriteTask and RepackTask, with a stable dedup Key). An executed task is
+// RewriteTask, RepackTask and RemapTask, with a stable dedup Key). A
+// RemapTask rewrites one index segment for rewrites whose new fragment ids
+// were reserved; its RemapOutput joins RewriteTxn (joinRemaps, applyRemaps
+// in remap.go). An executed task is
 // a Job (RewriteOutput, RepackOutput): the files it wrote, how it judges a
 // transaction someone else committed after its read version (Classify,
 // Lance's conflict rules), and the Op it is committed in. An Op
