@@ -42,6 +42,14 @@ func MergeBTree(ctx context.Context, old *BTree, keep index.Mapping, added array
 		return res, err
 	}
 	m := &merger{bw: bw, res: &res}
+	// One sequential reader over the pages: each page of the file is
+	// decoded once (a reader per page would decode the file page holding
+	// it again for every index page).
+	pages, err := old.Data.NewReader(ctx, lancefile.ReadOptions{BatchRows: int(old.BatchSize)})
+	if err != nil {
+		return res, err
+	}
+	defer pages.Release()
 	nextOld := 0
 	for {
 		if err := ctx.Err(); err != nil {
@@ -50,7 +58,7 @@ func MergeBTree(ctx context.Context, old *BTree, keep index.Mapping, added array
 		if m.oldVals == nil || m.oi >= m.oldVals.Len() {
 			m.releaseOld()
 			for m.oldVals == nil && nextOld < old.NumPages {
-				if err := m.loadOld(ctx, old, nextOld, keep); err != nil {
+				if err := m.loadOld(old, pages, nextOld, keep); err != nil {
 					return res, err
 				}
 				nextOld++
@@ -99,14 +107,19 @@ func (m *merger) releaseOld() {
 	}
 }
 
-// loadOld reads page p with keep applied; a page whose rows are all
-// dropped leaves oldVals nil.
-func (m *merger) loadOld(ctx context.Context, old *BTree, p int, keep index.Mapping) error {
-	rec, err := old.ReadPage(ctx, p)
-	if err != nil {
-		return err
+// loadOld reads page p (the next batch of pages) with keep applied; a page
+// whose rows are all dropped leaves oldVals nil.
+func (m *merger) loadOld(old *BTree, pages *lancefile.Reader, p int, keep index.Mapping) error {
+	if !pages.Next() {
+		if err := pages.Err(); err != nil {
+			return err
+		}
+		return errorf(old.Data, ErrCorrupt, "page %d of %d: no rows", p, old.NumPages)
 	}
-	defer rec.Release()
+	rec := pages.RecordBatch()
+	if want := min(old.BatchSize, old.Data.NumRows()-uint64(p)*old.BatchSize); uint64(rec.NumRows()) != want {
+		return errorf(old.Data, ErrCorrupt, "page %d: read %d rows, want %d", p, rec.NumRows(), want)
+	}
 	col, ok := rec.Column(1).(*array.Uint64)
 	if !ok || col.NullN() > 0 {
 		return errorf(old.Data, ErrCorrupt, "page %d: ids read as %s with %d nulls", p, rec.Column(1).DataType(), rec.Column(1).NullN())
