@@ -160,8 +160,11 @@ func runPolicyExplain(ctx context.Context, args []string, stdout, stderr io.Writ
 		fmt.Fprintln(stdout, "matching table blocks: none")
 	}
 	for _, r := range eff.Explain() {
-		v, _ := json.Marshal(r.Value)
-		fmt.Fprintf(stdout, "  %-44s %-24s %s\n", r.Setting, v, r.Source)
+		fmt.Fprintf(stdout, "  %-44s %-24s %s", r.Setting, r.Display, r.Source)
+		if r.Note != "" {
+			fmt.Fprintf(stdout, "; %s", r.Note)
+		}
+		fmt.Fprintln(stdout)
 	}
 	if latest != nil {
 		// What index_coverage does to each index of the latest version,

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
+	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/scheduler/plan"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
@@ -139,5 +142,57 @@ func TestExplainAndPlanNameTheBlockingIndex(t *testing.T) {
 		if ix.Action != plan.IndexUntouched {
 			t.Fatalf("index %+v", ix)
 		}
+	}
+}
+
+// TestExplainShowsValuesAsWrittenAndWhichScheduleApplies: explain prints
+// sizes and durations as the policy writes them, labels lanced's own
+// defaults as such, says which debounce the daemon applies, and shows the
+// keep_versions the daemon's cleanup uses.
+func TestExplainShowsValuesAsWrittenAndWhichScheduleApplies(t *testing.T) {
+	pdir := t.TempDir()
+	pol := "defaults {\n  compaction {\n    max_source_bytes = \"64GiB\"\n  }\n  cleanup {\n    older_than = \"14d\"\n  }\n  schedule {\n    debounce = \"45s\"\n  }\n}\n"
+	if err := os.WriteFile(filepath.Join(pdir, "p.hcl"), []byte(pol), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := runCLI(t, "policy", "explain", "x.lance", "--no-table", "--policy", pdir)
+	line := func(setting string) string {
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) > 0 && f[0] == setting {
+				return l
+			}
+		}
+		t.Fatalf("no %s line in:\n%s", setting, out)
+		return ""
+	}
+	for setting, want := range map[string][]string{
+		"compaction.max_source_bytes": {" 64GiB ", "defaults ("},
+		"cleanup.older_than":          {" 14d "},
+		"cleanup.unverified_after":    {" 7d ", "lance default"},
+		"schedule.debounce":           {" 45s ", "not applied", "events { debounce }"},
+		"schedule.max_delay":          {" 10m ", "lanced default", "events { max_delay }"},
+		"schedule.min_interval":       {"lanced default", "cleanup runs"},
+		"enabled":                     {"lanced default"},
+		"cleanup.keep_versions":       {" 1 ", "lance default"},
+	} {
+		l := line(setting)
+		for _, w := range want {
+			if !strings.Contains(l, w) {
+				t.Errorf("%s: %q missing from %q", setting, w, l)
+			}
+		}
+	}
+	if strings.Contains(out, "68719476736") || strings.Contains(out, "h0m0s") {
+		t.Errorf("raw size or duration in:\n%s", out)
+	}
+	// The daemon's cleanup uses the keep_versions explain shows.
+	set, diags := policy.NewSet(nil)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	eff := set.Resolve("file:///x.lance", nil)
+	o, err := cleanupOptionsFor(&format.Manifest{PB: &tablepb.Manifest{}}, eff.Cleanup)
+	if err != nil || uint64(o.KeepVersions) != eff.Cleanup.KeepVersions.Value {
+		t.Errorf("daemon keep_versions %d (%v), explain %d", o.KeepVersions, err, eff.Cleanup.KeepVersions.Value)
 	}
 }

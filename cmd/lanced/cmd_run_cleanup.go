@@ -46,7 +46,9 @@ func cleanupOptionsFor(m *format.Manifest, p policy.Cleanup) (cleanup.CleanupOpt
 	if set(p.OlderThan.Source) {
 		o.OlderThan = time.Duration(p.OlderThan.Value)
 	}
-	if set(p.KeepVersions.Source) {
+	if set(p.KeepVersions.Source) || o.KeepVersions == 0 {
+		// Unset: Lance's default count, as policy explain shows it (the
+		// latest version is kept either way).
 		o.KeepVersions = int(min(p.KeepVersions.Value, 1<<31-1))
 	}
 	if set(p.KeepTagged.Source) {

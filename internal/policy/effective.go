@@ -243,6 +243,19 @@ type Row struct {
 	Source  Source `json:"source"`
 	// ConfigKey is the table config key that can also set it.
 	ConfigKey string `json:"config_key,omitempty"`
+	// Display is the value as a policy file writes it ("64GiB", "7d").
+	Display string `json:"display"`
+	// Note says how the daemon uses the setting when that is not plain.
+	Note string `json:"note,omitempty"`
+}
+
+// settingNotes are what explain adds to the settings the daemon does not
+// apply as their name suggests.
+var settingNotes = map[string]string{
+	"schedule.debounce":     "not applied: the daemon waits with its config's events { debounce } (default 5s)",
+	"schedule.max_delay":    "not applied: the daemon waits with its config's events { max_delay } (default 1m)",
+	"schedule.min_interval": "spaces cleanup runs of a table",
+	"schedule.windows":      "not applied by this version",
 }
 
 // Explain lists every setting of e with its value and source, in a fixed
@@ -274,7 +287,8 @@ func (e Effective) Explain() []Row {
 		if err := json.Unmarshal(raw[key], &s); err != nil {
 			continue
 		}
-		rows = append(rows, Row{Setting: path, Value: s.Value, Source: s.Source, ConfigKey: ConfigKey(path)})
+		rows = append(rows, Row{Setting: path, Value: s.Value, Source: s.Source, ConfigKey: ConfigKey(path),
+			Display: display(path, s.Value), Note: settingNotes[path]})
 	}
 	return rows
 }

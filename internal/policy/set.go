@@ -1,10 +1,12 @@
 package policy
 
 import (
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -282,4 +284,63 @@ func ConfigKey(path string) string {
 		}
 	}
 	return ""
+}
+
+// display writes a setting's value the way a policy file does: sizes in
+// the largest binary unit that divides them ("64GiB"), durations in days
+// when whole ("7d"), otherwise Go's form without zero units ("10m").
+func display(path string, v any) string {
+	var k kind = -1
+	for _, sp := range specs {
+		if sp.path() == path {
+			k = sp.kind
+		}
+	}
+	switch x := v.(type) {
+	case float64:
+		if k == kSize && x > 0 && x == float64(uint64(x)) {
+			return FormatSize(uint64(x))
+		}
+	case string:
+		if k == kDuration {
+			if d, err := time.ParseDuration(x); err == nil {
+				return FormatDuration(d)
+			}
+		}
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// FormatSize writes n bytes in the largest binary unit that divides it.
+func FormatSize(n uint64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
+	i := 0
+	for i < len(units)-1 && n != 0 && n%1024 == 0 {
+		n /= 1024
+		i++
+	}
+	if i == 0 {
+		return strconv.FormatUint(n, 10)
+	}
+	return strconv.FormatUint(n, 10) + units[i]
+}
+
+// FormatDuration writes d in days when whole ("7d"),
+// otherwise as Go does without trailing zero units ("10m", "1h30m").
+func FormatDuration(d time.Duration) string {
+	const day = 24 * time.Hour
+	switch {
+	case d == 0:
+		return "0s"
+	case d%day == 0:
+		return strconv.FormatInt(int64(d/day), 10) + "d"
+	}
+	s := d.String()
+	for _, z := range []string{"0s", "0m"} {
+		if strings.HasSuffix(s, "m"+z) || strings.HasSuffix(s, "h"+z) {
+			s = strings.TrimSuffix(s, z)
+		}
+	}
+	return s
 }
