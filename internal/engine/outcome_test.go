@@ -56,6 +56,7 @@ func TestEveryErrorHasOneOutcome(t *testing.T) {
 		"format/lancewrite.ErrUnsupportedType":        {lancewrite.ErrUnsupportedType, engine.Skip},
 		"format/lancewrite.ErrCopyUnsupported":        {lancewrite.ErrCopyUnsupported, engine.Skip},
 		"format/index/vector.ErrUnsupported":          {vector.ErrUnsupported, engine.Skip},
+		"format/index/vector.ErrSplit":                {vector.ErrSplit, engine.Skip},
 		"format/index/text.ErrUnsupported":            {text.ErrUnsupported, engine.Skip},
 		"format/index/text.ErrCorrupt":                {text.ErrCorrupt, engine.Quarantine},
 		"format/index/scalar.ErrCorrupt":              {scalar.ErrCorrupt, engine.Quarantine},

@@ -101,6 +101,11 @@ func (r *Runner) Execute(ctx context.Context, m *tablepb.Manifest, t job.Task) (
 		if out, err = ExecuteRemap(jctx, r.Table, m, t.Remap); err == nil {
 			j = out
 		}
+	case t.CatchUp != nil:
+		var out *job.CatchUpOutput
+		if out, err = ExecuteCatchUp(jctx, r.Table, t.CatchUp); err == nil {
+			j = out
+		}
 	}
 	if err != nil {
 		r.Journal.Discard(ctx, r.name(), b, jid)

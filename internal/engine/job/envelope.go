@@ -53,6 +53,8 @@ func (t Task) Op() Op {
 		return RewriteTxn
 	case KindRepack:
 		return RepackTxn
+	case KindCatchUp:
+		return CatchUpTxn
 	}
 	return nil
 }

@@ -72,8 +72,9 @@ type Refusal struct {
 
 // Ops lists every transaction kind in the order a batch commits them:
 // rewrites before repacks, so a run with both makes at least two versions
-// and a repack never races the rewrite that removes its fragment.
-var Ops = []Op{RewriteTxn, RepackTxn}
+// and a repack never races the rewrite that removes its fragment; index
+// catch-ups last.
+var Ops = []Op{RewriteTxn, RepackTxn, CatchUpTxn}
 
 // Job returns the result as a Job (nil for an empty result).
 func (r Result) Job() Job {
@@ -84,6 +85,8 @@ func (r Result) Job() Job {
 		return r.Repack
 	case r.Remap != nil:
 		return r.Remap
+	case r.CatchUp != nil:
+		return r.CatchUp
 	}
 	return nil
 }
@@ -97,6 +100,8 @@ func ResultOf(j Job) Result {
 		return Result{Repack: o}
 	case *RemapOutput:
 		return Result{Remap: o}
+	case *CatchUpOutput:
+		return Result{CatchUp: o}
 	}
 	return Result{}
 }

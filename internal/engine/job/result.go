@@ -20,6 +20,7 @@ type Result struct {
 	Rewrite *RewriteOutput
 	Repack  *RepackOutput
 	Remap   *RemapOutput
+	CatchUp *CatchUpOutput
 }
 
 // Task returns the task the result is for.
@@ -59,6 +60,10 @@ type resultJSON struct {
 	Reserved bool `json:"reserved_ids,omitempty"`
 	// Remap is an executed remap (it carries no fragments).
 	Remap *RemapOutput `json:"remap,omitempty"`
+	// Indices are IndexMetadata protobufs (catch-up: the new segment, then
+	// the segments it merged).
+	Indices [][]byte `json:"new_indices,omitempty"`
+	Merged  string   `json:"merged,omitempty"`
 }
 
 func marshalAll[M proto.Message](ms []M) ([][]byte, error) {
@@ -116,6 +121,16 @@ func (r Result) MarshalJSON() ([]byte, error) {
 	case r.Remap != nil:
 		j.Remap = r.Remap
 		j.BytesRead, j.BytesWritten = r.Remap.BytesRead, r.Remap.BytesWritten
+	case r.CatchUp != nil:
+		o := r.CatchUp
+		if j.Old, err = marshalAll(o.Base); err != nil {
+			return nil, err
+		}
+		if j.Indices, err = marshalAll(append([]*tablepb.IndexMetadata{o.Segment}, o.Removed...)); err != nil {
+			return nil, err
+		}
+		j.RowsRead, j.RowsWritten, j.BytesRead, j.BytesWritten = o.Rows+o.Dropped, o.Rows, o.BytesRead, o.BytesWritten
+		j.Merged = o.Merged
 	default:
 		return nil, fmt.Errorf("%w: empty result", ErrInvalidTask)
 	}
@@ -166,6 +181,19 @@ func (r *Result) UnmarshalJSON(data []byte) error {
 		}
 		j.Remap.Remap = j.Task.Remap
 		*r = Result{Remap: j.Remap}
+	case j.Task.CatchUp != nil:
+		if len(j.Indices) == 0 {
+			return fmt.Errorf("%w: catch-up result without its segment", ErrTaskFormat)
+		}
+		segs := make([]*tablepb.IndexMetadata, len(j.Indices))
+		for i, b := range j.Indices {
+			segs[i] = &tablepb.IndexMetadata{}
+			if err := proto.Unmarshal(b, segs[i]); err != nil {
+				return fmt.Errorf("%w: segment: %v", ErrTaskFormat, err)
+			}
+		}
+		*r = Result{CatchUp: &CatchUpOutput{CatchUp: j.Task.CatchUp, Segment: segs[0], Removed: segs[1:], Merged: j.Merged, Base: old, Outputs: j.Written,
+			Rows: j.RowsWritten, Dropped: j.RowsRead - j.RowsWritten, BytesRead: j.BytesRead, BytesWritten: j.BytesWritten}}
 	default:
 		return fmt.Errorf("%w: result without a task", ErrTaskFormat)
 	}

@@ -105,6 +105,7 @@ type Task struct {
 	Rewrite *RewriteTask
 	Repack  *RepackTask
 	Remap   *RemapTask
+	CatchUp *CatchUpTask
 }
 
 // Kind returns the task's kind, or "" for an empty task.
@@ -116,6 +117,8 @@ func (t Task) Kind() Kind {
 		return KindRepack
 	case t.Remap != nil:
 		return KindRemap
+	case t.CatchUp != nil:
+		return KindCatchUp
 	}
 	return ""
 }
@@ -129,6 +132,8 @@ func (t Task) Table() string {
 		return t.Repack.Table
 	case t.Remap != nil:
 		return t.Remap.Table
+	case t.CatchUp != nil:
+		return t.CatchUp.Table
 	}
 	return ""
 }
@@ -142,6 +147,8 @@ func (t Task) ReadVersion() uint64 {
 		return t.Repack.ReadVersion
 	case t.Remap != nil:
 		return t.Remap.ReadVersion
+	case t.CatchUp != nil:
+		return t.CatchUp.ReadVersion
 	}
 	return 0
 }
@@ -155,6 +162,8 @@ func (t Task) Fragments() []uint64 {
 		return []uint64{t.Repack.Fragment}
 	case t.Remap != nil:
 		return t.Remap.fragments()
+	case t.CatchUp != nil:
+		return t.CatchUp.Fragments
 	}
 	return nil
 }
@@ -167,6 +176,9 @@ func (t Task) Key() string {
 	k := t.Kind()
 	if t.Remap != nil {
 		k = Kind(string(k) + "/" + t.Remap.SegmentUUID())
+	}
+	if t.CatchUp != nil {
+		k = t.CatchUp.keyKind()
 	}
 	return TaskKey{Kind: k, Table: t.Table(), ReadVersion: t.ReadVersion(), Fragments: t.Fragments()}.String()
 }
@@ -255,6 +267,7 @@ type taskJSON struct {
 	Rewrite       *RewriteTask `json:"rewrite,omitempty"`
 	Repack        *RepackTask  `json:"repack,omitempty"`
 	Remap         *RemapTask   `json:"remap,omitempty"`
+	CatchUp       *CatchUpTask `json:"catchup,omitempty"`
 }
 
 // MarshalJSON encodes the task with its format version and kind.
@@ -262,7 +275,7 @@ func (t Task) MarshalJSON() ([]byte, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	return json.Marshal(taskJSON{FormatVersion: TaskFormatVersion, Kind: t.Kind(), Rewrite: t.Rewrite, Repack: t.Repack, Remap: t.Remap})
+	return json.Marshal(taskJSON{FormatVersion: TaskFormatVersion, Kind: t.Kind(), Rewrite: t.Rewrite, Repack: t.Repack, Remap: t.Remap, CatchUp: t.CatchUp})
 }
 
 // UnmarshalJSON decodes a task, refusing (ErrTaskFormat) any other format
@@ -290,20 +303,25 @@ func (t *Task) UnmarshalJSON(data []byte) error {
 	var out Task
 	switch w.Kind {
 	case KindRewrite:
-		if w.Repack != nil || w.Remap != nil {
+		if w.Repack != nil || w.Remap != nil || w.CatchUp != nil {
 			return fmt.Errorf("decode task: %w: rewrite task carries another kind", ErrInvalidTask)
 		}
 		out.Rewrite = w.Rewrite
 	case KindRepack:
-		if w.Rewrite != nil || w.Remap != nil {
+		if w.Rewrite != nil || w.Remap != nil || w.CatchUp != nil {
 			return fmt.Errorf("decode task: %w: repack task carries another kind", ErrInvalidTask)
 		}
 		out.Repack = w.Repack
 	case KindRemap:
-		if w.Rewrite != nil || w.Repack != nil {
+		if w.Rewrite != nil || w.Repack != nil || w.CatchUp != nil {
 			return fmt.Errorf("decode task: %w: remap task carries another kind", ErrInvalidTask)
 		}
 		out.Remap = w.Remap
+	case KindCatchUp:
+		if w.Rewrite != nil || w.Repack != nil || w.Remap != nil {
+			return fmt.Errorf("decode task: %w: catchup task carries another kind", ErrInvalidTask)
+		}
+		out.CatchUp = w.CatchUp
 	default:
 		return fmt.Errorf("decode task: %w: unknown kind %q", ErrTaskFormat, w.Kind)
 	}
@@ -317,13 +335,13 @@ func (t *Task) UnmarshalJSON(data []byte) error {
 // Validate checks the task's shape.
 func (t Task) Validate() error {
 	set := 0
-	for _, b := range []bool{t.Rewrite != nil, t.Repack != nil, t.Remap != nil} {
+	for _, b := range []bool{t.Rewrite != nil, t.Repack != nil, t.Remap != nil, t.CatchUp != nil} {
 		if b {
 			set++
 		}
 	}
 	if set != 1 {
-		return fmt.Errorf("%w: exactly one of rewrite, repack or remap must be set", ErrInvalidTask)
+		return fmt.Errorf("%w: exactly one of rewrite, repack, remap or catchup must be set", ErrInvalidTask)
 	}
 	if t.Remap != nil {
 		return t.Remap.validate()
@@ -337,6 +355,11 @@ func (t Task) Validate() error {
 		}
 		if r.TargetRowsPerFragment == 0 {
 			return fmt.Errorf("%w: rewrite of %s has target_rows_per_fragment 0", ErrInvalidTask, r.Table)
+		}
+	}
+	if c := t.CatchUp; c != nil {
+		if err := validateCatchUp(c); err != nil {
+			return err
 		}
 	}
 	if r := t.Repack; r != nil {
@@ -360,6 +383,12 @@ var ErrMixedTasks = errors.New("engine: a fragment is in both a rewrite and a re
 func CheckDisjoint(tasks []Task) error {
 	seen := map[uint64]Kind{}
 	for _, t := range tasks {
+		if t.CatchUp != nil {
+			// Catch-ups read fragments without changing them; one that
+			// loses its fragments to a rewrite committed first is refused
+			// at its own commit.
+			continue
+		}
 		for _, id := range t.Fragments() {
 			if k, dup := seen[id]; dup {
 				if k != t.Kind() {

@@ -5,6 +5,8 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 
+	"github.com/lanced-dev/lanced/internal/engine/job"
+	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/policy"
@@ -28,7 +30,12 @@ const (
 )
 
 // catchUpKinds lists the index kinds lanced catches up itself.
-var catchUpKinds = map[index.Kind]bool{}
+var catchUpKinds = map[index.Kind]bool{index.KindIVFPQ: true, index.KindIVFFlat: true}
+
+// CatchUpMaxRows bounds the live rows of one catch-up task: the executor
+// holds a row id and a code per new row (for IVF_FLAT over 128-d float32
+// vectors, 128 MiB at this bound).
+const CatchUpMaxRows = 256 << 10
 
 // CatchUpSupported reports whether lanced adds unindexed rows to indices
 // of the kind.
@@ -81,9 +88,11 @@ func decideCatchUp(cu *CatchUp, kind index.Kind, segments int, p policy.Index) {
 	case maxFrac > 0 && cu.Fraction() > maxFrac:
 		trigger = fmt.Sprintf("%.2f%% of live rows unindexed (%d of %d) > max_unindexed_fraction %g (%s)", 100*cu.Fraction(), cu.Rows, cu.LiveRows, maxFrac, p.MaxUnindexedFraction.Source)
 	}
-	// Lance's optimize_indices (default options) writes one new delta
-	// segment per vector index and replaces a scalar index by one merged
-	// segment: https://github.com/lancedb/lance/blob/main/rust/lance/src/index/append.rs
+	// Lance's optimize_indices (the default options lancedb's optimize()
+	// passes) adds a delta segment to a vector index (it merges every
+	// segment only when a partition is to be split or joined, which the
+	// plan cannot see) and replaces a scalar index by one segment:
+	// https://github.com/lancedb/lance/blob/main/rust/lance/src/index/append.rs
 	after := segments
 	if trigger != "" && kind.IsVector() {
 		after++
@@ -102,7 +111,10 @@ func decideCatchUp(cu *CatchUp, kind index.Kind, segments int, p policy.Index) {
 		cu.Action, cu.Reason = CatchUpWithin, fmt.Sprintf("%d unindexed row(s) in %d fragment(s) (%.2f%% of live rows) are within the index policy", cu.Rows, len(cu.Fragments), 100*cu.Fraction())
 		return
 	}
-	why := joinReason(trigger, merge)
+	why := trigger
+	if merge != "" {
+		why = joinReason(trigger, merge)
+	}
 	var blocked []string
 	if !catchUpKinds[kind] {
 		blocked = append(blocked, fmt.Sprintf("lanced cannot catch up %s indices yet", kind))
@@ -127,4 +139,62 @@ func joinAll(s []string) string {
 		out = joinReason(out, v)
 	}
 	return out
+}
+
+// planCatchUps turns every catch-up decision into one task over the
+// unindexed fragments no rewrite of this plan takes and no task in flight
+// holds (those are caught up once they settle), up to CatchUpMaxRows live
+// rows in fragment order. One task per index: a task may merge the
+// index's segments, which a second one would then miss; the rest is caught
+// up by the next plan.
+func planCatchUps(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []string, inRewrite []bool) {
+	pos := map[uint64]int{}
+	for i, f := range frags {
+		pos[f.GetId()] = i
+	}
+	stable := in.Manifest.GetReaderFeatureFlags()&format.FlagStableRowIDs != 0
+	for i := range p.Indices {
+		d := &p.Indices[i]
+		cu := d.CatchUp
+		if cu == nil || cu.Action != CatchUpPlanned {
+			continue
+		}
+		if stable {
+			cu.Action = CatchUpDue
+			cu.Reason += "; lanced cannot catch up indices of tables with stable row ids yet: run Lance's optimize()"
+			continue
+		}
+		var ids []uint64
+		var rows uint64
+		var left []string
+		full := 0
+		for _, id := range cu.Fragments {
+			fi := pos[id]
+			switch {
+			case inRewrite[fi]:
+				left = append(left, fmt.Sprintf("fragment %d is rewritten first", id))
+				continue
+			case excluded[fi] != "":
+				left = append(left, fmt.Sprintf("fragment %d %s", id, excluded[fi]))
+				continue
+			}
+			ph, del, _ := fragRows(frags[fi])
+			if full > 0 || (len(ids) > 0 && rows+ph-del > CatchUpMaxRows) {
+				full++
+				continue
+			}
+			ids = append(ids, id)
+			rows += ph - del
+		}
+		if len(ids) > 0 {
+			p.CatchUps = append(p.CatchUps, job.CatchUpTask{Table: in.Table, ReadVersion: in.Manifest.GetVersion(), Index: d.Name, Fragments: ids, Rows: rows})
+			cu.Reason += fmt.Sprintf(" (%d row(s) of %d fragment(s) in this plan's task)", rows, len(ids))
+		}
+		if full > 0 {
+			left = append(left, fmt.Sprintf("%d fragment(s) past the task bound of %d rows", full, CatchUpMaxRows))
+		}
+		if len(left) > 0 {
+			cu.Reason += "; caught up on a later plan: " + joinAll(left)
+		}
+	}
 }

@@ -192,6 +192,7 @@ func Compute(in Input) *Plan {
 	if scope == policy.ScopeAll || scope == policy.ScopeRepack {
 		planRepacks(in, p, frags, excluded, inRewrite, decided, reasons, b, warn)
 	}
+	planCatchUps(in, p, frags, excluded, inRewrite)
 	return finish()
 }
 

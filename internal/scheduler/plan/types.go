@@ -70,7 +70,9 @@ type Plan struct {
 	ReadVersion uint64            `json:"read_version"`
 	Rewrites    []job.RewriteTask `json:"rewrites"`
 	Repacks     []job.RepackTask  `json:"repacks"`
-	Decisions   []Decision        `json:"decisions"`
+	// CatchUps add unindexed rows to indices (one new segment each).
+	CatchUps  []job.CatchUpTask `json:"catch_ups,omitempty"`
+	Decisions []Decision        `json:"decisions"`
 	// Indices says per index what the plan does to it: to the fragments
 	// it covers (rewrite scope) and to the rows it does not (catch-up).
 	Indices  []IndexDecision `json:"indices,omitempty"`
@@ -78,16 +80,22 @@ type Plan struct {
 }
 
 // Empty reports whether the plan has no task.
-func (p *Plan) Empty() bool { return len(p.Rewrites) == 0 && len(p.Repacks) == 0 }
+func (p *Plan) Empty() bool {
+	return len(p.Rewrites) == 0 && len(p.Repacks) == 0 && len(p.CatchUps) == 0
+}
 
-// Tasks returns the plan's tasks in execution order: rewrites, then repacks.
+// Tasks returns the plan's tasks in execution order: rewrites, then
+// repacks, then index catch-ups.
 func (p *Plan) Tasks() []job.Task {
-	out := make([]job.Task, 0, len(p.Rewrites)+len(p.Repacks))
+	out := make([]job.Task, 0, len(p.Rewrites)+len(p.Repacks)+len(p.CatchUps))
 	for i := range p.Rewrites {
 		out = append(out, job.Task{Rewrite: &p.Rewrites[i]})
 	}
 	for i := range p.Repacks {
 		out = append(out, job.Task{Repack: &p.Repacks[i]})
+	}
+	for i := range p.CatchUps {
+		out = append(out, job.Task{CatchUp: &p.CatchUps[i]})
 	}
 	return out
 }

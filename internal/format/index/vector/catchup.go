@@ -1,0 +1,575 @@
+package vector
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/lanced-dev/lanced/internal/format/lancefile"
+	"github.com/lanced-dev/lanced/internal/format/lancewrite"
+	"github.com/lanced-dev/lanced/internal/format/pb/indexpb"
+)
+
+// Catch-up: rows appended after an index was built are added to it with
+// the index's trained model, as lance's optimize_indices does with the
+// options lancedb's optimize() passes (OptimizeOptions::default(), see
+// https://github.com/lancedb/lance/blob/main/rust/lance-index/src/optimize.rs
+// and IvfIndexBuilder::new_incremental, build_partitions,
+// take_partition_batches and merge_partitions in
+// https://github.com/lancedb/lance/blob/main/rust/lance/src/index/vector/builder.rs):
+// the new rows become a delta segment with the existing centroids and
+// quantizer, unless a partition (counting every segment's rows and the new
+// ones) passes the split bound or falls under the join bound, in which case
+// lance rebuilds the partition layout and merges every segment into one.
+// Observed on lance 8.0.0's optimize() (oracle tests): an IVF_FLAT whose
+// partitions all stay above a quarter of 4096 rows gets a delta segment; an
+// IVF_PQ with partitions under a quarter of 8192 rows gets one merged
+// segment with its smallest partition joined into the others. Layout
+// (Layout) follows the same bounds: a split is left to lance (ErrSplit); a
+// join merges every segment into one, per partition the segments' stored
+// rows (codes kept as stored) then the new rows, but keeps every partition
+// (joining needs the raw vectors of the joined rows from the table), which
+// is the same model and still a valid index.
+//
+// Each new vector goes through the transforms lance's IvfTransformer
+// chains (https://github.com/lancedb/lance/blob/main/rust/lance-index/src/vector/ivf.rs):
+// normalized for cosine (then measured with L2), dropped when not finite,
+// assigned to the nearest centroid, and for PQ under L2/cosine quantized as
+// the residual to that centroid (ProductQuantizer::use_residual), each
+// sub-vector to its nearest codebook entry; SQ scales each value into the
+// stored bounds (scale_to_u8); FLAT stores the (normalized) vector.
+
+// ErrSplit means the catch-up would push a partition past the size at
+// which lance's optimize splits it (and then merges every segment, which is
+// a retrain lanced does not do): the index needs Lance's optimize().
+var ErrSplit = errors.New("vector index: partition needs a split")
+
+// maxPartitionSizeFactor and targetPartitionSize are lance's split rule
+// (MAX_PARTITION_SIZE_FACTOR and IndexType::target_partition_size in
+// https://github.com/lancedb/lance/blob/main/rust/lance-index/src/lib.rs).
+const maxPartitionSizeFactor = 4
+
+func targetPartitionSize(indexType string) uint64 {
+	switch indexType {
+	case "IVF_FLAT":
+		return 4096
+	case "IVF_HNSW_FLAT", "IVF_HNSW_SQ", "IVF_HNSW_PQ":
+		return 1 << 20
+	}
+	return 8192
+}
+
+// Model is the trained model of a vector index segment: its centroids and
+// quantizer, as index.idx and auxiliary.idx hold them.
+type Model struct {
+	x         *IndexFile
+	s         *StorageFile
+	dim       int
+	parts     int
+	centroids []float32
+	dot       bool // assign and quantize by dot distance; else squared L2
+	normalize bool // cosine: vectors are normalized first
+	residual  bool // PQ codes the residual to the centroid
+	book      []float32
+	sqStart   float64
+	sqEnd     float64
+	codeWidth int // bytes per stored row code (FLAT: 4*dim)
+}
+
+// NewModel reads the trained model of a segment. Supported: IVF_FLAT,
+// IVF_PQ, IVF_SQ and their HNSW variants over float32 vectors with l2,
+// cosine or dot distance; anything else is ErrUnsupported.
+func NewModel(x *IndexFile, s *StorageFile) (*Model, error) {
+	m := &Model{x: x, s: s, parts: len(x.IVF.GetLengths())}
+	if s.NumPartitions() != m.parts {
+		return nil, errorf(s.File, ErrCorrupt, "storage has %d partitions, index %d", s.NumPartitions(), m.parts)
+	}
+	switch x.Distance {
+	case "l2":
+	case "cosine":
+		m.normalize = true
+	case "dot":
+		m.dot = true
+	default:
+		return nil, errorf(x.File, ErrUnsupported, "catch-up for distance %q", x.Distance)
+	}
+	t := x.IVF.GetCentroidsTensor()
+	if t == nil || t.GetDataType() != indexpb.Tensor_FLOAT32 || len(t.GetShape()) != 2 {
+		return nil, errorf(x.File, ErrUnsupported, "catch-up needs float32 centroids of shape [partitions, dim]")
+	}
+	if int(t.GetShape()[0]) != m.parts || len(t.GetData()) != 4*m.parts*int(t.GetShape()[1]) {
+		return nil, errorf(x.File, ErrCorrupt, "centroids of shape %v and %d bytes for %d partitions", t.GetShape(), len(t.GetData()), m.parts)
+	}
+	m.dim = int(t.GetShape()[1])
+	m.centroids = float32s(t.GetData())
+	if len(s.File.TopFields()) != 2 {
+		return nil, errorf(s.File, ErrUnsupported, "catch-up of %s storage with %d columns", s.Quantization, len(s.File.TopFields()))
+	}
+	m.codeWidth = s.codeWidth()
+	switch s.Quantization {
+	case QuantFlat:
+		f := s.File.Field(s.CodeField)
+		if f == nil || f.GetLogicalType() != fmt.Sprintf("fixed_size_list:float:%d", m.dim) {
+			return nil, errorf(s.File, ErrUnsupported, "FLAT storage of %v, want %d float32 values", f.GetLogicalType(), m.dim)
+		}
+		m.codeWidth = 4 * m.dim
+	case QuantPQ:
+		book, err := s.pqCodebook()
+		if err != nil {
+			return nil, err
+		}
+		k := 1 << s.PQBits
+		if s.PQSubVectors == 0 || m.dim%s.PQSubVectors != 0 || len(book) != k*m.dim {
+			return nil, errorf(s.File, ErrUnsupported, "PQ codebook of %d values for dim %d, %d sub-vectors of %d bits", len(book), m.dim, s.PQSubVectors, s.PQBits)
+		}
+		want := s.PQSubVectors
+		if s.PQBits == 4 {
+			want /= 2
+		}
+		if m.codeWidth != want || (s.PQBits == 4 && s.PQSubVectors%2 != 0) {
+			return nil, errorf(s.File, ErrCorrupt, "PQ codes of %d bytes for %d sub-vectors of %d bits", m.codeWidth, s.PQSubVectors, s.PQBits)
+		}
+		m.book = book
+		m.residual = !m.dot
+	case QuantSQ:
+		var sq struct {
+			NumBits int `json:"num_bits"`
+			Bounds  *struct {
+				Start float64 `json:"start"`
+				End   float64 `json:"end"`
+			} `json:"bounds"`
+		}
+		if err := json.Unmarshal([]byte(s.Metadata[0]), &sq); err != nil || sq.Bounds == nil || sq.NumBits != 8 || m.codeWidth != m.dim {
+			return nil, errorf(s.File, ErrUnsupported, "SQ storage metadata %s (want 8 bits, bounds and %d-byte codes)", s.Metadata[0], m.dim)
+		}
+		m.sqStart, m.sqEnd = sq.Bounds.Start, sq.Bounds.End
+	default:
+		return nil, errorf(s.File, ErrUnsupported, "catch-up of %s storage", s.Quantization)
+	}
+	if m.codeWidth <= 0 {
+		return nil, errorf(s.File, ErrUnsupported, "codes are not a fixed-size list")
+	}
+	if x.SubIndex == "HNSW" && s.Quantization == QuantFlat {
+		return nil, errorf(x.File, ErrUnsupported, "catch-up of HNSW over FLAT storage")
+	}
+	return m, nil
+}
+
+// Dim is the vector dimension the model expects.
+func (m *Model) Dim() int { return m.dim }
+
+// Partitions is the number of IVF partitions.
+func (m *Model) Partitions() int { return m.parts }
+
+// Type is the index type (lance:index "type"), e.g. IVF_PQ.
+func (m *Model) Type() string { return m.x.Type }
+
+func float32s(b []byte) []float32 {
+	out := make([]float32, len(b)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
+}
+
+// distance is lance's distance for assignment: squared L2, or dot distance
+// (1 - x·y).
+func (m *Model) distance(a, b []float32) float32 {
+	var s float32
+	if m.dot {
+		for i := range a {
+			s += a[i] * b[i]
+		}
+		return 1 - s
+	}
+	for i := range a {
+		d := a[i] - b[i]
+		s += d * d
+	}
+	return s
+}
+
+// nearest returns the index of the nearest of the n vectors of width len(v)
+// in set (the first on ties, like lance's argmin).
+func (m *Model) nearest(set []float32, n int, v []float32) int {
+	w := len(v)
+	best, bestD := 0, float32(math.Inf(1))
+	for i := 0; i < n; i++ {
+		if d := m.distance(set[i*w:(i+1)*w], v); d < bestD {
+			best, bestD = i, d
+		}
+	}
+	return best
+}
+
+// Encode assigns v to its partition and writes its stored code into code
+// (Model's code width); false when lance's transforms drop the vector (not
+// finite after normalizing). v is modified (normalized, residual).
+func (m *Model) Encode(v []float32, code []byte) (int, bool) {
+	if m.normalize {
+		var n float32
+		for _, x := range v {
+			n += x * x
+		}
+		n = float32(math.Sqrt(float64(n)))
+		for i := range v {
+			v[i] /= n
+		}
+	}
+	for _, x := range v {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return 0, false
+		}
+	}
+	p := m.nearest(m.centroids, m.parts, v)
+	switch m.s.Quantization {
+	case QuantFlat:
+		for i, x := range v {
+			binary.LittleEndian.PutUint32(code[4*i:], math.Float32bits(x))
+		}
+	case QuantSQ:
+		r := m.sqEnd - m.sqStart
+		for i, x := range v {
+			if r == 0 {
+				code[i] = 0
+				continue
+			}
+			f := (float64(x) - m.sqStart) * 255 / r
+			switch {
+			case math.IsNaN(f) || f <= 0:
+				code[i] = 0
+			case f >= 255:
+				code[i] = 255
+			default:
+				code[i] = byte(f)
+			}
+		}
+	case QuantPQ:
+		if m.residual {
+			c := m.centroids[p*m.dim : (p+1)*m.dim]
+			for i := range v {
+				v[i] -= c[i]
+			}
+		}
+		k := 1 << m.s.PQBits
+		subs := m.s.PQSubVectors
+		sw := m.dim / subs
+		for sub := 0; sub < subs; sub++ {
+			c := m.nearest(m.book[sub*k*sw:(sub+1)*k*sw], k, v[sub*sw:(sub+1)*sw])
+			if m.s.PQBits == 4 {
+				if sub%2 == 0 {
+					code[sub/2] = byte(c)
+				} else {
+					code[sub/2] |= byte(c) << 4
+				}
+			} else {
+				code[sub] = byte(c)
+			}
+		}
+	}
+	return p, true
+}
+
+// Delta collects encoded rows per partition and writes them as one new
+// segment. Memory: 8 bytes plus the code width per row added; a caller
+// bounds it by the rows it adds (one catch-up task's fragments).
+type Delta struct {
+	m     *Model
+	ids   [][]uint64
+	codes [][]byte
+	vec   []float32
+	// Rows counts the rows added; Dropped those lance's transforms drop
+	// (null or not finite).
+	Rows, Dropped uint64
+}
+
+// NewDelta starts an empty delta segment on the model.
+func (m *Model) NewDelta() *Delta {
+	return &Delta{m: m, ids: make([][]uint64, m.parts), codes: make([][]byte, m.parts), vec: make([]float32, m.dim)}
+}
+
+// Bytes is the memory the collected rows hold.
+func (d *Delta) Bytes() int64 {
+	return int64(d.Rows) * int64(8+d.m.codeWidth)
+}
+
+// Add encodes the vectors of a column (a fixed-size list of float32 of
+// the model's dimension) with their row ids. Null vectors are dropped, as
+// lance's optimize scans new rows with "column IS NOT NULL".
+func (d *Delta) Add(ids []uint64, col arrow.Array) error {
+	fl, ok := col.(*array.FixedSizeList)
+	if !ok || fl.Len() != len(ids) {
+		return fmt.Errorf("%w: catch-up vectors are %s (%d rows for %d ids), want a fixed-size list", ErrUnsupported, col.DataType(), col.Len(), len(ids))
+	}
+	if n := fl.DataType().(*arrow.FixedSizeListType).Len(); int(n) != d.m.dim {
+		return fmt.Errorf("%w: vectors of dimension %d, the index has %d", ErrCorrupt, n, d.m.dim)
+	}
+	vals, ok := fl.ListValues().(*array.Float32)
+	if !ok {
+		return fmt.Errorf("%w: catch-up of %s vectors (float32 only)", ErrUnsupported, fl.DataType())
+	}
+	all := vals.Float32Values()
+	base := fl.Data().Offset() * d.m.dim
+	for i, id := range ids {
+		if fl.IsNull(i) {
+			d.Dropped++
+			continue
+		}
+		copy(d.vec, all[base+i*d.m.dim:base+(i+1)*d.m.dim])
+		code := make([]byte, d.m.codeWidth)
+		p, ok := d.m.Encode(d.vec, code)
+		if !ok {
+			d.Dropped++
+			continue
+		}
+		d.ids[p] = append(d.ids[p], id)
+		d.codes[p] = append(d.codes[p], code...)
+		d.Rows++
+	}
+	return nil
+}
+
+// Layout decides, from the rows every existing segment holds per partition
+// (existing[p]) plus the delta's, how lance's optimize would lay the
+// catch-up out: ErrSplit when a partition passes lance's split bound
+// (MAX_PARTITION_SIZE_FACTOR x the type's target partition size); merge
+// (with the reason) when the smallest partition is under a quarter of the
+// target, where lance joins it and merges every segment; else a delta.
+func (d *Delta) Layout(existing []uint64) (merge bool, why string, err error) {
+	target := targetPartitionSize(d.m.x.Type)
+	limit := maxPartitionSizeFactor * target
+	smallest, at := uint64(math.MaxUint64), -1
+	for p := range d.ids {
+		n := uint64(len(d.ids[p]))
+		if p < len(existing) {
+			n += existing[p]
+		}
+		if n > limit {
+			return false, "", fmt.Errorf("%w: partition %d would hold %d rows > %d (%d x %s's target partition size); lance's optimize() splits it and merges every segment", ErrSplit, p, n, limit, maxPartitionSizeFactor, d.m.x.Type)
+		}
+		if n < smallest {
+			smallest, at = n, p
+		}
+	}
+	if len(d.ids) > 1 && smallest < target/4 {
+		return true, fmt.Sprintf("partition %d holds %d rows < %d (a quarter of %s's target partition size): lance joins it and merges every segment", at, smallest, target/4, d.m.x.Type), nil
+	}
+	return false, "", nil
+}
+
+// Lengths is the delta's row count per partition.
+func (d *Delta) Lengths() []uint32 {
+	out := make([]uint32, len(d.ids))
+	for p := range d.ids {
+		out[p] = uint32(len(d.ids[p]))
+	}
+	return out
+}
+
+// Write writes the new segment: auxiliary.idx to storageOut (the model's
+// storage schema, metadata and global buffers; per partition the stored
+// rows of each of bases in order, then the delta's rows) and index.idx to
+// indexOut (FLAT: the model's index.idx, which holds only the centroids;
+// HNSW: one graph per partition built over its rows with the index's
+// stored build parameters). bases are the segments merged into the new one
+// (none for a delta; their storage must match the model's); memory is one
+// partition of theirs at a time. seed makes the HNSW levels reproducible.
+func (d *Delta) Write(ctx context.Context, bases []*StorageFile, storageOut, indexOut io.Writer, seed uint64) (Result, error) {
+	var res Result
+	m := d.m
+	s := m.s
+	for _, base := range bases {
+		if base.NumPartitions() != m.parts || base.Quantization != s.Quantization || base.codeWidth() != s.codeWidth() ||
+			base.PQTransposed != s.PQTransposed || len(base.File.TopFields()) != len(s.File.TopFields()) {
+			return res, errorf(base.File, ErrUnsupported, "segment to merge does not match the model's storage (%s, %d partitions)", base.Quantization, base.NumPartitions())
+		}
+	}
+	var hb *hnswRebuild
+	if m.x.SubIndex == "HNSW" {
+		var err error
+		if hb, err = newHNSWRebuild(m.x, s, indexOut, seed); err != nil {
+			return res, err
+		}
+	}
+	ver := lancewrite.V2_1
+	if s.File.Format == lancefile.Format20 {
+		ver = lancewrite.V2_0
+	}
+	wr, err := lancewrite.NewWriter(storageOut, s.File.Fields(), lancewrite.Options{Version: ver, SchemaMetadata: maps.Clone(meta(s.File))})
+	if err != nil {
+		return res, err
+	}
+	sc, err := s.File.Schema()
+	if err != nil {
+		return res, err
+	}
+	for p := range d.ids {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		rec, err := d.partition(ctx, sc, bases, p)
+		if err != nil {
+			return res, err
+		}
+		n := uint64(rec.NumRows())
+		if rec.NumRows() > 0 {
+			err = wr.Write(rec)
+		}
+		if err == nil && hb != nil {
+			kept := make([]int, rec.NumRows())
+			for i := range kept {
+				kept[i] = i
+			}
+			err = hb.partition(p, rec, kept)
+		}
+		rec.Release()
+		if err != nil {
+			return res, err
+		}
+		// The partition is written: free it.
+		res.Storage.Lengths = append(res.Storage.Lengths, uint32(n))
+		res.Storage.Rows += n
+		d.ids[p], d.codes[p] = nil, nil
+	}
+	ivf := proto.Clone(s.IVF).(*indexpb.IVF)
+	ivf.Offsets, ivf.Lengths = make([]uint64, len(res.Storage.Lengths)), res.Storage.Lengths
+	var off uint64
+	for i, l := range res.Storage.Lengths {
+		ivf.Offsets[i] = off
+		off += uint64(l)
+	}
+	if err := copyGlobalBuffers(s.File, s.IVFBuffer, ivf, wr); err != nil {
+		return res, err
+	}
+	out, err := wr.Close()
+	if err != nil {
+		return res, err
+	}
+	res.Storage.Size = out.Size
+	if hb != nil {
+		res.IndexSize, err = hb.finish()
+		return res, err
+	}
+	if err := CopyIndexFile(m.x, indexOut); err != nil {
+		return res, err
+	}
+	res.IndexSize = m.x.File.Size()
+	return res, nil
+}
+
+// partition builds partition p's storage record in the storage schema:
+// the bases' rows of the partition, then the delta's.
+func (d *Delta) partition(ctx context.Context, sc *arrow.Schema, bases []*StorageFile, p int) (arrow.RecordBatch, error) {
+	m, s := d.m, d.m.s
+	var ids []uint64
+	var codes []byte
+	for _, base := range bases {
+		if base.IVF.GetLengths()[p] == 0 {
+			continue
+		}
+		rec, err := base.ReadPartition(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		var bids []uint64
+		var bcodes [][]byte
+		for i, f := range rec.Schema().Fields() {
+			switch f.Name {
+			case RowIDColumn:
+				if c, ok := rec.Column(i).(*array.Uint64); ok && c.NullN() == 0 {
+					bids = c.Uint64Values()
+				}
+			case base.codeColumnName():
+				bcodes = RowCodes(base, rec.Column(i))
+			}
+		}
+		if len(bids) != int(rec.NumRows()) || len(bcodes) != len(bids) {
+			rec.Release()
+			return nil, errorf(base.File, ErrUnsupported, "partition %d: row ids or codes unreadable", p)
+		}
+		ids = append(ids, bids...)
+		for _, c := range bcodes {
+			codes = append(codes, c...)
+		}
+		rec.Release()
+	}
+	if ids == nil {
+		ids, codes = d.ids[p], d.codes[p]
+	} else {
+		ids = append(ids, d.ids[p]...)
+		codes = append(codes, d.codes[p]...)
+	}
+	n := len(ids)
+	cols := make([]arrow.Array, sc.NumFields())
+	release := func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}
+	for i, f := range sc.Fields() {
+		switch f.Name {
+		case RowIDColumn:
+			if f.Type.ID() != arrow.UINT64 {
+				release()
+				return nil, errorf(s.File, ErrUnsupported, "%s is %s", RowIDColumn, f.Type)
+			}
+			ids := append([]uint64(nil), ids...)
+			cols[i] = array.NewUint64Data(array.NewData(arrow.PrimitiveTypes.Uint64, n, []*memory.Buffer{nil, memory.NewBufferBytes(arrow.Uint64Traits.CastToBytes(ids))}, nil, 0, 0))
+		case s.codeColumnName():
+			t, ok := f.Type.(*arrow.FixedSizeListType)
+			if !ok {
+				release()
+				return nil, errorf(s.File, ErrUnsupported, "code column %s is %s", f.Name, f.Type)
+			}
+			codes := codes
+			if s.Quantization == QuantPQ && s.PQTransposed {
+				tr := make([]byte, len(codes))
+				transpose(tr, codes, n, m.codeWidth)
+				codes = tr
+			}
+			ch := array.NewData(t.Elem(), n*int(t.Len()), []*memory.Buffer{nil, memory.NewBufferBytes(codes)}, nil, 0, 0)
+			ld := array.NewData(t, n, []*memory.Buffer{nil}, []arrow.ArrayData{ch}, 0, 0)
+			cols[i] = array.MakeFromData(ld)
+			ch.Release()
+			ld.Release()
+		default:
+			release()
+			return nil, errorf(s.File, ErrUnsupported, "storage column %s", f.Name)
+		}
+	}
+	rec := array.NewRecordBatch(sc, cols, int64(n))
+	release()
+	return rec, nil
+}
+
+// RowCodes returns each row's stored code of a partition's code column,
+// row-major (PQ codes untransposed); nil for an unreadable column.
+func RowCodes(s *StorageFile, codes arrow.Array) [][]byte {
+	src, w, _, err := fixedBytes(codes)
+	if err != nil {
+		return nil
+	}
+	n := codes.Len()
+	rows := src
+	if s.Quantization == QuantPQ && s.PQTransposed {
+		rows = make([]byte, n*w)
+		untranspose(rows, src, n, w)
+	}
+	out := make([][]byte, n)
+	for i := range out {
+		out[i] = rows[i*w : (i+1)*w]
+	}
+	return out
+}
