@@ -32,13 +32,13 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := flag.NewFlagSet("compact", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	policyDir := fs.String("policy", "", "policy directory (default: Lance's defaults and the table's config)")
-	scope := fs.String("scope", "", "all|rewrite|repack (default: the policy's scope)")
+	scope := fs.String("scope", "", "all|rewrite|repack|index (default: the policy's scope)")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
 	batch := fs.Int("commit-batch", 0, "commit every N tasks of a kind (default: the policy's commit_batch_tasks, else all at once)")
 	verbose := fs.Bool("v", false, "log progress to stderr")
 	dryRun := fs.Bool("dry-run", false, "plan only and change nothing (the same as lanced plan)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: lanced compact URI [--policy DIR] [--scope all|rewrite|repack] [--json] [--commit-batch N] [-v] [--dry-run]")
+		fmt.Fprintln(stderr, "usage: lanced compact URI [--policy DIR] [--scope all|rewrite|repack|index] [--json] [--commit-batch N] [-v] [--dry-run]")
 		fs.PrintDefaults()
 	}
 	pos, err := parseAnyOrder(fs, args)
@@ -61,9 +61,9 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return runPlan(ctx, planArgs, stdout, stderr)
 	}
 	switch *scope {
-	case "", policy.ScopeAll, policy.ScopeRewrite, policy.ScopeRepack:
+	case "", policy.ScopeAll, policy.ScopeRewrite, policy.ScopeRepack, policy.ScopeIndex:
 	default:
-		return fmt.Errorf("--scope %q: want all, rewrite or repack", *scope)
+		return fmt.Errorf("--scope %q: want all, rewrite, repack or index", *scope)
 	}
 	set, err := loadPolicyDir(*policyDir, stderr)
 	if err != nil {
@@ -100,7 +100,14 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		n = int(eff.Compaction.CommitBatchTasks.Value)
 	}
 	keeper := journal.NewKeeper("lanced-compact", "", log)
-	sum, err := engine.Compact(ctx, tbl, m, p.Tasks(), engine.CompactOptions{CommitBatchTasks: n, Logger: log, Journal: keeper})
+	opts := engine.CompactOptions{CommitBatchTasks: n, Logger: log, Journal: keeper}
+	sum, err := engine.Compact(ctx, tbl, m, p.Tasks(), opts)
+	if err == nil && sum.TasksFailed == 0 && len(p.Rewrites) > 0 {
+		// Unindexed fragments the rewrites just replaced are caught up
+		// now, from the version they committed, as Lance's optimize()
+		// indexes after it compacts.
+		err = compactCatchUps(ctx, tbl, uri, set, *scope, sum, p, opts)
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -122,8 +129,35 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return nil
 }
 
+// compactCatchUps plans the latest version again and runs only its index
+// catch-ups, adding them to sum and their tasks to p.
+func compactCatchUps(ctx context.Context, tbl *table.Table, uri string, set *policy.Set, scope string, sum *engine.Summary, p *plan.Plan, opts engine.CompactOptions) error {
+	m, err := tbl.Latest(ctx)
+	if err != nil {
+		return err
+	}
+	marks, err := quarantine.Load(ctx, tbl.Bucket(), m.PB)
+	if err != nil {
+		return err
+	}
+	p2, _ := computePlan(uri, m, set, scope, marks)
+	if len(p2.CatchUps) == 0 {
+		return nil
+	}
+	var tasks []job.Task
+	for i := range p2.CatchUps {
+		tasks = append(tasks, job.Task{CatchUp: &p2.CatchUps[i]})
+	}
+	s2, err := engine.Compact(ctx, tbl, m, tasks, opts)
+	if s2 != nil {
+		sum.Add(s2)
+	}
+	p.CatchUps = append(p.CatchUps, p2.CatchUps...)
+	return err
+}
+
 func printSummary(w io.Writer, s *engine.Summary, p *plan.Plan) {
-	fmt.Fprintf(w, "table %s (read version %d): %d rewrite and %d repack task(s) planned\n", s.Table, s.ReadVersion, len(p.Rewrites), len(p.Repacks))
+	fmt.Fprintf(w, "table %s (read version %d): %d rewrite, %d repack and %d index catch-up task(s) planned\n", s.Table, s.ReadVersion, len(p.Rewrites), len(p.Repacks), len(p.CatchUps))
 	if len(s.VersionsCommitted) == 0 {
 		fmt.Fprintln(w, "nothing committed")
 	} else {
@@ -131,6 +165,9 @@ func printSummary(w io.Writer, s *engine.Summary, p *plan.Plan) {
 	}
 	fmt.Fprintf(w, "fragments: %d removed, %d added, %d repacked; files: %d removed, %d added (%d page-copied, %d re-encoded)\n",
 		s.FragmentsRemoved, s.FragmentsAdded, s.FragmentsRepacked, s.FilesRemoved, s.FilesAdded, s.FilesCopied, s.FilesReencoded)
+	if s.IndexSegments > 0 {
+		fmt.Fprintf(w, "indices: %d row(s) added in %d new segment(s)\n", s.RowsIndexed, s.IndexSegments)
+	}
 	fmt.Fprintf(w, "bytes: %d read, %d written; tasks: %d committed, %d stale, %d failed; conflicts: %d rebased, %d retryable, %d incompatible\n",
 		s.BytesRead, s.BytesWritten, s.TasksCommitted, s.TasksStale, s.TasksFailed, s.Conflicts.Rebased, s.Conflicts.Retryable, s.Conflicts.Incompatible)
 	for _, mk := range s.Quarantined {

@@ -120,7 +120,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 func printPlan(w io.Writer, p *plan.Plan, eff policy.Effective) error {
 	c := eff.Compaction
-	fmt.Fprintf(w, "table %s, read version %d: %d rewrite task(s), %d repack task(s)\n", p.Table, p.ReadVersion, len(p.Rewrites), len(p.Repacks))
+	fmt.Fprintf(w, "table %s, read version %d: %d rewrite task(s), %d repack task(s), %d index catch-up task(s)\n", p.Table, p.ReadVersion, len(p.Rewrites), len(p.Repacks), len(p.CatchUps))
 	fmt.Fprintf(w, "policy: scope=%s target_rows_per_fragment=%d materialize_deletions_threshold=%g index_coverage=%s max_data_files_per_fragment=%d\n",
 		eff.Scope.Value, c.TargetRowsPerFragment.Value, c.MaterializeDeletionsThreshold.Value, c.IndexCoverage.Value, eff.Repack.MaxDataFilesPerFragment.Value)
 	for i, t := range p.Rewrites {
@@ -131,6 +131,9 @@ func printPlan(w io.Writer, p *plan.Plan, eff policy.Effective) error {
 		for _, f := range t.Files {
 			fmt.Fprintf(w, "  new file: columns %v from %v\n", f.Columns, f.Sources)
 		}
+	}
+	for i, t := range p.CatchUps {
+		fmt.Fprintf(w, "catch-up %d: index %s, fragments %v (%d live rows)\n", i, t.Index, t.Fragments, t.Rows)
 	}
 	for _, warning := range append(append([]string(nil), eff.Warnings...), p.Warnings...) {
 		fmt.Fprintf(w, "warning: %s\n", warning)

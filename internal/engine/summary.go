@@ -19,13 +19,17 @@ type Summary struct {
 	FilesCopied       int      `json:"files_page_copied"`
 	FilesReencoded    int      `json:"files_reencoded"`
 	// Pages counts the pages of page-copied rewrite files by path.
-	Pages          lancewrite.PathStats `json:"pages"`
-	RowsRewritten  uint64               `json:"rows_rewritten"`
-	BytesRead      int64                `json:"bytes_read"`
-	BytesWritten   int64                `json:"bytes_written"`
-	TasksCommitted int                  `json:"tasks_committed"`
-	TasksStale     int                  `json:"tasks_stale"`
-	TasksFailed    int                  `json:"tasks_failed"`
+	Pages         lancewrite.PathStats `json:"pages"`
+	RowsRewritten uint64               `json:"rows_rewritten"`
+	// RowsIndexed are the rows index catch-ups added to indices;
+	// IndexSegments the segments they wrote.
+	RowsIndexed    uint64 `json:"rows_indexed,omitempty"`
+	IndexSegments  int    `json:"index_segments_written,omitempty"`
+	BytesRead      int64  `json:"bytes_read"`
+	BytesWritten   int64  `json:"bytes_written"`
+	TasksCommitted int    `json:"tasks_committed"`
+	TasksStale     int    `json:"tasks_stale"`
+	TasksFailed    int    `json:"tasks_failed"`
 	Conflicts      struct {
 		Rebased      int `json:"rebased"`
 		Retryable    int `json:"retryable"`
@@ -95,5 +99,38 @@ func (s *Summary) noteJob(j job.Job) {
 		s.FilesReencoded += o.Reencoded
 		s.BytesRead += o.BytesRead
 		s.BytesWritten += o.BytesWritten
+	case *job.CatchUpOutput:
+		s.RowsIndexed += o.Rows
+		s.IndexSegments++
+		s.BytesRead += o.BytesRead
+		s.BytesWritten += o.BytesWritten
 	}
+}
+
+// Add adds a later run's counts on the same table to s (the read version
+// stays s's).
+func (s *Summary) Add(o *Summary) {
+	s.VersionsCommitted = append(s.VersionsCommitted, o.VersionsCommitted...)
+	s.FragmentsRemoved += o.FragmentsRemoved
+	s.FragmentsAdded += o.FragmentsAdded
+	s.FragmentsRepacked += o.FragmentsRepacked
+	s.FilesRemoved += o.FilesRemoved
+	s.FilesAdded += o.FilesAdded
+	s.FilesCopied += o.FilesCopied
+	s.FilesReencoded += o.FilesReencoded
+	s.Pages.Add(o.Pages)
+	s.RowsRewritten += o.RowsRewritten
+	s.RowsIndexed += o.RowsIndexed
+	s.IndexSegments += o.IndexSegments
+	s.BytesRead += o.BytesRead
+	s.BytesWritten += o.BytesWritten
+	s.TasksCommitted += o.TasksCommitted
+	s.TasksStale += o.TasksStale
+	s.TasksFailed += o.TasksFailed
+	s.Conflicts.Rebased += o.Conflicts.Rebased
+	s.Conflicts.Retryable += o.Conflicts.Retryable
+	s.Conflicts.Incompatible += o.Conflicts.Incompatible
+	s.Dropped = append(s.Dropped, o.Dropped...)
+	s.Quarantined = append(s.Quarantined, o.Quarantined...)
+	s.Errors = append(s.Errors, o.Errors...)
 }

@@ -3,7 +3,6 @@ package vector
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/lanced-dev/lanced/internal/format/lancefile"
 	"github.com/lanced-dev/lanced/internal/format/lancewrite"
@@ -142,17 +140,13 @@ func NewModel(x *IndexFile, s *StorageFile) (*Model, error) {
 		m.book = book
 		m.residual = !m.dot
 	case QuantSQ:
-		var sq struct {
-			NumBits int `json:"num_bits"`
-			Bounds  *struct {
-				Start float64 `json:"start"`
-				End   float64 `json:"end"`
-			} `json:"bounds"`
+		var err error
+		if m.sqStart, m.sqEnd, err = s.sqBounds(); err != nil {
+			return nil, err
 		}
-		if err := json.Unmarshal([]byte(s.Metadata[0]), &sq); err != nil || sq.Bounds == nil || sq.NumBits != 8 || m.codeWidth != m.dim {
-			return nil, errorf(s.File, ErrUnsupported, "SQ storage metadata %s (want 8 bits, bounds and %d-byte codes)", s.Metadata[0], m.dim)
+		if m.codeWidth != m.dim {
+			return nil, errorf(s.File, ErrUnsupported, "SQ codes of %d bytes for dim %d", m.codeWidth, m.dim)
 		}
-		m.sqStart, m.sqEnd = sq.Bounds.Start, sq.Bounds.End
 	default:
 		return nil, errorf(s.File, ErrUnsupported, "catch-up of %s storage", s.Quantization)
 	}
@@ -441,21 +435,9 @@ func (d *Delta) Write(ctx context.Context, bases []*StorageFile, storageOut, ind
 		res.Storage.Rows += n
 		d.ids[p], d.codes[p] = nil, nil
 	}
-	ivf := proto.Clone(s.IVF).(*indexpb.IVF)
-	ivf.Offsets, ivf.Lengths = make([]uint64, len(res.Storage.Lengths)), res.Storage.Lengths
-	var off uint64
-	for i, l := range res.Storage.Lengths {
-		ivf.Offsets[i] = off
-		off += uint64(l)
-	}
-	if err := copyGlobalBuffers(s.File, s.IVFBuffer, ivf, wr); err != nil {
+	if res.Storage.Size, err = s.finish(wr, res.Storage.Lengths); err != nil {
 		return res, err
 	}
-	out, err := wr.Close()
-	if err != nil {
-		return res, err
-	}
-	res.Storage.Size = out.Size
 	if hb != nil {
 		res.IndexSize, err = hb.finish()
 		return res, err

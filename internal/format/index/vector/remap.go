@@ -115,22 +115,28 @@ func RemapStorage(ctx context.Context, s *StorageFile, m index.Mapping, w io.Wri
 		res.Rows += n
 		res.Dropped += dropped
 	}
+	res.Size, err = s.finish(wr, res.Lengths)
+	return res, err
+}
+
+// finish writes the storage file's global buffers, with the IVF offsets
+// and lengths of the partitions written, and closes it.
+func (s *StorageFile) finish(wr *lancewrite.Writer, lengths []uint32) (int64, error) {
 	ivf := proto.Clone(s.IVF).(*indexpb.IVF)
-	ivf.Offsets, ivf.Lengths = make([]uint64, len(res.Lengths)), res.Lengths
+	ivf.Offsets, ivf.Lengths = make([]uint64, len(lengths)), lengths
 	var off uint64
-	for i, l := range res.Lengths {
+	for i, l := range lengths {
 		ivf.Offsets[i] = off
 		off += uint64(l)
 	}
 	if err := copyGlobalBuffers(s.File, s.IVFBuffer, ivf, wr); err != nil {
-		return res, err
+		return 0, err
 	}
 	out, err := wr.Close()
 	if err != nil {
-		return res, err
+		return 0, err
 	}
-	res.Size = out.Size
-	return res, nil
+	return out.Size, nil
 }
 
 // copyGlobalBuffers writes the file's global buffers 1.. in order, the IVF

@@ -261,20 +261,14 @@ func (hb *hnswRebuild) finish() (int64, error) {
 func (s *StorageFile) distance() (func(rows []byte, width int) func(a, b uint32) float32, error) {
 	switch s.Quantization {
 	case QuantSQ:
-		var sq struct {
-			NumBits int `json:"num_bits"`
-			Bounds  *struct {
-				Start float64 `json:"start"`
-				End   float64 `json:"end"`
-			} `json:"bounds"`
-		}
-		if err := json.Unmarshal([]byte(s.Metadata[0]), &sq); err != nil || sq.Bounds == nil || sq.NumBits != 8 {
-			return nil, errorf(s.File, ErrUnsupported, "SQ storage metadata %s (want 8 bits and bounds)", s.Metadata[0])
+		start, end, err := s.sqBounds()
+		if err != nil {
+			return nil, err
 		}
 		if s.codeWidth() <= 0 {
 			return nil, errorf(s.File, ErrUnsupported, "SQ codes are not a fixed-size list of bytes")
 		}
-		r := float32(sq.Bounds.End - sq.Bounds.Start)
+		r := float32(end - start)
 		scale := r * r / (255 * 255)
 		return func(rows []byte, w int) func(a, b uint32) float32 {
 			return func(a, b uint32) float32 {
@@ -320,6 +314,21 @@ func (s *StorageFile) distance() (func(rows []byte, width int) func(a, b uint32)
 	default:
 		return nil, errorf(s.File, ErrUnsupported, "HNSW over %s storage", s.Quantization)
 	}
+}
+
+// sqBounds reads the 8-bit SQ storage metadata's bounds.
+func (s *StorageFile) sqBounds() (start, end float64, err error) {
+	var sq struct {
+		NumBits int `json:"num_bits"`
+		Bounds  *struct {
+			Start float64 `json:"start"`
+			End   float64 `json:"end"`
+		} `json:"bounds"`
+	}
+	if err := json.Unmarshal([]byte(s.Metadata[0]), &sq); err != nil || sq.Bounds == nil || sq.NumBits != 8 {
+		return 0, 0, errorf(s.File, ErrUnsupported, "SQ storage metadata %s (want 8 bits and bounds)", s.Metadata[0])
+	}
+	return sq.Bounds.Start, sq.Bounds.End, nil
 }
 
 // codeWidth is the byte width of one row's codes (a fixed-size list of
