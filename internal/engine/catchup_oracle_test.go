@@ -32,6 +32,8 @@ var catchUpCases = []catchUpCase{
 	{name: "ivf_flat", typ: "ivf_flat", options: map[string]any{"numPartitions": 4, "distanceType": "l2"}},
 	{name: "ivf_pq_4bit_cosine", typ: "ivf_pq", options: map[string]any{"numPartitions": 4, "numSubVectors": 8, "numBits": 4, "distanceType": "cosine"}},
 	{name: "ivf_flat_dot", typ: "ivf_flat", options: map[string]any{"numPartitions": 4, "distanceType": "dot"}},
+	{name: "hnsw_sq", typ: "hnsw_sq", options: map[string]any{"numPartitions": 4, "distanceType": "l2"}},
+	{name: "hnsw_pq", typ: "hnsw_pq", options: map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}},
 }
 
 // TestCatchUpOracle: a table with a vector index and small appends and

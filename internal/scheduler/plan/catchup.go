@@ -30,7 +30,7 @@ const (
 )
 
 // catchUpKinds lists the index kinds lanced catches up itself.
-var catchUpKinds = map[index.Kind]bool{index.KindIVFPQ: true, index.KindIVFFlat: true}
+var catchUpKinds = map[index.Kind]bool{index.KindIVFPQ: true, index.KindIVFFlat: true, index.KindHNSWSQ: true, index.KindHNSWPQ: true}
 
 // CatchUpMaxRows bounds the live rows of one catch-up task: the executor
 // holds a row id and a code per new row (for IVF_FLAT over 128-d float32
