@@ -34,6 +34,10 @@ type Config struct {
 	AdminToken string
 	// Interval between refreshes of every known table. Default 30s.
 	Interval time.Duration
+	// HoldInterval between background re-reads of every known table's hold
+	// (a hold placed or released with `lanced holds` shows within it; page
+	// loads read no hold). Default 5s.
+	HoldInterval time.Duration
 	Logger   *slog.Logger
 }
 
@@ -112,6 +116,8 @@ type Collector struct {
 	timeline  []Event
 	errors    []Event
 	kick      chan string
+	// getHold reads one table's hold (hold.Tables.Get).
+	getHold func(ctx context.Context, table string) (*hold.Record, error)
 }
 
 // New returns a Collector; call Run to refresh tables in the background.
@@ -119,11 +125,14 @@ func New(cfg Config) *Collector {
 	if cfg.Interval <= 0 {
 		cfg.Interval = 30 * time.Second
 	}
+	if cfg.HoldInterval <= 0 {
+		cfg.HoldInterval = 5 * time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Collector{cfg: cfg, tables: map[string]*Table{}, seen: map[string]uint64{}, roots: map[string]*Root{},
-		lastMaint: map[string]time.Time{}, kick: make(chan string, 256)}
+		lastMaint: map[string]time.Time{}, kick: make(chan string, 256), getHold: hold.Tables{}.Get}
 }
 
 // Seen records that a source announced version of table; a new table or
@@ -179,12 +188,16 @@ func (c *Collector) AddRoot(uri string) {
 func (c *Collector) Run(ctx context.Context) {
 	t := time.NewTicker(c.cfg.Interval)
 	defer t.Stop()
+	ht := time.NewTicker(c.cfg.HoldInterval)
+	defer ht.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case table := <-c.kick:
 			c.Refresh(ctx, table)
+		case <-ht.C:
+			c.refreshHolds(ctx)
 		case <-t.C:
 			c.mu.Lock()
 			names := make([]string, 0, len(c.seen))
@@ -272,7 +285,6 @@ func (c *Collector) Snapshot(ctx context.Context) Snapshot {
 	s.Timeline = slices.Clone(c.timeline)
 	s.Errors = slices.Clone(c.errors)
 	c.mu.Unlock()
-	c.refreshHolds(ctx, s.Tables)
 	sort.Slice(s.Roots, func(i, j int) bool { return s.Roots[i].URI < s.Roots[j].URI })
 	sort.Slice(s.Tables, func(i, j int) bool { return s.Tables[i].URI < s.Tables[j].URI })
 	slices.Reverse(s.Timeline)
@@ -291,32 +303,35 @@ func (c *Collector) Snapshot(ctx context.Context) Snapshot {
 	return s
 }
 
-// holdTTL is how old a table's hold state may be when a snapshot is taken:
-// holds placed or released by `lanced holds` show on the next page load.
-const holdTTL = 3 * time.Second
-
-// refreshHolds re-reads the hold of every table whose hold state is older
-// than holdTTL.
-func (c *Collector) refreshHolds(ctx context.Context, tables []Table) {
-	for i := range tables {
-		t := &tables[i]
-		if time.Since(t.HoldChecked) < holdTTL || ctx.Err() != nil {
-			continue
+// refreshHolds re-reads the hold of every known table whose hold state is
+// older than HoldInterval (Refresh reads it too).
+func (c *Collector) refreshHolds(ctx context.Context) {
+	c.mu.Lock()
+	var names []string
+	for n, t := range c.tables {
+		if time.Since(t.HoldChecked) >= c.cfg.HoldInterval {
+			names = append(names, n)
 		}
-		open := t.URI
+	}
+	c.mu.Unlock()
+	sort.Strings(names)
+	for _, n := range names {
+		if ctx.Err() != nil {
+			return
+		}
+		open := n
 		if c.cfg.Open != nil {
-			open = c.cfg.Open(t.URI)
+			open = c.cfg.Open(n)
 		}
 		hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		h, err := hold.Tables{}.Get(hctx, open)
+		h, err := c.getHold(hctx, open)
 		cancel()
 		if err != nil {
 			continue
 		}
-		t.Hold, t.HoldChecked = h, time.Now()
 		c.mu.Lock()
-		if cur := c.tables[t.URI]; cur != nil {
-			cur.Hold, cur.HoldChecked = h, t.HoldChecked
+		if cur := c.tables[n]; cur != nil {
+			cur.Hold, cur.HoldChecked = h, time.Now()
 		}
 		c.mu.Unlock()
 	}
