@@ -38,7 +38,7 @@ type Config struct {
 	// (a hold placed or released with `lanced holds` shows within it; page
 	// loads read no hold). Default 5s.
 	HoldInterval time.Duration
-	Logger   *slog.Logger
+	Logger       *slog.Logger
 }
 
 // Lease is one table coordinator lease.
