@@ -2,60 +2,96 @@ package scheduler
 
 import (
 	"context"
+	"slices"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
-// collect fetches the table's results for a short while, keeps successful
-// ones for the next commit and settles the others.
-func (n *Node) collect(ctx context.Context, cons jetstream.Consumer, table string, batch []batchMsg) []batchMsg {
-	msgs, err := cons.Fetch(32, jetstream.FetchMaxWait(200*time.Millisecond))
-	if err != nil {
-		n.log.Warn("fetch results", "table", table, "err", err)
+// collect reads the table's new results (up to 32 per call) from the
+// results stream, keeps successful ones for the next commit and settles
+// the others. It reads from st.resultsFrom on; results handed back after
+// a failed commit are read again once st.rereadAt has passed.
+func (n *Node) collect(ctx context.Context, table string, batch []batchMsg) []batchMsg {
+	n.mu.Lock()
+	st := n.tables[table]
+	from, wait := st.resultsFrom, n.cfg.Now().Before(st.rereadAt)
+	n.mu.Unlock()
+	if wait {
 		return batch
 	}
 	now := n.cfg.Now()
-	for m := range msgs.Messages() {
-		res, err := resultFromMsg(m.Headers(), m.Data())
+	for range 32 {
+		n.mu.Lock()
+		dirty := st.dirty
+		n.mu.Unlock()
+		if dirty {
+			break // a new version: planning goes first, the rest is read next turn
+		}
+		m, err := n.q.nextResult(ctx, table, from)
+		if err != nil {
+			if ctx.Err() == nil {
+				n.log.Warn("read results", "table", table, "err", err)
+			}
+			break
+		}
+		if m == nil {
+			break
+		}
+		from = m.Sequence + 1
+		res, err := resultFromMsg(m.Header, m.Data)
 		if err != nil {
 			n.log.Error("drop result", "table", table, "err", err)
-			_ = m.Term()
+			n.settle(ctx, table, m.Sequence)
 			continue
 		}
-		outcome := m.Headers().Get(hdrOutcome)
+		outcome := m.Header.Get(hdrOutcome)
 		log := n.log.With("table", table, "task_id", res.Task.Key, "kind", res.Task.Kind, "worker", res.Worker)
 		n.mu.Lock()
-		st := n.tables[table]
 		delete(st.inflight, res.Task.Key)
 		if outcome == OutcomeStale.String() {
 			st.dirty = true
 		}
 		n.mu.Unlock()
 		if outcome != OutcomeDone.String() {
-			log.Info("task result", "outcome", outcome, "err", m.Headers().Get(hdrError))
-			_ = m.Ack()
+			log.Info("task result", "outcome", outcome, "err", m.Header.Get(hdrError))
+			n.settle(ctx, table, m.Sequence)
 			continue
 		}
-		dup := false
-		for _, b := range batch {
-			if b.res.Task.Key == res.Task.Key {
-				dup = true
-			}
-		}
-		if dup {
-			_ = m.Ack()
+		if slices.ContainsFunc(batch, func(b batchMsg) bool { return b.res.Task.Key == res.Task.Key }) {
+			n.settle(ctx, table, m.Sequence) // the same task's result twice
 			continue
 		}
-		batch = append(batch, batchMsg{res: res, msg: m, seen: now})
+		batch = append(batch, batchMsg{res: res, seq: m.Sequence, seen: now})
 	}
-	// Keep waiting results from being redelivered while the batch fills.
-	for _, b := range batch {
-		if now.Sub(b.seen) > 5*time.Second {
-			_ = b.msg.InProgress()
-		}
-	}
+	n.mu.Lock()
+	st.resultsFrom = max(st.resultsFrom, from)
+	n.mu.Unlock()
 	return batch
+}
+
+// settle removes a result from the stream; a failure leaves it for the
+// next holder (or the next read) and is logged.
+func (n *Node) settle(ctx context.Context, table string, seq uint64) {
+	// A result that was acted on is removed even while shutting down.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := n.q.settleResult(ctx, seq); err != nil {
+		n.log.Warn("remove result", "table", table, "err", err)
+	}
+}
+
+// handBack returns results to the stream to be read again after delay
+// (they were never removed; the read position moves back to them).
+func (n *Node) handBack(table string, batch []batchMsg, delay time.Duration) {
+	if len(batch) == 0 {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	st := n.tables[table]
+	for _, b := range batch {
+		st.resultsFrom = min(st.resultsFrom, b.seq)
+	}
+	st.rereadAt = n.cfg.Now().Add(delay)
 }
 
 // maybeCommit commits the batch when it is full, when nothing else of the
@@ -95,7 +131,7 @@ func (n *Node) maybeCommit(ctx context.Context, table string, batch []batchMsg) 
 	case OutcomeDone:
 		n.m.commitBatch.Observe(float64(len(take)))
 		for _, b := range take {
-			_ = b.msg.Ack()
+			n.settle(ctx, table, b.seq)
 		}
 		n.mu.Lock()
 		if rep.Replan {
@@ -109,15 +145,11 @@ func (n *Node) maybeCommit(ctx context.Context, table string, batch []batchMsg) 
 		return rest
 	case OutcomeRetried:
 		delay := backoff(2, n.cfg.RetryBase, n.cfg.RetryMax)
-		for _, b := range take {
-			_ = b.msg.NakWithDelay(delay)
-		}
+		n.handBack(table, take, delay)
 		log.Warn("commit failed, retrying", "retry_in", delay, "err", err)
 		return rest
 	case OutcomeShutdown:
-		for _, b := range take {
-			_ = b.msg.Nak()
-		}
+		// Left in the stream for the next holder.
 		return rest
 	default:
 		if o == OutcomeStale {
@@ -132,7 +164,7 @@ func (n *Node) maybeCommit(ctx context.Context, table string, batch []batchMsg) 
 			_ = n.hold(ctx, table, err)
 		}
 		for _, b := range take {
-			_ = b.msg.Ack()
+			n.settle(ctx, table, b.seq)
 		}
 		log.Error("commit abandoned", "outcome", o.String(), "err", err)
 		return rest

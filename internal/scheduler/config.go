@@ -39,6 +39,11 @@ type Config struct {
 	// LeaseTTL is the coordinator lease's lifetime; it is renewed every
 	// LeaseTTL/3. Default 30s.
 	LeaseTTL time.Duration
+	// LeaseLinger is how long a coordinator keeps an idle table's lease
+	// (renewing it) before releasing it, so the table's next burst of
+	// versions is planned without taking the lease again. Default
+	// LeaseTTL/2.
+	LeaseLinger time.Duration
 	// TableInFlight caps one table's tasks in the queue or running. Default 4.
 	TableInFlight int
 	// MaxQueueDepth stops this node's coordinators from enqueueing while the
@@ -103,6 +108,7 @@ func (c *Config) setDefaults() {
 	def(&c.TaskTimeout, 6*time.Hour)
 	def(&c.DrainTimeout, 30*time.Second)
 	def(&c.LeaseTTL, 30*time.Second)
+	def(&c.LeaseLinger, c.LeaseTTL/2)
 	defInt(&c.TableInFlight, 4)
 	defInt(&c.MaxQueueDepth, 1000)
 	defInt(&c.CommitBatchTasks, 8)

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // tableState is this node's view of one table. All fields are guarded by
@@ -26,25 +24,67 @@ type tableState struct {
 	// error; the next attempt waits backoff(planFailures) and needs no event.
 	planFailures uint64
 	replanAt     *time.Timer
+	// resultsFrom is the stream sequence the coordinator reads results
+	// from next; rereadAt holds reading back while results handed back
+	// after a failed commit wait.
+	resultsFrom uint64
+	rereadAt    time.Time
+	// wake tells the table's coordinator that something changed: a new
+	// result on its subject, a new version.
+	wake chan struct{}
+	// heldCheckedAt is when the table was last found not held; a
+	// coordinator that keeps its lease checks again after holdRecheck.
+	heldCheckedAt time.Time
 }
+
+// holdRecheck is how long a "not held" answer stands for a running
+// coordinator: a hold placed elsewhere stops its planning within this.
+const holdRecheck = 5 * time.Second
 
 func (n *Node) state(table string) *tableState {
 	st := n.tables[table]
 	if st == nil {
-		st = &tableState{table: table, inflight: map[string]time.Time{}}
+		st = &tableState{table: table, inflight: map[string]time.Time{}, wake: make(chan struct{}, 1)}
 		n.tables[table] = st
+		n.byID[TableID(table)] = st
 	}
 	return st
 }
 
-// noteVersion records an announced version and marks the table dirty.
+// noteVersion records an announced version and marks the table dirty. A
+// running coordinator is woken; otherwise the coordinate loop takes the
+// lease.
 func (n *Node) noteVersion(table string, version uint64) {
 	n.mu.Lock()
 	st := n.state(table)
 	st.latest = max(st.latest, version)
 	st.dirty = true
+	running := st.running
 	n.mu.Unlock()
-	n.kick()
+	if running {
+		wake(st.wake)
+	} else {
+		n.kick()
+	}
+}
+
+// noteResult wakes the coordinator of the table with the given id, if it
+// runs here: a result was published on its subject.
+func (n *Node) noteResult(id string) {
+	n.mu.Lock()
+	st := n.byID[id]
+	running := st != nil && st.running
+	n.mu.Unlock()
+	if running {
+		wake(st.wake)
+	}
+}
+
+func wake(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
 }
 
 // startCoordinators tries to take the lease of every dirty table that has
@@ -85,6 +125,13 @@ const leaseAttempts = 64
 // tryCoordinate takes the table's lease if nobody holds it and starts its
 // coordinator; a table another node coordinates is left to it.
 func (n *Node) tryCoordinate(ctx context.Context, wg *sync.WaitGroup, table string) {
+	if n.view.heldElsewhere(TableID(table), n.cfg.NodeID, n.cfg.Now()) {
+		// Coordinated elsewhere; that node heard the same announcement.
+		n.mu.Lock()
+		n.tables[table].dirty = false
+		n.mu.Unlock()
+		return
+	}
 	if held, _ := n.isHeld(ctx, table); held {
 		n.mu.Lock()
 		n.tables[table].dirty = false
@@ -92,6 +139,9 @@ func (n *Node) tryCoordinate(ctx context.Context, wg *sync.WaitGroup, table stri
 		n.m.plans.WithLabelValues("held").Inc()
 		return
 	}
+	n.mu.Lock()
+	n.tables[table].heldCheckedAt = n.cfg.Now()
+	n.mu.Unlock()
 	ls, prev, err := n.leases.acquire(ctx, table)
 	if err != nil {
 		n.log.Warn("acquire lease", "table", table, "err", err)
@@ -117,103 +167,146 @@ func (n *Node) tryCoordinate(ctx context.Context, wg *sync.WaitGroup, table stri
 }
 
 // dispatch publishes pending tasks round-robin across tables, one task per
-// table per turn, within the per-table cap and the global queue depth.
+// table per turn, within the per-table cap and the global queue depth. Up
+// to dispatchBatch tasks are taken at a time and published without
+// waiting for each acknowledgement in turn.
 func (n *Node) dispatch(ctx context.Context) {
 	for ctx.Err() == nil {
-		if n.depth.Load() >= int64(n.cfg.MaxQueueDepth) {
+		room := int64(n.cfg.MaxQueueDepth) - n.depth.Load()
+		if room <= 0 {
 			// Backpressure: refresh the real depth before giving up.
 			if d, err := n.q.depth(ctx); err == nil {
 				n.depth.Store(int64(d))
 				n.m.queueDepth.Set(float64(d))
 			}
-			if n.depth.Load() >= int64(n.cfg.MaxQueueDepth) {
+			if room = int64(n.cfg.MaxQueueDepth) - n.depth.Load(); room <= 0 {
 				return
 			}
 		}
-		t, ok := n.nextTask()
-		if !ok {
+		tasks := n.nextTasks(int(min(room, dispatchBatch)))
+		if len(tasks) == 0 {
 			return
 		}
-		dup, err := n.q.publish(ctx, t)
+		results := n.q.publishAll(ctx, tasks)
+		failed := false
 		n.mu.Lock()
-		st := n.tables[t.Table]
-		if err != nil {
-			delete(st.inflight, t.Key)
-			st.pending = append([]Task{t}, st.pending...)
-			n.mu.Unlock()
-			n.log.Warn("enqueue task", "table", t.Table, "task_id", t.Key, "err", err)
-			return
-		}
-		if dup {
-			// JetStream already had this key inside its dedup window: the
-			// original is queued, running or done, and its result (if any)
-			// reaches us through the results stream. Nothing new is in flight.
-			delete(st.inflight, t.Key)
+		for i, t := range tasks {
+			st := n.tables[t.Table]
+			switch r := results[i]; {
+			case r.err != nil:
+				// Back to the front of the table's pending tasks, in order.
+				delete(st.inflight, t.Key)
+				st.pending = append([]Task{t}, st.pending...)
+				failed = true
+			case r.duplicate:
+				// JetStream already had this key inside its dedup window:
+				// the original is queued, running or done, and its result
+				// (if any) reaches us through the results stream. Nothing
+				// new is in flight.
+				delete(st.inflight, t.Key)
+			}
 		}
 		n.mu.Unlock()
-		res := "queued"
-		if dup {
-			res = "duplicate"
+		for i, t := range tasks {
+			r := results[i]
+			if r.err != nil {
+				n.log.Warn("enqueue task", "table", t.Table, "task_id", t.Key, "err", r.err)
+				continue
+			}
+			res := "queued"
+			if r.duplicate {
+				res = "duplicate"
+			}
+			n.m.enqueued.WithLabelValues(t.Kind, res).Inc()
+			n.depth.Add(1)
+			n.log.Debug("task enqueued", "table", t.Table, "task_id", t.Key, "kind", t.Kind, "duplicate", r.duplicate)
 		}
-		n.m.enqueued.WithLabelValues(t.Kind, res).Inc()
-		n.depth.Add(1)
-		n.log.Debug("task enqueued", "table", t.Table, "task_id", t.Key, "kind", t.Kind, "duplicate", dup)
+		if failed {
+			return
+		}
 	}
 }
 
-// nextTask pops the next task in round-robin order and marks it in flight.
-func (n *Node) nextTask() (Task, bool) {
+// dispatchBatch bounds the tasks one dispatch turn publishes together.
+const dispatchBatch = 256
+
+// nextTasks takes up to limit tasks in round-robin order (one per table per
+// turn, tables in name order starting after the last one served) and marks
+// them in flight.
+func (n *Node) nextTasks(limit int) []Task {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.ring = n.ring[:0]
 	var total int
+	now := n.cfg.Now()
 	for t, st := range n.tables {
 		total += len(st.pending)
 		if len(st.pending) > 0 && st.running && len(st.inflight) < n.cfg.TableInFlight &&
-			st.lease.valid(n.cfg.Now(), n.cfg.LeaseTTL/6) {
+			st.lease.valid(now, n.cfg.LeaseTTL/6) {
 			n.ring = append(n.ring, t)
 		}
 	}
-	n.m.pending.Set(float64(total))
 	if len(n.ring) == 0 {
-		return Task{}, false
+		n.m.pending.Set(float64(total))
+		return nil
 	}
 	slices.Sort(n.ring)
-	n.next = (n.next + 1) % len(n.ring)
-	st := n.tables[n.ring[n.next]]
-	t := st.pending[0]
-	st.pending = st.pending[1:]
-	st.inflight[t.Key] = n.cfg.Now()
-	return t, true
+	var out []Task
+	start := n.next % len(n.ring)
+	for len(out) < limit {
+		progressed := false
+		for i := range n.ring {
+			if len(out) == limit {
+				break
+			}
+			st := n.tables[n.ring[(start+i)%len(n.ring)]]
+			if len(st.pending) == 0 || len(st.inflight) >= n.cfg.TableInFlight {
+				continue
+			}
+			t := st.pending[0]
+			st.pending = st.pending[1:]
+			st.inflight[t.Key] = now
+			out = append(out, t)
+			progressed = true
+		}
+		if !progressed {
+			break
+		}
+	}
+	n.next = start + 1
+	n.m.pending.Set(float64(total - len(out)))
+	return out
 }
 
 // batchMsg is a successful result waiting for its micro-batch commit.
 type batchMsg struct {
 	res  Result
-	msg  jetstream.Msg
+	seq  uint64 // its sequence in the results stream
 	seen time.Time
 }
 
 // runTable coordinates one table while this node holds its lease: plan,
-// collect results, commit micro-batches, release when idle.
+// collect results, commit micro-batches. Once the table is idle it keeps
+// the lease for Config.LeaseLinger, so the next burst of versions is
+// planned at once, and then releases it.
 func (n *Node) runTable(parent context.Context, table string, ls *lease, inherited []string) {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	log := n.log.With("table", table)
 	var batch []batchMsg
+	n.mu.Lock()
+	st := n.tables[table]
+	st.resultsFrom, st.rereadAt = 0, time.Time{}
+	n.mu.Unlock()
 
 	defer func() {
-		// Unfinished results go back to the results stream for the next
-		// holder; then the lease is released and the table forgotten unless
-		// it became dirty again.
-		for _, b := range batch {
-			_ = b.msg.Nak()
-		}
+		// Unfinished results stay in the results stream for the next
+		// holder; the lease is released and the table forgotten unless it
+		// became dirty again.
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		_ = n.leases.release(rctx, ls)
 		rcancel()
 		n.mu.Lock()
-		st := n.tables[table]
 		st.running, st.lease, st.pending = false, nil, nil
 		clear(st.inflight)
 		n.mu.Unlock()
@@ -221,19 +314,6 @@ func (n *Node) runTable(parent context.Context, table string, ls *lease, inherit
 		log.Info("coordinator stopped")
 		n.kick()
 	}()
-
-	cons, err := n.q.resultConsumer(ctx, table, max(3*n.cfg.CommitMaxWait, 30*time.Second))
-	if err != nil {
-		log.Error("open results", "err", err)
-		return
-	}
-	if !ls.valid(n.cfg.Now(), n.cfg.LeaseTTL/6) {
-		// Opening the results took most of the lease (a slow cluster):
-		// another node may take it over; do not start acting on it.
-		n.m.leaseLost.Inc()
-		log.Warn("lease expired before the coordinator started")
-		return
-	}
 	log.Info("coordinator started")
 
 	// Renewal: keep the lease or stop coordinating.
@@ -247,8 +327,8 @@ func (n *Node) runTable(parent context.Context, table string, ls *lease, inherit
 			case <-t.C:
 			}
 			n.mu.Lock()
-			keys := make([]string, 0, len(n.tables[table].inflight))
-			for k := range n.tables[table].inflight {
+			keys := make([]string, 0, len(st.inflight))
+			for k := range st.inflight {
 				keys = append(keys, k)
 			}
 			n.mu.Unlock()
@@ -263,6 +343,9 @@ func (n *Node) runTable(parent context.Context, table string, ls *lease, inherit
 	}()
 
 	first := true
+	var idleSince time.Time
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for ctx.Err() == nil {
 		if !ls.valid(n.cfg.Now(), n.cfg.LeaseTTL/6) {
 			n.m.leaseLost.Inc()
@@ -270,14 +353,19 @@ func (n *Node) runTable(parent context.Context, table string, ls *lease, inherit
 			return
 		}
 		n.mu.Lock()
-		st := n.tables[table]
 		replan := st.dirty
 		st.dirty = false
+		recheck := n.cfg.Now().Sub(st.heldCheckedAt) >= holdRecheck
 		n.mu.Unlock()
 		if replan {
-			if held, _ := n.isHeld(ctx, table); held {
-				n.m.plans.WithLabelValues("held").Inc()
-				return
+			if recheck {
+				if held, _ := n.isHeld(ctx, table); held {
+					n.m.plans.WithLabelValues("held").Inc()
+					return
+				}
+				n.mu.Lock()
+				st.heldCheckedAt = n.cfg.Now()
+				n.mu.Unlock()
 			}
 			var extra []string
 			if first {
@@ -287,21 +375,74 @@ func (n *Node) runTable(parent context.Context, table string, ls *lease, inherit
 			first = false
 		}
 
-		batch = n.collect(ctx, cons, table, batch)
+		batch = n.collect(ctx, table, batch)
+		n.mu.Lock()
+		dirty := st.dirty
+		n.mu.Unlock()
+		if dirty {
+			continue // plan the new version before committing
+		}
 		batch = n.maybeCommit(ctx, table, batch)
 
+		now := n.cfg.Now()
 		n.mu.Lock()
-		idle := len(st.pending) == 0 && len(st.inflight) == 0 && len(batch) == 0 && !st.dirty
+		busy := len(st.pending) > 0 || len(st.inflight) > 0 || len(batch) > 0
+		dirty, rereadAt := st.dirty, st.rereadAt
 		n.mu.Unlock()
-		if idle {
-			// Results the previous holder never collected are ours to commit.
-			if info, err := cons.Info(ctx); err == nil && info.NumPending+uint64(info.NumAckPending) > 0 {
-				continue
+		if dirty {
+			continue
+		}
+		// Without a notification (one can be lost) a busy table looks for
+		// results every resultPoll.
+		wait := resultPoll
+		if len(batch) > 0 {
+			wait = min(wait, max(time.Millisecond, batch[0].seen.Add(n.cfg.CommitMaxWait).Sub(now)))
+		}
+		if !busy {
+			// Results nobody read yet (the previous holder's, or handed
+			// back after a failed commit) keep the table busy.
+			m, err := n.q.nextResult(ctx, table, 0)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				log.Warn("read results", "err", err)
+			case m != nil:
+				idleSince = time.Time{}
+				n.mu.Lock()
+				st.resultsFrom = min(st.resultsFrom, m.Sequence)
+				n.mu.Unlock()
+				if !now.Before(rereadAt) {
+					continue
+				}
+				wait = rereadAt.Sub(now)
+			case idleSince.IsZero():
+				idleSince = now
+				wait = n.cfg.LeaseLinger
+			case now.Sub(idleSince) >= n.cfg.LeaseLinger:
+				return
+			default:
+				wait = n.cfg.LeaseLinger - now.Sub(idleSince)
 			}
-			return
+		} else {
+			idleSince = time.Time{}
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+		case <-st.wake:
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
 		}
 	}
 }
+
+// resultPoll is how often a busy coordinator reads its results without
+// being woken by a notification.
+const resultPoll = 2 * time.Second
 
 // replanLater marks the table dirty again after a backoff that grows with
 // its consecutive transient plan failures (a throttled or unreachable store
@@ -316,12 +457,7 @@ func (n *Node) replanLater(table string) time.Duration {
 	if st.replanAt != nil {
 		st.replanAt.Stop()
 	}
-	st.replanAt = time.AfterFunc(delay, func() {
-		n.mu.Lock()
-		n.state(table).dirty = true
-		n.mu.Unlock()
-		n.kick()
-	})
+	st.replanAt = time.AfterFunc(delay, func() { n.noteVersion(table, 0) })
 	return delay
 }
 

@@ -18,13 +18,21 @@
 //     removed from the work queue.
 //   - Coordination: one coordinator per table across all nodes, decided by a
 //     lease in the JetStream KV bucket LANCED_LEASES (create-if-absent, renewed
-//     with revision checks, released when the table goes idle or the node
-//     exits, taken over by CAS once its stored deadline passed). Only the lease
-//     holder plans a table, feeds its tasks into the queue (round-robin across
-//     tables, a per-table in-flight cap, a global queue-depth cap), consumes the
-//     table's results (stream LANCED_RESULTS, subject lanced.result.<table id>,
-//     one durable consumer per table so a new holder inherits results the old
-//     one never saw) and commits them in micro-batches through the Committer.
+//     with revision checks, kept for LeaseLinger after the table goes idle so
+//     the next burst of versions is planned at once, then released; released
+//     when the node exits, taken over by CAS once its stored deadline passed).
+//     Each node watches the bucket (one watch per node) to skip tables another
+//     node coordinates without a round trip. Only the lease holder plans a
+//     table, feeds its tasks into the queue (round-robin across tables, a
+//     per-table in-flight cap, a global queue-depth cap), reads the table's
+//     results and commits them in micro-batches through the Committer.
+//     Results live in stream LANCED_RESULTS under lanced.result.<table id>;
+//     there is no consumer per table: the holder reads its subject by
+//     sequence (a message get from the stream leader), removes each result
+//     once committed or rejected, and is woken by one subscription per node
+//     on lanced.result.* (a busy table also looks every few seconds). A new
+//     holder reads the subject from the start and so inherits every result
+//     the old one left.
 //   - Orphans: every few seconds each node looks for results waiting for a
 //     table nobody coordinates and for expired leases (their holder died)
 //     and marks those tables for evaluation, so a dead coordinator's work is
@@ -43,8 +51,8 @@
 //   - A task message is acked only after the Executor returned and its result
 //     was published; it is never lost: a worker that dies or drains without
 //     finishing leaves it to be redelivered.
-//   - A result message is acked only after the Committer accepted (or finally
-//     rejected) it.
+//   - A result message is removed from LANCED_RESULTS only after the
+//     Committer accepted (or finally rejected) it.
 //   - At no instant do two nodes both believe they hold one table's lease:
 //     every renewal is a compare-and-set on the KV revision, and a holder stops
 //     acting as coordinator as soon as a renewal fails or its deadline passes.

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -145,6 +146,10 @@ func BenchmarkFleet(b *testing.B) {
 	// LANCED_FLEET_TABLES and LANCED_FLEET_REPLICAS scale it down or
 	// compare replication; events stay at 100 per table.
 	tables, replicas := envInt("LANCED_FLEET_TABLES", 2000), envInt("LANCED_FLEET_REPLICAS", 3)
+	// LANCED_FLEET_SETTLE=1 starts each burst once the previous burst's
+	// tasks are committed; by default bursts follow each other as soon as
+	// every table was planned (work of the previous burst still running).
+	settle := os.Getenv("LANCED_FLEET_SETTLE") == "1"
 	const (
 		rounds   = 5
 		debounce = 200 * time.Millisecond
@@ -199,6 +204,12 @@ func BenchmarkFleet(b *testing.B) {
 		start := time.Now()
 		version := uint64(0)
 		for r := range rounds {
+			if settle {
+				// Bursts apart: the previous burst's tasks are committed.
+				for cm.tasks.Load() < int64(r*tables) && time.Since(start) < 5*time.Minute {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
 			pl.round.Store(int64(r + 1))
 			pl.mu.Lock()
 			clear(pl.planned)
@@ -226,15 +237,22 @@ func BenchmarkFleet(b *testing.B) {
 					break
 				}
 				if time.Now().After(deadline) {
+					b.Logf("round %d: unplanned: %s", r, fleetState(pl, nodes, names, 5))
 					b.Fatalf("round %d: %d of %d tables planned after 2m", r, n, tables)
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
 			pl.mu.Lock()
+			var round []time.Duration
 			for _, at := range pl.planned {
-				lat = append(lat, max(0, at.Sub(lastEvent)-debounce))
+				round = append(round, max(0, at.Sub(lastEvent)-debounce))
 			}
 			pl.mu.Unlock()
+			slices.Sort(round)
+			b.Logf("round %d: %d events sent in %s, all planned %s after the last; after debounce p50 %s p99 %s",
+				r, perTable*tables, lastEvent.Sub(sent).Round(time.Millisecond), time.Since(lastEvent).Round(time.Millisecond),
+				round[len(round)/2].Round(time.Millisecond), round[len(round)*99/100].Round(time.Millisecond))
+			lat = append(lat, round...)
 		}
 		planned := time.Since(start)
 		for cm.tasks.Load() < int64(rounds*tables) && time.Since(start) < 5*time.Minute {
@@ -262,4 +280,37 @@ func BenchmarkFleet(b *testing.B) {
 		b.Logf("%d tables, %d events in %d bursts: planned in %s, %d tasks committed in %s, %d plans",
 			tables, events, rounds, planned.Round(time.Millisecond), cm.tasks.Load(), elapsed.Round(time.Millisecond), pl.plans.Load())
 	}
+}
+
+// fleetState describes up to max unplanned tables as each node sees them.
+func fleetState(pl *fleetPlanner, nodes []*Node, names []string, max int) string {
+	var out []string
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	for _, t := range names {
+		if _, ok := pl.planned[t]; ok {
+			continue
+		}
+		desc := t
+		for _, n := range nodes {
+			n.mu.Lock()
+			st := n.tables[t]
+			if st == nil {
+				desc += fmt.Sprintf(" [%s: unknown]", n.ID())
+			} else {
+				desc += fmt.Sprintf(" [%s: running %v dirty %v pending %d inflight %d]", n.ID(), st.running, st.dirty, len(st.pending), len(st.inflight))
+			}
+			n.mu.Unlock()
+			n.view.mu.Lock()
+			if r, ok := n.view.recs[TableID(t)]; ok {
+				desc += fmt.Sprintf(" view: %s until %s", r.Holder, time.Unix(0, r.Expires).Format("15:04:05.000"))
+			}
+			n.view.mu.Unlock()
+		}
+		out = append(out, desc)
+		if len(out) == max {
+			break
+		}
+	}
+	return strings.Join(out, "; ")
 }

@@ -51,6 +51,9 @@ func (n *Node) hold(ctx context.Context, table string, cause error) error {
 		return fmt.Errorf("hold table %s: %w", table, err)
 	}
 	n.m.held.WithLabelValues(table).Set(1)
+	n.mu.Lock()
+	n.state(table).heldCheckedAt = time.Time{} // its coordinator sees the hold at once
+	n.mu.Unlock()
 	n.log.Error("table held", "table", table, "hold_key", TableID(table), "err", cause)
 	return nil
 }

@@ -134,3 +134,62 @@ func isWrongRevision(err error) bool {
 	}
 	return errors.Is(err, jetstream.ErrKeyExists)
 }
+
+// leaseView is this node's view of LANCED_LEASES, fed by one watch of the
+// bucket: which node holds which table, until when. It only lets a node
+// skip a table that another node coordinates without a round trip per
+// announcement; taking a lease always goes through the bucket (acquire).
+// A record counts only until its deadline, so a view that fell behind
+// (a watch interrupted) errs towards asking the bucket.
+type leaseView struct {
+	mu   sync.Mutex
+	recs map[string]leaseRecord // TableID → record
+}
+
+// heldElsewhere reports whether the view has an unexpired lease of the
+// table with the given id held by a node other than node.
+func (v *leaseView) heldElsewhere(id, node string, now time.Time) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	r, ok := v.recs[id]
+	return ok && r.Holder != node && now.UnixNano() < r.Expires
+}
+
+// expired returns the records whose deadline passed.
+func (v *leaseView) expired(now time.Time) []leaseRecord {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []leaseRecord
+	for _, r := range v.recs {
+		if r.Expires < now.UnixNano() {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// watch keeps the view current until ctx ends.
+func (v *leaseView) watch(ctx context.Context, kv jetstream.KeyValue) error {
+	w, err := kv.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", LeaseBucket, err)
+	}
+	go func() {
+		defer func() { _ = w.Stop() }()
+		for e := range w.Updates() {
+			if e == nil {
+				continue // the initial values are in
+			}
+			var r leaseRecord
+			put := e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &r) == nil
+			v.mu.Lock()
+			if put {
+				v.recs[e.Key()] = r
+			} else {
+				delete(v.recs, e.Key())
+			}
+			v.mu.Unlock()
+		}
+	}()
+	return nil
+}

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -39,21 +38,10 @@ func (n *Node) sweepOrphans(ctx context.Context) {
 			}
 		}
 	}
-	lister, err := n.q.leases.ListKeys(ctx)
-	if err != nil {
-		return
-	}
-	now := n.cfg.Now().UnixNano()
-	for key := range lister.Keys() {
-		if n.coordinatesID(key) {
-			continue
-		}
-		e, err := n.q.leases.Get(ctx, key)
-		if err != nil {
-			continue
-		}
-		var rec leaseRecord
-		if json.Unmarshal(e.Value(), &rec) == nil && rec.Table != "" && rec.Expires < now {
+	// Expired leases, from the node's view of the lease bucket (kept by
+	// its watch): no read per lease.
+	for _, rec := range n.view.expired(n.cfg.Now()) {
+		if rec.Table != "" && !n.coordinatesID(TableID(rec.Table)) {
 			n.noteVersion(rec.Table, 0)
 		}
 	}
@@ -64,10 +52,6 @@ func (n *Node) sweepOrphans(ctx context.Context) {
 func (n *Node) coordinatesID(id string) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for t, st := range n.tables {
-		if st.running && TableID(t) == id {
-			return true
-		}
-	}
-	return false
+	st := n.byID[id]
+	return st != nil && st.running
 }

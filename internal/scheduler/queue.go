@@ -44,7 +44,7 @@ func setupQueue(ctx context.Context, js jetstream.JetStream, cfg *Config) (*queu
 	if err = setupStep(ctx, cfg, "stream "+ResultsStream, func(ctx context.Context) (err error) {
 		q.results, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name:        ResultsStream,
-			Description: "lanced task results, one subject per table, consumed by the table's coordinator",
+			Description: "lanced task results, one subject per table, read and removed by the table's coordinator",
 			Subjects:    []string{resultSubjectPrefix + "*"},
 			Retention:   jetstream.WorkQueuePolicy,
 			Storage:     storage,
@@ -149,17 +149,50 @@ func clusterNotReady(err error) bool {
 	return errors.As(err, &apiErr) && apiErr.Code == 503
 }
 
-// publish enqueues a task; duplicate reports whether JetStream had already
-// seen its key inside the dedup window (or still holds it).
+type published struct {
+	duplicate bool
+	err       error
+}
+
+// publish enqueues one task; duplicate reports whether JetStream had
+// already seen its key inside the dedup window (or still holds it).
 func (q *queue) publish(ctx context.Context, t Task) (duplicate bool, err error) {
-	if err := t.validate(); err != nil {
-		return false, err
+	r := q.publishAll(ctx, []Task{t})[0]
+	return r.duplicate, r.err
+}
+
+// publishAll enqueues tasks without waiting for each acknowledgement in
+// turn: all are sent, then every acknowledgement is awaited (result i is
+// task i's).
+func (q *queue) publishAll(ctx context.Context, tasks []Task) []published {
+	out := make([]published, len(tasks))
+	futures := make([]jetstream.PubAckFuture, len(tasks))
+	for i, t := range tasks {
+		if err := t.validate(); err != nil {
+			out[i].err = err
+			continue
+		}
+		f, err := q.js.PublishMsgAsync(taskMsg(t), jetstream.WithMsgID(t.Key), jetstream.WithExpectStream(TasksStream))
+		if err != nil {
+			out[i].err = fmt.Errorf("publish task %s: %w", t.Key, err)
+			continue
+		}
+		futures[i] = f
 	}
-	ack, err := q.js.PublishMsg(ctx, taskMsg(t), jetstream.WithMsgID(t.Key), jetstream.WithExpectStream(TasksStream))
-	if err != nil {
-		return false, fmt.Errorf("publish task %s: %w", t.Key, err)
+	for i, f := range futures {
+		if f == nil {
+			continue
+		}
+		select {
+		case ack := <-f.Ok():
+			out[i].duplicate = ack.Duplicate
+		case err := <-f.Err():
+			out[i].err = fmt.Errorf("publish task %s: %w", tasks[i].Key, err)
+		case <-ctx.Done():
+			out[i].err = fmt.Errorf("publish task %s: %w", tasks[i].Key, ctx.Err())
+		}
 	}
-	return ack.Duplicate, nil
+	return out
 }
 
 // depth is the number of task messages waiting or unacknowledged.
@@ -171,29 +204,30 @@ func (q *queue) depth(ctx context.Context) (uint64, error) {
 	return info.State.Msgs, nil
 }
 
-// resultConsumer is the table's durable results consumer, created on demand
-// by whoever holds the table's lease.
-func (q *queue) resultConsumer(ctx context.Context, table string, ackWait time.Duration) (jetstream.Consumer, error) {
-	id := TableID(table)
-	// The consumer usually exists (an earlier holder made it): looking it
-	// up is a read, an update is a cluster-wide proposal.
-	if c, err := q.js.Consumer(ctx, ResultsStream, "results-"+id); err == nil {
-		if cfg := c.CachedInfo().Config; cfg.AckWait == ackWait && cfg.FilterSubject == resultSubjectPrefix+id {
-			return c, nil
-		}
+// nextResult returns the table's first result at or after stream sequence
+// seq, or nil when there is none. Results are read by subject straight
+// from LANCED_RESULTS (a message get answered by the stream's leader), so
+// no consumer exists per table: whoever holds the table's lease reads its
+// subject, and a new holder finds everything the old one left.
+func (q *queue) nextResult(ctx context.Context, table string, seq uint64) (*jetstream.RawStreamMsg, error) {
+	m, err := q.results.GetMsg(ctx, max(seq, 1), jetstream.WithGetMsgSubject(resultSubjectPrefix+TableID(table)))
+	if isNotFound(err) {
+		return nil, nil
 	}
-	c, err := q.js.CreateOrUpdateConsumer(ctx, ResultsStream, jetstream.ConsumerConfig{
-		Durable:           "results-" + id,
-		Description:       "results for " + table,
-		AckPolicy:         jetstream.AckExplicitPolicy,
-		AckWait:           ackWait,
-		FilterSubject:     resultSubjectPrefix + id,
-		InactiveThreshold: 24 * time.Hour,
-	})
 	if err != nil {
-		return nil, fmt.Errorf("create results consumer for %s: %w", table, err)
+		return nil, fmt.Errorf("read results of %s: %w", table, err)
 	}
-	return c, nil
+	return m, nil
+}
+
+// settleResult removes a result the coordinator is done with (committed,
+// or finally rejected).
+func (q *queue) settleResult(ctx context.Context, seq uint64) error {
+	var apiErr *jetstream.APIError
+	if err := q.results.DeleteMsg(ctx, seq); err != nil && !isNotFound(err) && !(errors.As(err, &apiErr) && apiErr.Code == 404) {
+		return fmt.Errorf("remove result %d: %w", seq, err)
+	}
+	return nil
 }
 
 func isNotFound(err error) bool {

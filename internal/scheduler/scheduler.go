@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,10 +67,12 @@ type Node struct {
 	exec    Executor
 	commit  Committer
 	leases  *leaser
+	view    leaseView
 
 	mu     sync.Mutex
 	tables map[string]*tableState
-	ring   []string // round-robin order of tables with pending tasks
+	byID   map[string]*tableState // TableID → state
+	ring   []string               // round-robin order of tables with pending tasks
 	next   int
 	wake   chan struct{}
 	ready  atomic.Bool
@@ -106,6 +109,8 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config, p Planner, e Executor, 
 		log:    cfg.Logger.With("node", cfg.NodeID),
 		m:      newMetrics(cfg.Registerer, cfg.Holds != nil),
 		tables: map[string]*tableState{},
+		byID:   map[string]*tableState{},
+		view:   leaseView{recs: map[string]leaseRecord{}},
 		wake:   make(chan struct{}, 1),
 	}
 	n.leases = &leaser{kv: q.leases, node: cfg.NodeID, ttl: cfg.LeaseTTL, now: cfg.Now}
@@ -157,6 +162,20 @@ func (n *Node) Run(ctx context.Context) error {
 		return fmt.Errorf("subscribe pokes: %w", err)
 	}
 	defer func() { _ = pokes.Unsubscribe() }()
+	// Results are published on lanced.result.<table id>: the table's
+	// coordinator, if it runs here, reads them at once.
+	results, err := n.nc.Subscribe(resultSubjectPrefix+"*", func(msg *nats.Msg) {
+		n.noteResult(strings.TrimPrefix(msg.Subject, resultSubjectPrefix))
+	})
+	if err != nil {
+		return fmt.Errorf("subscribe results: %w", err)
+	}
+	defer func() { _ = results.Unsubscribe() }()
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	if err := n.view.watch(watchCtx, n.q.leases); err != nil {
+		return err
+	}
 	dead, err := n.subscribeDeadLetters()
 	if err != nil {
 		return fmt.Errorf("subscribe advisories: %w", err)
