@@ -10,7 +10,9 @@
 // Usage: go run ./testenv/bench [-frags 200] [-rows 5000] [-repack-frags 8] [-repack-rows 100000] [-backfills 3]
 // [-sized sized-60x5000-v0-t40-d0,sized-60x5000-v128-t0-d0] (more rewrite
 // tables, built by testenv/oracle/build.mjs: text-heavy, vectors, deletions)
-// [-large] (the ~0.5 GB rewrite table and the ~0.4 GB text-heavy table, both
+// [-indexed 25x10000,100x10000] (indexed tables: BTree, IVF_PQ, FTS, 10%
+// deleted, compacted by lanced (remap) and by Lance's optimize(), both then
+// checked with real Lance) [-large] (the ~0.5 GB rewrite table and the ~0.4 GB text-heavy table, both
 // with 10% of rows deleted; with -huge also the ~2 GB one) [-cache dir]
 // (keep built tables there and reuse them) (needs `make oracle`). Results
 // are printed as ratios; noisy machines make single runs noisy, so it
@@ -116,6 +118,7 @@ func main() {
 	huge := flag.Bool("huge", false, "with -large, also "+hugeTable)
 	cache := flag.String("cache", "", "directory where built sized tables are kept and reused (e.g. ~/.cache/lanced-bench)")
 	skipBase := flag.Bool("sized-only", false, "skip the gen.mjs rewrite table and the repack table")
+	indexed := flag.String("indexed", "", "comma-separated FRAGSxROWS indexed tables (BTree, IVF_PQ on 128-d, FTS, 10% deleted) to compact with lanced and with Lance's optimize() (e.g. 25x10000,100x10000)")
 	flag.Parse()
 	names := strings.Split(*sized, ",")
 	if *large {
@@ -155,6 +158,12 @@ func main() {
 		}
 		extra = append(extra, sizedRewrite(name, work, *cache, oracleDir, root, bin, *reps))
 	}
+	var ix []map[string]any
+	for _, spec := range strings.Split(*indexed, ",") {
+		if spec = strings.TrimSpace(spec); spec != "" {
+			ix = append(ix, indexedRewrite(spec, work, *cache, oracleDir, root, bin, *reps))
+		}
+	}
 	if *skipBase {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
@@ -163,6 +172,7 @@ func main() {
 			"load_average_end":   loadAvg(),
 			"machine":            fmt.Sprintf("%s/%s, %d CPUs", runtime.GOOS, runtime.GOARCH, runtime.NumCPU()),
 			"sized_rewrites":     extra,
+			"indexed_rewrites":   ix,
 		})
 		return
 	}
@@ -208,6 +218,7 @@ func main() {
 		"load_average_start":            loadStart,
 		"load_average_end":              loadAvg(),
 		"sized_rewrites":                extra,
+		"indexed_rewrites":              ix,
 		"machine":                       fmt.Sprintf("%s/%s, %d CPUs", runtime.GOOS, runtime.GOARCH, runtime.NumCPU()),
 		"rewrite_table":                 fmt.Sprintf("%d fragments x %d rows, %.1f MiB", *frags, *rows, float64(tableBytes)/(1<<20)),
 		"lance_optimize_seconds":        lance.wall.Seconds(),
