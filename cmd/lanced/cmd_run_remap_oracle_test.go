@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,56 +10,6 @@ import (
 
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
-
-// oracleQuery is one query result from the oracle: rows and, when asked
-// for, the explain plan.
-type oracleQuery struct {
-	Data []map[string]any `json:"data"`
-	Plan string           `json:"plan"`
-}
-
-func (q oracleQuery) ids() []int64 {
-	var out []int64
-	for _, r := range q.Data {
-		if v, ok := r["id"].(float64); ok {
-			out = append(out, int64(v))
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-func runOracleQueries(t *testing.T, path string, ops []oracle.Op) []oracleQuery {
-	t.Helper()
-	res := oracle.RunOps(t, path, ops)
-	out := make([]oracleQuery, len(res))
-	for i, raw := range res {
-		if err := json.Unmarshal(raw, &out[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
-}
-
-func oracleIndex(t *testing.T, r oracle.Report, name string) oracle.Index {
-	t.Helper()
-	for _, ix := range r.Indices {
-		if ix.Name == name {
-			return ix
-		}
-	}
-	t.Fatalf("real Lance lists no index %s: %+v", name, r.Indices)
-	return oracle.Index{}
-}
-
-func oracleIndexNames(r oracle.Report) []string {
-	var out []string
-	for _, ix := range r.Indices {
-		out = append(out, ix.Name)
-	}
-	slices.Sort(out)
-	return out
-}
 
 // TestDaemonRemapsIndicesRealLanceQueriesThrough runs `lanced run` (embedded
 // NATS, poll source, short debounce, default policy) over a table real Lance
@@ -88,7 +37,7 @@ func TestDaemonRemapsIndicesRealLanceQueriesThrough(t *testing.T) {
 	})
 	pre := oracle.Inspect(t, path, 0)
 	wantIdx := []string{"body_idx", "id_idx", "vec_idx"}
-	if got := oracleIndexNames(pre); !slices.Equal(got, wantIdx) {
+	if got := pre.IndexNames(); !slices.Equal(got, wantIdx) {
 		t.Fatalf("indices before: %v", got)
 	}
 	var ops []oracle.Op
@@ -103,7 +52,7 @@ func TestDaemonRemapsIndicesRealLanceQueriesThrough(t *testing.T) {
 	for _, w := range []string{"river", "harbour", "table"} {
 		ops = append(ops, oracle.Op{"op": "fts_search", "column": "body", "query": w, "k": 10000, "columns": []string{"id"}, "explain": true})
 	}
-	before := runOracleQueries(t, path, ops)
+	before := oracle.Queries(t, path, ops)
 
 	if err := os.MkdirAll(filepath.Join(root, "policies"), 0o755); err != nil {
 		t.Fatal(err)
@@ -160,18 +109,18 @@ func TestDaemonRemapsIndicesRealLanceQueriesThrough(t *testing.T) {
 	if post.Rows != pre.Rows || post.Fragments >= pre.Fragments {
 		t.Fatalf("rows %d -> %d, fragments %d -> %d", pre.Rows, post.Rows, pre.Fragments, post.Fragments)
 	}
-	if got := oracleIndexNames(post); !slices.Equal(got, wantIdx) {
+	if got := post.IndexNames(); !slices.Equal(got, wantIdx) {
 		t.Fatalf("indices after the daemon: %v", got)
 	}
 	for _, name := range wantIdx {
-		b, a := oracleIndex(t, pre, name), oracleIndex(t, post, name)
+		b, a := pre.Index(t, name), post.Index(t, name)
 		// A catch-up after the remap may index the appended rows too.
 		if a.IndexedRows < b.IndexedRows || a.IndexedRows+a.UnindexedRows != b.IndexedRows+b.UnindexedRows {
 			t.Fatalf("%s indexStats %d/%d before, %d/%d after", name, b.IndexedRows, b.UnindexedRows, a.IndexedRows, a.UnindexedRows)
 		}
 		t.Logf("%s: indexed/unindexed %d/%d -> %d/%d", name, b.IndexedRows, b.UnindexedRows, a.IndexedRows, a.UnindexedRows)
 	}
-	after := runOracleQueries(t, path, ops)
+	after := oracle.Queries(t, path, ops)
 	for i, op := range ops {
 		want := "ANN"
 		switch op["op"] {
@@ -183,8 +132,8 @@ func TestDaemonRemapsIndicesRealLanceQueriesThrough(t *testing.T) {
 		if !strings.Contains(after[i].Plan, want) {
 			t.Fatalf("%v %v: plan has no %s:\n%s", op["op"], op["query"], want, after[i].Plan)
 		}
-		if len(before[i].ids()) == 0 || !slices.Equal(after[i].ids(), before[i].ids()) {
-			t.Fatalf("%v %v: ids %v after the daemon, %v before", op["op"], op["query"], after[i].ids(), before[i].ids())
+		if len(before[i].IDs()) == 0 || !slices.Equal(after[i].IDs(), before[i].IDs()) {
+			t.Fatalf("%v %v: ids %v after the daemon, %v before", op["op"], op["query"], after[i].IDs(), before[i].IDs())
 		}
 	}
 	for _, op := range []oracle.Op{
@@ -194,7 +143,7 @@ func TestDaemonRemapsIndicesRealLanceQueriesThrough(t *testing.T) {
 	} {
 		oracle.RunOps(t, path, []oracle.Op{op})
 		r := oracle.Inspect(t, path, 0)
-		if got := oracleIndexNames(r); !slices.Equal(got, wantIdx) {
+		if got := r.IndexNames(); !slices.Equal(got, wantIdx) {
 			t.Fatalf("after real Lance's %v: indices %v", op["op"], got)
 		}
 		for _, ix := range r.Indices {

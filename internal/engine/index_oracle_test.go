@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"encoding/json"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -30,34 +29,11 @@ func ixQueries() []oracle.Op {
 	}
 }
 
-type queryResult struct {
-	Count int              `json:"count"`
-	Data  []map[string]any `json:"data"`
-	Plan  string           `json:"plan"`
-}
-
-// ids returns a result's id column, sorted.
-func (q queryResult) ids() []int64 {
-	var out []int64
-	for _, r := range q.Data {
-		if v, ok := r["id"].(float64); ok {
-			out = append(out, int64(v))
-		}
-	}
-	slices.Sort(out)
-	return out
-}
+type queryResult = oracle.QueryResult
 
 func runQueries(t *testing.T, path string) []queryResult {
 	t.Helper()
-	res := oracle.RunOps(t, path, ixQueries())
-	out := make([]queryResult, len(res))
-	for i, r := range res {
-		if err := json.Unmarshal(r, &out[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
+	return oracle.Queries(t, path, ixQueries())
 }
 
 func indexNames(r oracle.Report) []string {
@@ -124,8 +100,8 @@ func checkWritersKeepIndices(t *testing.T, path, control string, want []string) 
 		}
 		got, exp := runQueries(t, path), runQueries(t, control)
 		for i := 0; i < 3; i++ {
-			if !slices.Equal(got[i].ids(), exp[i].ids()) {
-				t.Fatalf("after %v, query %v: ids %v, control %v", op["op"], ixQueries()[i]["where"], got[i].ids(), exp[i].ids())
+			if !slices.Equal(got[i].IDs(), exp[i].IDs()) {
+				t.Fatalf("after %v, query %v: ids %v, control %v", op["op"], ixQueries()[i]["where"], got[i].IDs(), exp[i].IDs())
 			}
 		}
 	}
@@ -204,8 +180,8 @@ func TestStableRowIDIndicesBitmapOnly(t *testing.T) {
 	}
 	gotQ := runQueries(t, path)
 	for i := range wantQ {
-		if !slices.Equal(gotQ[i].ids(), wantQ[i].ids()) {
-			t.Fatalf("query %d: ids %v, before %v", i, gotQ[i].ids(), wantQ[i].ids())
+		if !slices.Equal(gotQ[i].IDs(), wantQ[i].IDs()) {
+			t.Fatalf("query %d: ids %v, before %v", i, gotQ[i].IDs(), wantQ[i].IDs())
 		}
 	}
 	if !strings.Contains(gotQ[2].Plan, "ScalarIndexQuery") {

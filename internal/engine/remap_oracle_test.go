@@ -113,8 +113,8 @@ func testRemapCompact(t *testing.T, c remapEngineCase) {
 		if err := json.Unmarshal(qc[0], &want); err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(got.ids(), want.ids()) || !strings.Contains(got.Plan, "ScalarIndexQuery") {
-			t.Fatalf("btree filter: ids %v, control %v; plan:\n%s", got.ids(), want.ids(), got.Plan)
+		if !slices.Equal(got.IDs(), want.IDs()) || !strings.Contains(got.Plan, "ScalarIndexQuery") {
+			t.Fatalf("btree filter: ids %v, control %v; plan:\n%s", got.IDs(), want.IDs(), got.Plan)
 		}
 	}
 	a := indexByName(t, post, "vec_idx")
@@ -206,9 +206,9 @@ func recallAt10(t *testing.T, path string, qs [][]float32, c remapEngineCase) (f
 		if err := json.Unmarshal(res[i+1], &ann); err != nil {
 			t.Fatal(err)
 		}
-		want := exact.ids()
+		want := exact.IDs()
 		hit := 0
-		for _, id := range ann.ids() {
+		for _, id := range ann.IDs() {
 			if slices.Contains(want, id) {
 				hit++
 			}

@@ -42,14 +42,7 @@ func textQueries(t *testing.T, path string, phrases bool) []oracle.Op {
 
 func textSearch(t *testing.T, path string, ops []oracle.Op) []queryResult {
 	t.Helper()
-	res := oracle.RunOps(t, path, ops)
-	out := make([]queryResult, len(res))
-	for i, raw := range res {
-		if err := json.Unmarshal(raw, &out[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
+	return oracle.Queries(t, path, ops)
 }
 
 // TestRemapTextCompactOracle: real Lance builds a table with a positional
@@ -101,19 +94,19 @@ func TestRemapTextCompactOracle(t *testing.T) {
 			if !strings.Contains(after[i].Plan, kind) {
 				t.Fatalf("%v: plan has no %s:\n%s", ops[i]["query"], kind, after[i].Plan)
 			}
-			if !slices.Equal(after[i].ids(), before[i].ids()) || len(before[i].ids()) == 0 {
-				t.Fatalf("%v: %d rows after lanced's compaction, %d before", ops[i]["query"], len(after[i].ids()), len(before[i].ids()))
+			if !slices.Equal(after[i].IDs(), before[i].IDs()) || len(before[i].IDs()) == 0 {
+				t.Fatalf("%v: %d rows after lanced's compaction, %d before", ops[i]["query"], len(after[i].IDs()), len(before[i].IDs()))
 			}
 			// Lance's optimize() also indexes the appended rows (ids from
 			// 2000), which unindexed phrase search can miss; on the rows
 			// both indices cover the answers are equal.
-			for _, id := range after[i].ids() {
-				if !slices.Contains(lance[i].ids(), id) {
+			for _, id := range after[i].IDs() {
+				if !slices.Contains(lance[i].IDs(), id) {
 					t.Fatalf("%v: row %d found through lanced's index, not after Lance's optimize", ops[i]["query"], id)
 				}
 			}
-			for _, id := range lance[i].ids() {
-				if id < 2000 && !slices.Contains(after[i].ids(), id) {
+			for _, id := range lance[i].IDs() {
+				if id < 2000 && !slices.Contains(after[i].IDs(), id) {
 					t.Fatalf("%v: indexed row %d found after Lance's optimize, not through lanced's index", ops[i]["query"], id)
 				}
 			}
@@ -125,8 +118,8 @@ func TestRemapTextCompactOracle(t *testing.T) {
 			t.Fatalf("after Lance's delete+optimize: body_idx indexes %d of %d rows", ix.IndexedRows, last.Rows)
 		}
 		again := textSearch(t, path, ops[:1])
-		if len(again[0].ids()) == 0 || !strings.Contains(again[0].Plan, "MatchQuery") {
-			t.Fatalf("after Lance's optimize: %d rows, plan:\n%s", len(again[0].ids()), again[0].Plan)
+		if len(again[0].IDs()) == 0 || !strings.Contains(again[0].Plan, "MatchQuery") {
+			t.Fatalf("after Lance's optimize: %d rows, plan:\n%s", len(again[0].IDs()), again[0].Plan)
 		}
 		t.Logf("%d match/phrase queries: same rows through lanced's remapped FTS index as before, and as after Lance's optimize() on the rows both indices cover", len(ops))
 	})
