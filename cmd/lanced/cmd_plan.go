@@ -124,7 +124,7 @@ func printPlan(w io.Writer, p *plan.Plan, eff policy.Effective) error {
 	fmt.Fprintf(w, "policy: scope=%s target_rows_per_fragment=%d materialize_deletions_threshold=%g index_coverage=%s max_data_files_per_fragment=%d\n",
 		eff.Scope.Value, c.TargetRowsPerFragment.Value, c.MaterializeDeletionsThreshold.Value, c.IndexCoverage.Value, eff.Repack.MaxDataFilesPerFragment.Value)
 	for i, t := range p.Rewrites {
-		fmt.Fprintf(w, "rewrite %d: fragments %v (%d live rows, %d bytes)\n", i, t.Fragments, t.Rows, t.Bytes)
+		fmt.Fprintf(w, "rewrite %d: fragments %v (%d live rows, %d bytes; estimated read %d, write %d bytes)\n", i, t.Fragments, t.Rows, t.Bytes, t.EstBytesRead, t.EstBytesWritten)
 	}
 	for i, t := range p.Repacks {
 		fmt.Fprintf(w, "repack %d: fragment %d, %d new file(s), drops %v, reads %d bytes\n", i, t.Fragment, len(t.Files), t.Removes, t.Bytes)

@@ -177,6 +177,12 @@ func runPolicyExplain(ctx context.Context, args []string, stdout, stderr io.Writ
 			}
 			fmt.Fprintln(stdout)
 		}
+		// Fragments min_reclaim_ratio keeps out of rewrites, with the numbers.
+		for _, d := range p.Decisions {
+			if d.Action == plan.ActionSkip && d.Cost != nil {
+				fmt.Fprintf(stdout, "fragment %d: %s\n", d.Fragment, d.Reason)
+			}
+		}
 	}
 	for _, w := range eff.Warnings {
 		fmt.Fprintf(stdout, "warning: %s\n", w)

@@ -98,8 +98,12 @@ type Compaction struct {
 	MaxSourceFragments            Setting[uint64]  `json:"max_source_fragments"`
 	MaxSourceRows                 Setting[uint64]  `json:"max_source_rows"`
 	MaxSourceBytes                Setting[uint64]  `json:"max_source_bytes"`
-	IndexCoverage                 Setting[string]  `json:"index_coverage"`
-	CommitBatchTasks              Setting[uint64]  `json:"commit_batch_tasks"`
+	// MinReclaimRatio is the least estimated bytes reclaimed (the deleted
+	// rows' share of the fragment's data files) per byte rewritten for a
+	// fragment that deletions alone make a rewrite candidate; 0 is no minimum.
+	MinReclaimRatio  Setting[float64] `json:"min_reclaim_ratio"`
+	IndexCoverage    Setting[string]  `json:"index_coverage"`
+	CommitBatchTasks Setting[uint64]  `json:"commit_batch_tasks"`
 	// ForceBinaryCopy mirrors Lance's CompactionMode::ForceBinaryCopy. lanced
 	// has no policy knob for it yet; the planner honours it (no repacks).
 	ForceBinaryCopy Setting[bool] `json:"force_binary_copy"`
@@ -206,6 +210,7 @@ func LanceDefaults(table string) Effective {
 			MaxSourceFragments:            lanced(uint64(0)),
 			MaxSourceRows:                 lanced(uint64(0)),
 			MaxSourceBytes:                lanced(uint64(0)),
+			MinReclaimRatio:               lanced(0.0),
 			IndexCoverage:                 lance(CoverageRemap),
 			CommitBatchTasks:              lanced(uint64(0)),
 			ForceBinaryCopy:               lanced(false),

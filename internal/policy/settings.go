@@ -88,6 +88,8 @@ var specs = []*spec{
 		set: setU(func(e *Effective) *Setting[uint64] { return &e.Compaction.MaxSourceRows })},
 	{section: "compaction", name: "max_source_bytes", kind: kSize, min: 1, configKey: "lance.compaction.max_source_bytes",
 		set: setU(func(e *Effective) *Setting[uint64] { return &e.Compaction.MaxSourceBytes })},
+	{section: "compaction", name: "min_reclaim_ratio", kind: kRate,
+		set: setF(func(e *Effective) *Setting[float64] { return &e.Compaction.MinReclaimRatio })},
 	{section: "compaction", name: "index_coverage", kind: kEnum, enum: []string{CoverageKeep, CoverageUnindex, CoverageRemap},
 		set: setS(func(e *Effective) *Setting[string] { return &e.Compaction.IndexCoverage })},
 	{section: "compaction", name: "commit_batch_tasks", kind: kCount, min: 1,

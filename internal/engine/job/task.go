@@ -63,6 +63,11 @@ type RewriteTask struct {
 	Rows uint64 `json:"rows,omitempty"`
 	// Bytes is the recorded size of the files the task reads (informational).
 	Bytes uint64 `json:"bytes,omitempty"`
+	// EstBytesRead and EstBytesWritten are the planner's estimates of the
+	// bytes the task reads and writes (from the manifest alone), to compare
+	// with the result's bytes_read and bytes_written.
+	EstBytesRead    uint64 `json:"est_bytes_read,omitempty"`
+	EstBytesWritten uint64 `json:"est_bytes_written,omitempty"`
 }
 
 // RepackFile is one new data file a repack writes: which top-level columns

@@ -138,16 +138,25 @@ func Compute(in Input) *Plan {
 		if target == 0 {
 			target = policy.DefaultTargetRowsPerFragment
 		}
+		costs := make([]*Cost, len(frags))
 		tasks := planBins(frags, ic, rewriteOpts{
 			target:      target,
 			materialize: c.MaterializeDeletions.Value && threshold < 1,
 			threshold:   float32(threshold),
-		}, excluded, reasons)
+			minReclaim:  c.MinReclaimRatio.Value,
+		}, excluded, reasons, costs)
+		for i, cost := range costs {
+			if cost != nil {
+				p.Decisions[i].Cost = cost
+			}
+		}
 		tasks = protectLastCoverage(ic, frags, tasks, coverage, stable, excluded, reasons)
 		for _, task := range tasks {
 			var ids []uint64
 			var rows, physical, bytes uint64
+			var cost Cost
 			for _, i := range task {
+				cost.add(fragCost(frags[i]))
 				inRewrite[i] = true
 				f := frags[i]
 				ph, del, _ := fragRows(f)
@@ -172,10 +181,12 @@ func Compute(in Input) *Plan {
 				TargetRowsPerFragment: target, MaxRowsPerFile: c.MaxRowsPerFile.Value,
 				MaxBytesPerFile: c.MaxBytesPerFile.Value, MaxRowsPerGroup: c.MaxRowsPerGroup.Value,
 				MaterializeDeletions: true, IndexCoverage: coverage, Rows: rows, Bytes: bytes,
+				EstBytesRead: cost.Read, EstBytesWritten: cost.Write,
 			})
 			for _, i := range task {
 				decided[i] = true
-				p.Decisions[i] = Decision{Fragment: frags[i].GetId(), Action: ActionRewrite, Task: n, Reason: reasons[i]}
+				fc := fragCost(frags[i])
+				p.Decisions[i] = Decision{Fragment: frags[i].GetId(), Action: ActionRewrite, Task: n, Reason: reasons[i], Cost: &fc}
 			}
 		}
 		p.Indices = indexDecisions(ic, frags, inRewrite, coverage, stable)

@@ -3,6 +3,7 @@ package plan
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -158,20 +159,73 @@ type rewriteOpts struct {
 	target      uint64
 	materialize bool
 	threshold   float32
+	minReclaim  float64 // min_reclaim_ratio; 0 is none
+}
+
+// Cost is the planner's estimate for a fragment or task, from the manifest
+// alone (recorded data file sizes and physical/deleted row counts, no
+// reads): a rewrite reads every data file whole and writes the live rows'
+// share of those bytes, so the deleted rows' share is what it reclaims.
+type Cost struct {
+	// Read is the recorded size of the data files read.
+	Read uint64 `json:"read_bytes"`
+	// Write is the estimated bytes written: Read times live / physical rows.
+	Write uint64 `json:"write_bytes"`
+	// Reclaimed is Read - Write, the deleted rows' estimated bytes.
+	Reclaimed uint64 `json:"reclaimed_bytes"`
+}
+
+// Ratio is bytes reclaimed per byte written (0 when nothing is written but
+// nothing is reclaimed either).
+func (c Cost) Ratio() float64 {
+	if c.Write == 0 {
+		if c.Reclaimed == 0 {
+			return 0
+		}
+		return math.Inf(1)
+	}
+	return float64(c.Reclaimed) / float64(c.Write)
+}
+
+// fragCost estimates what rewriting f costs.
+func fragCost(f *tablepb.DataFragment) Cost {
+	read := dataBytes(f)
+	physical, deleted, _ := fragRows(f)
+	c := Cost{Read: read, Write: read}
+	if physical > 0 && deleted > 0 {
+		c.Write = uint64(math.Round(float64(read) * float64(physical-deleted) / float64(physical)))
+		c.Reclaimed = read - c.Write
+	}
+	return c
+}
+
+func (c *Cost) add(o Cost) {
+	c.Read += o.Read
+	c.Write += o.Write
+	c.Reclaimed += o.Reclaimed
+}
+
+// costReason says why a deletion candidate is not worth its rewrite.
+func costReason(ratio float32, threshold float32, c Cost, min float64) string {
+	return fmt.Sprintf("deletions %s%% over materialize_deletions_threshold %s%%, but a rewrite reclaims ~%d of %d bytes read and writes ~%d: ratio %.3f under min_reclaim_ratio %g",
+		strconv.FormatFloat(100*float64(ratio), 'f', 1, 64), strconv.FormatFloat(100*float64(threshold), 'g', -1, 32),
+		c.Reclaimed, c.Read, c.Write, c.Ratio(), min)
 }
 
 // planBins runs Lance 8.0.0's candidate selection and binning over the
 // fragments. excluded[i] (in flight, unknown rows) makes fragment i a
 // non-candidate with that reason. It returns the tasks as manifest
 // positions and sets a skip reason for every fragment no task takes.
-func planBins(frags []*tablepb.DataFragment, ic *indexCoverage, o rewriteOpts, excluded []string, reasons []string) [][]int {
+//
+// costs[i] is set for a fragment min_reclaim_ratio kept out of a rewrite.
+func planBins(frags []*tablepb.DataFragment, ic *indexCoverage, o rewriteOpts, excluded []string, reasons []string, costs []*Cost) [][]int {
 	var bins []*candidateBin
 	var cur *candidateBin
 	var idx []int
 	// Fragments of equal size get equal reasons; share the strings.
 	type rk struct {
-		c                 candidacy
-		physical, deleted uint64
+		c                        candidacy
+		physical, deleted, bytes uint64
 	}
 	memo := map[rk]string{}
 	for i, f := range frags {
@@ -190,22 +244,43 @@ func planBins(frags []*tablepb.DataFragment, ic *indexCoverage, o rewriteOpts, e
 			if physical > 0 {
 				ratio = float32(deleted) / float32(physical)
 			}
+			cheap := ""
 			switch {
 			case o.materialize && ratio > o.threshold:
 				c = itself
+				// Deletions alone make it a candidate: weigh the bytes
+				// reclaimed against the bytes rewritten. A small fragment
+				// still joins its neighbours as Lance's would.
+				if o.minReclaim > 0 {
+					if cost := fragCost(f); cost.Ratio() < o.minReclaim {
+						costs[i] = &cost
+						cheap = costReason(ratio, o.threshold, cost, o.minReclaim)
+						c = notCandidate
+						if physical < o.target {
+							c = withNeighbors
+						}
+					}
+				}
 			case physical < o.target:
 				c = withNeighbors
 			}
-			key := rk{c, physical, deleted}
+			key := rk{c, physical, deleted, 0}
+			if cheap != "" {
+				key.bytes = dataBytes(f) + 1
+			}
 			if r, ok := memo[key]; ok {
 				reasons[i] = r
 				break
 			}
-			switch c {
-			case itself:
+			switch {
+			case cheap != "" && c == withNeighbors:
+				reasons[i] = "small: " + strconv.FormatUint(physical, 10) + " physical rows under target_rows_per_fragment " + strconv.FormatUint(o.target, 10) + "; " + cheap
+			case cheap != "":
+				reasons[i] = "skipped by cost: " + cheap
+			case c == itself:
 				reasons[i] = "deletions " + strconv.FormatFloat(100*float64(ratio), 'f', 1, 64) + "% over materialize_deletions_threshold " +
 					strconv.FormatFloat(100*float64(o.threshold), 'g', -1, 32) + "%"
-			case withNeighbors:
+			case c == withNeighbors:
 				reasons[i] = "small: " + strconv.FormatUint(physical, 10) + " physical rows under target_rows_per_fragment " + strconv.FormatUint(o.target, 10)
 			default:
 				reasons[i] = "not a rewrite candidate: " + strconv.FormatUint(physical, 10) + " physical rows, " + strconv.FormatUint(deleted, 10) + " deleted"

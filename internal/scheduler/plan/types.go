@@ -61,6 +61,9 @@ type Decision struct {
 	// Task is the index of the fragment's task in Rewrites or Repacks, or
 	// -1 when skipped.
 	Task int `json:"task"`
+	// Cost is the estimated cost of rewriting the fragment, set when it is
+	// rewritten or when min_reclaim_ratio kept it out of a rewrite.
+	Cost *Cost `json:"cost,omitempty"`
 }
 
 // Plan is the planner's output.
