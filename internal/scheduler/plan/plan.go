@@ -139,6 +139,7 @@ func Compute(in Input) *Plan {
 			target = policy.DefaultTargetRowsPerFragment
 		}
 		costs := make([]*Cost, len(frags))
+		density := rowDensity(frags)
 		tasks := planBins(frags, ic, rewriteOpts{
 			target:      target,
 			materialize: c.MaterializeDeletions.Value && threshold < 1,
@@ -154,9 +155,12 @@ func Compute(in Input) *Plan {
 		for _, task := range tasks {
 			var ids []uint64
 			var rows, physical, bytes uint64
-			var cost Cost
+			fs := make([]*tablepb.DataFragment, len(task))
+			for k, i := range task {
+				fs[k] = frags[i]
+			}
+			cost := taskCost(fs, density)
 			for _, i := range task {
-				cost.add(fragCost(frags[i]))
 				inRewrite[i] = true
 				f := frags[i]
 				ph, del, _ := fragRows(f)
@@ -185,7 +189,7 @@ func Compute(in Input) *Plan {
 			})
 			for _, i := range task {
 				decided[i] = true
-				fc := fragCost(frags[i])
+				fc := taskCost(frags[i:i+1], density)
 				p.Decisions[i] = Decision{Fragment: frags[i].GetId(), Action: ActionRewrite, Task: n, Reason: reasons[i], Cost: &fc}
 			}
 		}

@@ -199,6 +199,42 @@ func fragCost(f *tablepb.DataFragment) Cost {
 	return c
 }
 
+// rowDensity is the bytes per physical row of the table's fragment with the
+// most physical rows: the density of the large files a rewrite writes.
+// Small files carry more bytes per row (each column's pages and metadata
+// are paid per file), so a merge of small fragments writes fewer bytes than
+// it reads even without deletions. 0 when no fragment has recorded sizes.
+func rowDensity(frags []*tablepb.DataFragment) float64 {
+	var best *tablepb.DataFragment
+	for _, f := range frags {
+		if dataBytes(f) > 0 && (best == nil || f.GetPhysicalRows() > best.GetPhysicalRows()) {
+			best = f
+		}
+	}
+	if best == nil || best.GetPhysicalRows() == 0 {
+		return 0
+	}
+	return float64(dataBytes(best)) / float64(best.GetPhysicalRows())
+}
+
+// taskCost estimates a rewrite of the fragments: every file read, the live
+// rows written at the fragment's own density or the table's large-file
+// density (density), whichever is lower.
+func taskCost(fs []*tablepb.DataFragment, density float64) Cost {
+	var c Cost
+	for _, f := range fs {
+		fc := fragCost(f)
+		physical, deleted, _ := fragRows(f)
+		if density > 0 && physical > 0 {
+			if w := uint64(math.Round(density * float64(physical-deleted))); w < fc.Write {
+				fc.Write, fc.Reclaimed = w, fc.Read-w
+			}
+		}
+		c.add(fc)
+	}
+	return c
+}
+
 func (c *Cost) add(o Cost) {
 	c.Read += o.Read
 	c.Write += o.Write
