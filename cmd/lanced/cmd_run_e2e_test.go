@@ -15,35 +15,17 @@ import (
 	"time"
 
 	"github.com/johannesboyne/gofakes3"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/lanced-dev/lanced/internal/engine/journal"
 	"github.com/lanced-dev/lanced/internal/store"
 	"github.com/lanced-dev/lanced/internal/store/storetest"
 	"github.com/lanced-dev/lanced/testenv/gcsbridge"
+	"github.com/lanced-dev/lanced/testenv/natstest"
 	"github.com/lanced-dev/lanced/testenv/objfault"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 	"github.com/lanced-dev/lanced/testenv/s3bridge"
 )
-
-// startTestNATS runs a nats-server with JetStream and a client listener on
-// 127.0.0.1 for the duration of the test.
-func startTestNATS(t *testing.T) *server.Server {
-	t.Helper()
-	ns, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	return ns
-}
 
 // TestE2EDaemonOnS3EmulatorDrivenByNotifications is the daemon's end-to-end
 // acceptance test: real Lance streams appends, deletes and backfills into two
@@ -53,7 +35,7 @@ func startTestNATS(t *testing.T) *server.Server {
 // table that got the same ops locally, and the layout meets the policy.
 func TestE2EDaemonOnS3EmulatorDrivenByNotifications(t *testing.T) {
 	oracle.Require(t)
-	ns := startTestNATS(t)
+	ns := natstest.Server(t)
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
 		t.Fatal(err)
@@ -402,7 +384,7 @@ func TestFaultSoakOnEmulators(t *testing.T) {
 		}
 	}
 	t.Run("s3", func(t *testing.T) {
-		ns := startTestNATS(t)
+		ns := natstest.Server(t)
 		nc, err := nats.Connect(ns.ClientURL())
 		if err != nil {
 			t.Fatal(err)

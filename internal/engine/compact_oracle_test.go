@@ -6,11 +6,10 @@ import (
 	"testing"
 
 	"github.com/lanced-dev/lanced/internal/engine"
-	"github.com/lanced-dev/lanced/internal/engine/table"
+	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/scheduler/plan"
-	"github.com/lanced-dev/lanced/internal/store"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
@@ -22,25 +21,6 @@ type compactCase struct {
 	tune     func(e *policy.Effective)
 	// wantRewrite/wantRepack: the plan must have such tasks.
 	wantRewrite, wantRepack bool
-}
-
-func openTable(t *testing.T, path string) (*table.Table, *format.Manifest) {
-	t.Helper()
-	ctx := context.Background()
-	b, err := store.Open(ctx, "file://"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	tbl, err := table.OpenTable(ctx, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := tbl.Latest(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tbl, m
 }
 
 func planFor(t *testing.T, uri string, m *format.Manifest, tune func(*policy.Effective)) *plan.Plan {
@@ -94,7 +74,7 @@ func TestCompactOracleScenarios(t *testing.T) {
 			if int64(wantRows) != before.Rows {
 				t.Fatalf("scan has %d rows, countRows %d", wantRows, before.Rows)
 			}
-			tbl, m := openTable(t, path)
+			tbl, m := tabletest.Open(t, "file://"+path)
 			p := planFor(t, path, m, c.tune)
 			if c.wantRewrite && len(p.Rewrites) == 0 {
 				t.Fatalf("no rewrite planned: %+v", p.Decisions)
@@ -129,7 +109,7 @@ func TestCompactOracleScenarios(t *testing.T) {
 			// all are unindexed a second round may merge them, as Lance's
 			// own binning would.)
 			for round := 0; ; round++ {
-				tbl2, m2 := openTable(t, path)
+				tbl2, m2 := tabletest.Open(t, "file://"+path)
 				p2 := planFor(t, path, m2, c.tune)
 				if p2.Empty() {
 					break

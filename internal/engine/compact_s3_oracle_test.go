@@ -1,12 +1,10 @@
 package engine_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/lanced-dev/lanced/internal/engine"
-	"github.com/lanced-dev/lanced/internal/engine/table"
-	"github.com/lanced-dev/lanced/internal/store"
+	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
 	"github.com/lanced-dev/lanced/internal/store/storetest"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
@@ -27,19 +25,7 @@ func TestCompactOnS3Emulator(t *testing.T) {
 			wantDigest, wantRows := rowSetDigest(oracle.Scan(t, lanceURI, 0, nil, opts))
 			before := oracle.Inspect(t, lanceURI, 0, opts)
 			ourURI := s3.URI("s3test/" + c.scenario + "/" + c.scenario + ".lance")
-			b, err := store.Open(context.Background(), ourURI)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Close()
-			tbl, err := table.OpenTable(ctx, b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := tbl.Latest(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			tbl, m := tabletest.Open(t, ourURI)
 			if m.Version() != before.Version {
 				t.Fatalf("lanced sees version %d, Lance %d (uri %s vs %s)", m.Version(), before.Version, ourURI, lanceURI)
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lanced-dev/lanced/internal/engine"
 	"github.com/lanced-dev/lanced/internal/engine/job"
+	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
 	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/scheduler/plan"
 	"github.com/lanced-dev/lanced/testenv/oracle"
@@ -58,7 +59,7 @@ func indexByName(t *testing.T, r oracle.Report, name string) oracle.Index {
 
 func compactWith(t *testing.T, path string, tune func(*policy.Effective)) *plan.Plan {
 	t.Helper()
-	tbl, m := openTable(t, path)
+	tbl, m := tabletest.Open(t, "file://"+path)
 	p := planFor(t, path, m, tune)
 	sum, err := engine.Compact(context.Background(), tbl, m, p.Tasks(), engine.CompactOptions{})
 	if err != nil {
@@ -145,7 +146,7 @@ func TestStableRowIDIndicesBitmapOnly(t *testing.T) {
 	oracle.CopyTree(t, path, control)
 	before := oracle.Inspect(t, path, 0)
 	wantQ := runQueries(t, path)
-	_, m := openTable(t, path)
+	_, m := tabletest.Open(t, "file://"+path)
 	indexFiles := func() []string {
 		var out []string
 		for _, f := range oracle.TreeFiles(t, path) {
@@ -282,7 +283,7 @@ func TestCommitRefusesIndexLoss(t *testing.T) {
 		return n
 	}
 	filesBefore := dataFiles()
-	tbl, m := openTable(t, path)
+	tbl, m := tabletest.Open(t, "file://"+path)
 	task := job.RewriteTask{Table: path, ReadVersion: m.Version(), Fragments: []uint64{0, 1, 2, 3},
 		TargetRowsPerFragment: 1 << 20, MaxRowsPerGroup: 1024, MaterializeDeletions: true, IndexCoverage: policy.CoverageUnindex}
 	sum, err := engine.Compact(context.Background(), tbl, m, []job.Task{{Rewrite: &task}}, engine.CompactOptions{})

@@ -15,6 +15,7 @@ import (
 	"github.com/lanced-dev/lanced/internal/engine"
 	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/engine/table"
+	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/policy"
@@ -66,7 +67,7 @@ func Test_repack_collapses_backfilled_files(t *testing.T) {
 	oracle.Require(t)
 	path := oracle.Build(t, "backfill", t.TempDir())
 	want := digestInOrder(t, path, 0)
-	tbl, m := openTable(t, path)
+	tbl, m := tabletest.Open(t, "file://"+path)
 	if got := filesPerFragment(m); !slices.Equal(got, []int{3, 3, 3}) {
 		t.Fatalf("backfill fixture has %v files per fragment", got)
 	}
@@ -77,7 +78,7 @@ func Test_repack_collapses_backfilled_files(t *testing.T) {
 	if len(sum.VersionsCommitted) != 1 {
 		t.Fatalf("want one commit, got %v", sum.VersionsCommitted)
 	}
-	_, m2 := openTable(t, path)
+	_, m2 := tabletest.Open(t, "file://"+path)
 	if got := filesPerFragment(m2); !slices.Equal(got, []int{1, 1, 1}) {
 		t.Fatalf("files per fragment after repack: %v", got)
 	}
@@ -87,7 +88,7 @@ func Test_repack_collapses_backfilled_files(t *testing.T) {
 	if got := digestInOrder(t, path, 0); !maps_equal(got, want) {
 		t.Fatalf("values changed:\nwant %v\ngot  %v", want, got)
 	}
-	tbl3, m3 := openTable(t, path)
+	tbl3, m3 := tabletest.Open(t, "file://"+path)
 	p := planFor(t, path, m3, repackOnly(1))
 	sum2, err := engine.Compact(ctx, tbl3, m3, p.Tasks(), engine.CompactOptions{})
 	if err != nil || len(sum2.VersionsCommitted) != 0 {
@@ -113,7 +114,7 @@ func Test_repack_keeps_deletions(t *testing.T) {
 	oracle.RunOps(t, path, []oracle.Op{{"op": "delete", "where": "id % 3 = 0"}})
 	before := oracle.Inspect(t, path, 0)
 	want := digestInOrder(t, path, 0)
-	tbl, m := openTable(t, path)
+	tbl, m := tabletest.Open(t, "file://"+path)
 	if _, err := engine.Compact(ctx, tbl, m, repackPlan(t, path, m, 1).Tasks(), engine.CompactOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func Test_repack_keeps_deletions(t *testing.T) {
 	if after.Rows != before.Rows || !maps_equal(digestInOrder(t, path, 0), want) {
 		t.Fatalf("rows %d -> %d or values changed", before.Rows, after.Rows)
 	}
-	_, m2 := openTable(t, path)
+	_, m2 := tabletest.Open(t, "file://"+path)
 	for i, f := range m2.PB.GetFragments() {
 		if !proto.Equal(f.GetDeletionFile(), m.PB.GetFragments()[i].GetDeletionFile()) {
 			t.Fatalf("fragment %d deletion file changed", f.GetId())
@@ -138,11 +139,11 @@ func Test_repack_drops_file_left_with_only_dropped_columns(t *testing.T) {
 	oracle.Require(t)
 	path := oracle.Build(t, "dropped_column", t.TempDir())
 	want := digestInOrder(t, path, 0)
-	tbl, m := openTable(t, path)
+	tbl, m := tabletest.Open(t, "file://"+path)
 	if _, err := engine.Compact(ctx, tbl, m, repackPlan(t, path, m, 1).Tasks(), engine.CompactOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	_, m2 := openTable(t, path)
+	_, m2 := tabletest.Open(t, "file://"+path)
 	st := format.ComputeLayoutStats(m2.PB)
 	for _, f := range st.Fragments {
 		if f.DataFiles != 1 {
@@ -203,11 +204,11 @@ func Test_repack_keeps_scalar_and_vector_indices(t *testing.T) {
 	path := indexedBackfill(t)
 	beforeQ := stripVersions(indexQueries(t, path))
 	before := oracle.Inspect(t, path, 0)
-	tbl, m := openTable(t, path)
+	tbl, m := tabletest.Open(t, "file://"+path)
 	if _, err := engine.Compact(ctx, tbl, m, repackPlan(t, path, m, 1).Tasks(), engine.CompactOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	_, m2 := openTable(t, path)
+	_, m2 := tabletest.Open(t, "file://"+path)
 	if !proto.Equal(m.Indices, m2.Indices) {
 		t.Fatalf("index metadata changed:\n%v\n%v", m.Indices, m2.Indices)
 	}
@@ -230,7 +231,7 @@ func Test_compaction_rewrites_and_repacks_in_one_run(t *testing.T) {
 	path := oracle.Build(t, "backfill", t.TempDir())
 	oracle.RunOps(t, path, []oracle.Op{{"op": "add", "rows": 50, "seed": 1}, {"op": "add", "rows": 50, "seed": 2}})
 	wantDigest, wantRows := rowSetDigest(oracle.Scan(t, path, 0, nil))
-	tbl, m := openTable(t, path)
+	tbl, m := tabletest.Open(t, "file://"+path)
 	p := planFor(t, path, m, func(e *policy.Effective) {
 		e.Repack.MaxDataFilesPerFragment.Value = 1
 		e.Compaction.TargetRowsPerFragment.Value = 300 // the 300-row fragments are not small
@@ -265,7 +266,7 @@ func Test_compaction_rewrites_and_repacks_in_one_run(t *testing.T) {
 func Test_commit_rejects_a_fragment_in_both_kinds_of_task(t *testing.T) {
 	oracle.Require(t)
 	path := oracle.Build(t, "backfill", t.TempDir())
-	tbl, m := openTable(t, path)
+	tbl, m := tabletest.Open(t, "file://"+path)
 	p := repackPlan(t, path, m, 1)
 	tasks := append(p.Tasks(), job.Task{Rewrite: &job.RewriteTask{Table: path, ReadVersion: m.Version(), Fragments: []uint64{p.Repacks[0].Fragment}, TargetRowsPerFragment: 1 << 20}})
 	_, err := engine.Compact(ctx, tbl, m, tasks, engine.CompactOptions{})
@@ -281,7 +282,7 @@ func Test_repack_tasks_run_distributed(t *testing.T) {
 	oracle.Require(t)
 	path := oracle.Build(t, "backfill", t.TempDir())
 	want := digestInOrder(t, path, 0)
-	tbl, m := openTable(t, path)
+	tbl, m := tabletest.Open(t, "file://"+path)
 	p := repackPlan(t, path, m, 1)
 	var outs []*job.RepackOutput
 	for _, task := range p.Tasks() {
@@ -338,7 +339,7 @@ func concurrentCase(t *testing.T, ops []oracle.Op) (committed *engine.CommitRepo
 	dir := t.TempDir()
 	path = oracle.Build(t, "backfill", filepath.Join(dir, "a"))
 	control := oracle.Build(t, "backfill", filepath.Join(dir, "b"))
-	tbl, m := openTable(t, path)
+	tbl, m := tabletest.Open(t, "file://"+path)
 	outs := executeRepacks(t, tbl, m, repackPlan(t, path, m, 1))
 	oracle.RunOps(t, path, ops)
 	oracle.RunOps(t, control, ops)
@@ -371,7 +372,7 @@ func Test_repack_against_concurrent_delete(t *testing.T) {
 	if rep.Version == 0 || len(rep.Committed) != 3 || rep.Rebased == 0 {
 		t.Fatalf("repack should rebase over a delete and commit: %+v", rep)
 	}
-	_, m := openTable(t, path)
+	_, m := tabletest.Open(t, "file://"+path)
 	for _, f := range m.PB.GetFragments() {
 		if len(f.GetFiles()) != 1 || f.GetDeletionFile() == nil {
 			t.Fatalf("fragment %d: %d files, deletion %v", f.GetId(), len(f.GetFiles()), f.GetDeletionFile())
@@ -405,7 +406,7 @@ func Test_repack_against_concurrent_drop(t *testing.T) {
 func Test_stale_rewrite_keeps_concurrent_delete(t *testing.T) {
 	oracle.Require(t)
 	path := oracle.Build(t, "appends", t.TempDir())
-	tbl, m := openTable(t, path)
+	tbl, m := tabletest.Open(t, "file://"+path)
 	p := planFor(t, path, m, nil)
 	if len(p.Rewrites) == 0 {
 		t.Fatal("no rewrite planned")

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
@@ -47,7 +48,7 @@ func TestRewriteCopyOracle(t *testing.T) {
 			want := oracle.Digest(oracle.Scan(t, path, 0, nil))
 			wantSome := oracle.Digest(oracle.ScanWith(t, path, oracle.ScanOptions{Where: "id % 7 = 2"}))
 
-			tbl, m := openTable(t, path)
+			tbl, m := tabletest.Open(t, "file://"+path)
 			p := planFor(t, path, m, nil)
 			if len(p.Rewrites) == 0 {
 				t.Fatalf("no rewrite planned: %+v", p.Decisions)

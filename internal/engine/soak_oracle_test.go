@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
 	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
@@ -66,7 +67,7 @@ func TestSoakAgainstLanceWriter(t *testing.T) {
 			writerDone = true
 		default:
 		}
-		tbl, m := openTable(t, path)
+		tbl, m := tabletest.Open(t, "file://"+path)
 		p := planFor(t, path, m, tune)
 		sum, err := engine.Compact(ctx, tbl, m, p.Tasks(), engine.CompactOptions{
 			Commit: engine.CommitOptions{MaxRetries: 6, BackoffMin: 5 * time.Millisecond, BackoffMax: 200 * time.Millisecond},

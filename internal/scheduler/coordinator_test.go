@@ -7,10 +7,12 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/lanced-dev/lanced/testenv/natstest"
 )
 
 func TestSubmittedTablesArePlannedExecutedAndCommittedInBatches(t *testing.T) {
-	s := runServer(t)
+	s := natstest.Server(t)
 	out, logs := t.TempDir(), t.TempDir()
 	planner := newListPlanner(10)
 	planner.batch = 4
@@ -25,7 +27,7 @@ func TestSubmittedTablesArePlannedExecutedAndCommittedInBatches(t *testing.T) {
 		execs[id] = ex
 		cfg := fastConfig(t, id)
 		cfg.TableInFlight = 3
-		n, _, _ := startNode(t, connect(t, s), cfg, planner, ex, committer)
+		n, _, _ := startNode(t, natstest.Connect(t, s), cfg, planner, ex, committer)
 		nodes = append(nodes, n)
 	}
 	tables := []string{"file:///tables/a.lance", "file:///tables/b.lance", "file:///tables/c.lance"}
@@ -98,12 +100,12 @@ func TestSubmittedTablesArePlannedExecutedAndCommittedInBatches(t *testing.T) {
 }
 
 func TestFairnessInterleavesTables(t *testing.T) {
-	s := runServer(t)
+	s := natstest.Server(t)
 	planner := newListPlanner(6)
 	cfg := fastConfig(t, "a")
 	cfg.Workers = 0 // coordinator only: watch what it enqueues
 	cfg.TableInFlight = 2
-	n, _, _ := startNode(t, connect(t, s), cfg, planner, nil, nil)
+	n, _, _ := startNode(t, natstest.Connect(t, s), cfg, planner, nil, nil)
 	tables := []string{"file:///f/1.lance", "file:///f/2.lance", "file:///f/3.lance"}
 	for _, tb := range tables {
 		if err := n.Submit(context.Background(), tb, 1); err != nil {
@@ -135,7 +137,7 @@ func TestFairnessInterleavesTables(t *testing.T) {
 }
 
 func TestCoordinatorTakesOverResultsOfADeadCoordinator(t *testing.T) {
-	s := runServer(t)
+	s := natstest.Server(t)
 	out, logs := t.TempDir(), t.TempDir()
 	planner := newListPlanner(4)
 	committer := newLogCommitter(logs)
@@ -143,7 +145,7 @@ func TestCoordinatorTakesOverResultsOfADeadCoordinator(t *testing.T) {
 
 	// Node a coordinates and plans, but its workers are blocked; it dies
 	// (connection gone) with all four tasks queued.
-	ncA := connect(t, s)
+	ncA := natstest.Connect(t, s)
 	cfgA := fastConfig(t, "a")
 	cfgA.Workers = 0
 	a, cancelA, _ := startNode(t, ncA, cfgA, planner, nil, committer)
@@ -160,7 +162,7 @@ func TestCoordinatorTakesOverResultsOfADeadCoordinator(t *testing.T) {
 	// Node b has workers; it executes the tasks, and once a's lease expires
 	// b becomes the coordinator and commits them.
 	ex := newFileExecutor(out, "b")
-	b, _, _ := startNode(t, connect(t, s), fastConfig(t, "b"), planner, ex, committer)
+	b, _, _ := startNode(t, natstest.Connect(t, s), fastConfig(t, "b"), planner, ex, committer)
 	waitFor(t, 10*time.Second, "results published", func() bool {
 		info, err := b.q.results.Info(context.Background())
 		return err == nil && info.State.Msgs == 4
@@ -182,7 +184,7 @@ var errThrottled = errors.New("503 SlowDown")
 // node itself: no further event arrives for the table (its writer stopped),
 // and the table must still be planned and maintained.
 func TestTransientPlanFailureIsRetriedWithoutAnEvent(t *testing.T) {
-	s := runServer(t)
+	s := natstest.Server(t)
 	out, logs := t.TempDir(), t.TempDir()
 	planner := newListPlanner(3)
 	planner.failures = 3
@@ -194,7 +196,7 @@ func TestTransientPlanFailureIsRetriedWithoutAnEvent(t *testing.T) {
 		}
 		return 0, false
 	}
-	n, _, _ := startNode(t, connect(t, s), cfg, planner, newFileExecutor(out, "a"), committer)
+	n, _, _ := startNode(t, natstest.Connect(t, s), cfg, planner, newFileExecutor(out, "a"), committer)
 	const tb = "file:///tables/throttled.lance"
 	if err := n.Submit(context.Background(), tb, 1); err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/watch"
+	"github.com/lanced-dev/lanced/testenv/natstest"
 )
 
 func envInt(name string, def int) int {
@@ -70,7 +71,7 @@ func runCluster(tb testing.TB, n int) []*server.Server {
 			tb.Fatal("nats-server not ready")
 		}
 	}
-	nc := connect(tb, servers[0])
+	nc := natstest.Connect(tb, servers[0])
 	js, _ := jetstream.New(nc)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -168,7 +169,7 @@ func BenchmarkFleet(b *testing.B) {
 	coalescers := make([]*watch.Coalescer, 3)
 	nodes := make([]*Node, 3)
 	for i, s := range servers {
-		nc := connect(b, s)
+		nc := natstest.Connect(b, s)
 		node, err := New(ctx, nc, Config{
 			NodeID: fmt.Sprintf("n%d", i), Workers: 4, Replicas: replicas,
 			AckWait: 10 * time.Second, LeaseTTL: 20 * time.Second, CommitMaxWait: 50 * time.Millisecond,

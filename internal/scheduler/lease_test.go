@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/lanced-dev/lanced/testenv/natstest"
 )
 
 type fakeClock struct {
@@ -24,8 +26,8 @@ func (c *fakeClock) Add(d time.Duration) {
 }
 
 func TestLeaseIsTakenOverOnlyAfterExpiry(t *testing.T) {
-	s := runServer(t)
-	node, err := New(context.Background(), connect(t, s), fastConfig(t, "setup"), nil, nil, nil)
+	s := natstest.Server(t)
+	node, err := New(context.Background(), natstest.Connect(t, s), fastConfig(t, "setup"), nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,8 +81,8 @@ func TestLeaseIsTakenOverOnlyAfterExpiry(t *testing.T) {
 }
 
 func TestLeaseNeverHeldByTwoNodes(t *testing.T) {
-	s := runServer(t)
-	node, err := New(context.Background(), connect(t, s), fastConfig(t, "setup"), nil, nil, nil)
+	s := natstest.Server(t)
+	node, err := New(context.Background(), natstest.Connect(t, s), fastConfig(t, "setup"), nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +95,7 @@ func TestLeaseNeverHeldByTwoNodes(t *testing.T) {
 		// Each contender has its own connection, as separate nodes do.
 		l := &leaser{kv: node.q.leases, node: fmt.Sprintf("n%d", i), ttl: 2 * time.Second, now: time.Now}
 		if i%2 == 1 {
-			n2, err := New(context.Background(), connect(t, s), fastConfig(t, "x"), nil, nil, nil)
+			n2, err := New(context.Background(), natstest.Connect(t, s), fastConfig(t, "x"), nil, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

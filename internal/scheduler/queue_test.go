@@ -6,11 +6,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lanced-dev/lanced/testenv/natstest"
 )
 
 func TestPublishDeduplicatesByTaskKey(t *testing.T) {
-	s := runServer(t)
-	nc := connect(t, s)
+	s := natstest.Server(t)
+	nc := natstest.Connect(t, s)
 	n, err := New(context.Background(), nc, fastConfig(t, "a"), nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -54,12 +56,12 @@ func publishTasks(t *testing.T, node *Node, table string, count int) []string {
 }
 
 func TestTaskOfDeadWorkerIsRedeliveredAndFinishedByAnother(t *testing.T) {
-	s := runServer(t)
+	s := natstest.Server(t)
 	out := t.TempDir()
 
 	// Worker A takes the task and dies mid-task: its connection closes
 	// without an ack (what kill -9 does to a process).
-	ncA := connect(t, s)
+	ncA := natstest.Connect(t, s)
 	exA := newFileExecutor(out, "a")
 	exA.block = make(chan struct{})
 	cfgA := fastConfig(t, "a")
@@ -77,14 +79,14 @@ func TestTaskOfDeadWorkerIsRedeliveredAndFinishedByAnother(t *testing.T) {
 	ncA.Close()
 	cancelA()
 
-	ncB := connect(t, s)
+	ncB := natstest.Connect(t, s)
 	exB := newFileExecutor(out, "b")
 	startNode(t, ncB, fastConfig(t, "b"), nil, exB, nil)
 	waitFor(t, 10*time.Second, "worker b to finish the task", func() bool {
 		return outputs(t, out)[keys[0]] == "b"
 	})
 	close(exA.block)
-	n := connect(t, s)
+	n := natstest.Connect(t, s)
 	node, err := New(context.Background(), n, fastConfig(t, "probe"), nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -100,9 +102,9 @@ func TestTaskOfDeadWorkerIsRedeliveredAndFinishedByAnother(t *testing.T) {
 }
 
 func TestDrainFinishesOrHandsBackEveryTask(t *testing.T) {
-	s := runServer(t)
+	s := natstest.Server(t)
 	out := t.TempDir()
-	nc := connect(t, s)
+	nc := natstest.Connect(t, s)
 	ex := newFileExecutor(out, "a")
 	ex.delay = 1500 * time.Millisecond
 	cfg := fastConfig(t, "a")
@@ -119,7 +121,7 @@ func TestDrainFinishesOrHandsBackEveryTask(t *testing.T) {
 	}
 	// The handed-back tasks (Nak) and the untouched ones are still queued;
 	// a fresh node finishes all of them.
-	ncB := connect(t, s)
+	ncB := natstest.Connect(t, s)
 	exB := newFileExecutor(out, "b")
 	startNode(t, ncB, fastConfig(t, "b"), nil, exB, nil)
 	waitFor(t, 20*time.Second, "every task finished", func() bool { return len(outputs(t, out)) == len(keys) })
@@ -137,8 +139,8 @@ func TestDrainFinishesOrHandsBackEveryTask(t *testing.T) {
 }
 
 func TestTaskExhaustingDeliveriesGoesToDeadLetter(t *testing.T) {
-	s := runServer(t)
-	nc := connect(t, s)
+	s := natstest.Server(t)
+	nc := natstest.Connect(t, s)
 	ex := newFileExecutor(t.TempDir(), "a")
 	ex.fail = func(Task) error { return Transient(errBoom) }
 	cfg := fastConfig(t, "a")
@@ -180,8 +182,8 @@ func TestTaskExhaustingDeliveriesGoesToDeadLetter(t *testing.T) {
 }
 
 func TestCorruptTaskHoldsTheTable(t *testing.T) {
-	s := runServer(t)
-	nc := connect(t, s)
+	s := natstest.Server(t)
+	nc := natstest.Connect(t, s)
 	ex := newFileExecutor(t.TempDir(), "a")
 	ex.fail = func(t Task) error {
 		if t.Table == "file:///bad.lance" {

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,27 +15,9 @@ import (
 	"gocloud.dev/pubsub"
 
 	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/watch/event/eventtest"
+	"github.com/lanced-dev/lanced/testenv/natstest"
 )
-
-func startNATS(t testing.TB) *nats.Conn {
-	t.Helper()
-	srv, err := server.NewServer(&server.Options{
-		JetStream: true, StoreDir: t.TempDir(), DontListen: true, NoLog: true, NoSigs: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	nc, err := nats.Connect("", nats.InProcessServer(srv))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nc.Close(); srv.Shutdown(); srv.WaitForShutdown() })
-	return nc
-}
 
 // flakySink records refs; it refuses the first `fail` calls.
 type flakySink struct {
@@ -76,7 +57,7 @@ func (s *flakySink) wait(t *testing.T, n int) []format.VersionRef {
 // refs they should produce under testRoots.
 func sampleMessages(t *testing.T) (bodies [][]byte, attrs []map[string]string) {
 	for _, f := range []string{"s3_direct_put.json", "sns_wrapped.json", "eventbridge_created.json", "gcs_finalize.json", "s3_test_event.json"} {
-		b, a := loadSample(t, f)
+		b, a := eventtest.LoadSample(t, f)
 		bodies = append(bodies, b)
 		attrs = append(attrs, a)
 	}
@@ -102,13 +83,13 @@ func natsMsg(subject string, body []byte, attrs map[string]string) *nats.Msg {
 }
 
 func TestJetStreamSourceAcksAfterSink(t *testing.T) {
-	nc := startNATS(t)
+	nc := natstest.Conn(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
 	src, err := NewNATSSource(nc, NATSConfig{Subject: "ev.>", Stream: "EV", Durable: "w", AckWait: time.Second},
-		Options{Roots: testRoots(t), Metrics: m})
+		Options{Roots: eventtest.Roots(t, ParseRoots), Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,10 +157,10 @@ func TestJetStreamSourceAcksAfterSink(t *testing.T) {
 }
 
 func TestCoreNATSSource(t *testing.T) {
-	nc := startNATS(t)
+	nc := natstest.Conn(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	src, err := NewNATSSource(nc, NATSConfig{Subject: "s3.events", Queue: "lanced"}, Options{Roots: testRoots(t)})
+	src, err := NewNATSSource(nc, NATSConfig{Subject: "s3.events", Queue: "lanced"}, Options{Roots: eventtest.Roots(t, ParseRoots)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +168,7 @@ func TestCoreNATSSource(t *testing.T) {
 	go func() { _ = src.Run(ctx, sink.sink) }()
 	// Core NATS is at-most-once: publish a probe until the subscription
 	// is live, then the samples.
-	probe, _ := loadSample(t, "s3_direct_put.json")
+	probe, _ := eventtest.LoadSample(t, "s3_direct_put.json")
 	deadline := time.Now().Add(10 * time.Second)
 	for len(sink.wait(t, 0)) == 0 {
 		if err := nc.Publish("s3.events", probe); err != nil {
@@ -220,7 +201,7 @@ func TestPubSubSourceMem(t *testing.T) {
 	}
 	defer topic.Shutdown(context.Background())
 	m := NewMetrics(nil)
-	src := NewPubSubSource("mem://lanced-watch-test", Options{Roots: testRoots(t), Metrics: m})
+	src := NewPubSubSource("mem://lanced-watch-test", Options{Roots: eventtest.Roots(t, ParseRoots), Metrics: m})
 	sink := &flakySink{fail: 1}
 	done := make(chan error, 1)
 	go func() { done <- src.Run(ctx, sink.sink) }()
@@ -293,7 +274,7 @@ func TestPubSubSourceReopens(t *testing.T) {
 	}
 	defer topic.Shutdown(context.Background())
 	m := NewMetrics(nil)
-	src := NewPubSubSource("mem://lanced-watch-reopen", Options{Roots: testRoots(t), Metrics: m})
+	src := NewPubSubSource("mem://lanced-watch-reopen", Options{Roots: eventtest.Roots(t, ParseRoots), Metrics: m})
 	opened := make(chan *pubsub.Subscription, 4)
 	src.open = func(ctx context.Context) (*pubsub.Subscription, error) {
 		sub, err := pubsub.OpenSubscription(ctx, "mem://lanced-watch-reopen")
@@ -315,7 +296,7 @@ func TestPubSubSourceReopens(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("subscription not reopened")
 	}
-	body, _ := loadSample(t, "s3_direct_put.json")
+	body, _ := eventtest.LoadSample(t, "s3_direct_put.json")
 	if err := topic.Send(ctx, &pubsub.Message{Body: body}); err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +315,7 @@ func TestPubSubSourceReopens(t *testing.T) {
 // TestJetStreamSourceRecreatesConsumer: the durable consumer is deleted
 // under a running source; it is recreated and events keep flowing.
 func TestJetStreamSourceRecreatesConsumer(t *testing.T) {
-	nc := startNATS(t)
+	nc := natstest.Conn(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	js, err := jetstream.New(nc)
@@ -345,14 +326,14 @@ func TestJetStreamSourceRecreatesConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := NewMetrics(nil)
-	src, err := NewNATSSource(nc, NATSConfig{Subject: "ev.>", Stream: "EV", Durable: "w"}, Options{Roots: testRoots(t), Metrics: m})
+	src, err := NewNATSSource(nc, NATSConfig{Subject: "ev.>", Stream: "EV", Durable: "w"}, Options{Roots: eventtest.Roots(t, ParseRoots), Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sink := &flakySink{}
 	done := make(chan error, 1)
 	go func() { done <- src.Run(ctx, sink.sink) }()
-	body, _ := loadSample(t, "s3_direct_put.json")
+	body, _ := eventtest.LoadSample(t, "s3_direct_put.json")
 	if _, err := js.Publish(ctx, "ev.a", body); err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +343,7 @@ func TestJetStreamSourceRecreatesConsumer(t *testing.T) {
 	if err := js.DeleteConsumer(ctx, "EV", "w"); err != nil {
 		t.Fatal(err)
 	}
-	body, _ = loadSample(t, "eventbridge_created.json")
+	body, _ = eventtest.LoadSample(t, "eventbridge_created.json")
 	if _, err := js.Publish(ctx, "ev.b", body); err != nil {
 		t.Fatal(err)
 	}

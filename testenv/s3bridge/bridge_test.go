@@ -12,36 +12,14 @@ import (
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/watch"
+	"github.com/lanced-dev/lanced/testenv/natstest"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 	"github.com/lanced-dev/lanced/testenv/s3bridge"
 )
-
-// startNATS runs an embedded JetStream server reachable in-process only.
-func startNATS(t testing.TB) *nats.Conn {
-	t.Helper()
-	srv, err := server.NewServer(&server.Options{
-		JetStream: true, StoreDir: t.TempDir(), DontListen: true, NoLog: true, NoSigs: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	nc, err := nats.Connect("", nats.InProcessServer(srv))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nc.Close(); srv.Shutdown(); srv.WaitForShutdown() })
-	return nc
-}
 
 // collector is a watch.Sink that records refs in arrival order.
 type collector struct {
@@ -84,7 +62,7 @@ func (c *collector) waitFor(t *testing.T, table string, n int) []uint64 {
 // the watch decoder, including keys S3 must URL-encode, and that a lost
 // If-None-Match race publishes nothing.
 func TestBridgeEventsDecode(t *testing.T) {
-	nc := startNATS(t)
+	nc := natstest.Conn(t)
 	roots, err := watch.ParseRoots("s3://lance/db")
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +164,7 @@ func TestLanceCommitsBecomeVersionRefs(t *testing.T) {
 		t.Run(tc.format+"/"+tc.scenario, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			nc := startNATS(t)
+			nc := natstest.Conn(t)
 			js, err := jetstream.New(nc)
 			if err != nil {
 				t.Fatal(err)

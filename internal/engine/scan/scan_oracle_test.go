@@ -10,7 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/lanced-dev/lanced/internal/engine/table"
+	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
 	"github.com/lanced-dev/lanced/internal/format/lancefile"
 	"github.com/lanced-dev/lanced/internal/format/pb/filepb"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
@@ -23,21 +23,13 @@ import (
 func scanAll(t *testing.T, uri string, version uint64, names []string) (*arrow.Schema, []arrow.RecordBatch) {
 	t.Helper()
 	ctx := context.Background()
-	b, err := store.Open(ctx, uri)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	tbl, err := table.OpenTable(ctx, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := tbl.Latest(ctx)
+	tbl, m := tabletest.Open(t, uri)
+	b := tbl.Bucket()
+	var err error
 	if version != 0 {
-		m, err = tbl.Load(ctx, version)
-	}
-	if err != nil {
-		t.Fatal(err)
+		if m, err = tbl.Load(ctx, version); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var opts ScanOptions
 	if names != nil {
@@ -107,19 +99,7 @@ func TestTakeMatchesLance(t *testing.T) {
 	for _, sc := range []string{"types", "text", "v2_0"} {
 		t.Run(sc, func(t *testing.T) {
 			uri := oracle.Build(t, sc, t.TempDir())
-			b, err := store.Open(ctx, uri)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Close()
-			tbl, err := table.OpenTable(ctx, b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := tbl.Latest(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			tbl, m := tabletest.Open(t, uri)
 			frags := m.PB.GetFragments()
 			// live[i] = physical rows of fragment i that are not deleted.
 			live := make([][]uint64, len(frags))
@@ -162,7 +142,7 @@ func TestTakeMatchesLance(t *testing.T) {
 					local -= uint64(len(live[fi]))
 					fi++
 				}
-				rec := takeOne(t, b, m.PB.GetFields(), frags[fi], live[fi][local])
+				rec := takeOne(t, tbl.Bucket(), m.PB.GetFields(), frags[fi], live[fi][local])
 				recs = append(recs, rec)
 			}
 			got := oracle.DigestRecords(recs[0].Schema(), recs)

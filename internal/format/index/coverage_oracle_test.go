@@ -1,12 +1,10 @@
 package index_test
 
 import (
-	"context"
 	"testing"
 
-	"github.com/lanced-dev/lanced/internal/engine/table"
+	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
 	"github.com/lanced-dev/lanced/internal/format/index"
-	"github.com/lanced-dev/lanced/internal/store"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
@@ -29,20 +27,7 @@ func TestCoverageMatchesIndexStats(t *testing.T) {
 			if c.ops != nil {
 				oracle.RunOps(t, path, c.ops)
 			}
-			ctx := context.Background()
-			b, err := store.Open(ctx, path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Close()
-			tbl, err := table.OpenTable(ctx, b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := tbl.Latest(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			m := tabletest.Latest(t, path)
 			cov, err := index.CoverageOf(m.PB.GetFragments(), m.Indices.GetIndices())
 			if err != nil {
 				t.Fatal(err)

@@ -9,11 +9,10 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/lanced-dev/lanced/internal/engine/table"
+	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/lancewrite"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
-	"github.com/lanced-dev/lanced/internal/store"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
@@ -30,19 +29,7 @@ func TestOracleRepackCarrierBackfill(t *testing.T) {
 	ctx := context.Background()
 	uri := oracle.Build(t, "backfill", t.TempDir())
 	want := oracle.Scan(t, uri, 0, nil)
-	b, err := store.Open(ctx, "file://"+uri)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	tbl, err := table.OpenTable(ctx, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := tbl.Latest(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl, m := tabletest.Open(t, "file://"+uri)
 	var updated []*tablepb.DataFragment
 	for _, fr := range m.PB.Fragments {
 		if len(fr.Files) < 2 {
@@ -80,7 +67,7 @@ func TestOracleRepackCarrierBackfill(t *testing.T) {
 	}
 	txn := &tablepb.Transaction{ReadVersion: m.Version(), Uuid: uuid.NewString(), Operation: &tablepb.Transaction_Update_{
 		Update: &tablepb.Transaction_Update{UpdatedFragments: updated, UpdateMode: tablepb.Transaction_REWRITE_COLUMNS}}}
-	_, err = tbl.Commit(ctx, m.Version(), txn, func(latest *format.Manifest) (*tablepb.Manifest, error) {
+	_, err := tbl.Commit(ctx, m.Version(), txn, func(latest *format.Manifest) (*tablepb.Manifest, error) {
 		next := proto.Clone(latest.PB).(*tablepb.Manifest)
 		byID := map[uint64]*tablepb.DataFragment{}
 		for _, u := range updated {

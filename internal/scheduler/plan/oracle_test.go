@@ -7,44 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/scheduler/plan"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
-
-// latest reads the newest manifest of a local table.
-func latest(t *testing.T, dir string) *format.Manifest {
-	t.Helper()
-	entries, err := os.ReadDir(filepath.Join(dir, "_versions"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var best string
-	var bestV uint64
-	for _, e := range entries {
-		v, _, err := format.ParseManifestName(e.Name())
-		if err != nil {
-			continue
-		}
-		if best == "" || v > bestV {
-			best, bestV = e.Name(), v
-		}
-	}
-	if best == "" {
-		t.Fatalf("no manifest in %s", dir)
-	}
-	key := filepath.Join(dir, "_versions", best)
-	b, err := os.ReadFile(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := format.DecodeManifestFile(key, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
 
 func fragmentIDs(m *format.Manifest) []uint64 {
 	var ids []uint64
@@ -98,7 +66,7 @@ func TestRewritePlanMatchesLanceOptimize(t *testing.T) {
 			if len(c.ops) > 0 {
 				oracle.RunOps(t, uri, c.ops)
 			}
-			before := latest(t, uri)
+			before := tabletest.Latest(t, uri)
 			e := policy.LanceDefaults(uri)
 			if c.coverage != "" {
 				e.Compaction.IndexCoverage.Value = c.coverage
@@ -125,7 +93,7 @@ func TestRewritePlanMatchesLanceOptimize(t *testing.T) {
 			slices.Sort(planned)
 
 			oracle.RunOps(t, uri, []oracle.Op{{"op": "optimize"}})
-			after := latest(t, uri)
+			after := tabletest.Latest(t, uri)
 			kept := map[uint64]bool{}
 			for _, id := range fragmentIDs(after) {
 				kept[id] = true
@@ -167,7 +135,7 @@ func TestRepackPlansOnRealLanceLayouts(t *testing.T) {
 	for _, scenario := range []string{"backfill", "dropped_column"} {
 		t.Run(scenario, func(t *testing.T) {
 			uri := oracle.Build(t, scenario, t.TempDir())
-			m := latest(t, uri)
+			m := tabletest.Latest(t, uri)
 			for _, max := range []uint64{1, 2} {
 				e := policy.LanceDefaults(uri)
 				e.Scope.Value = policy.ScopeRepack

@@ -3,51 +3,19 @@ package event
 import (
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/watch/event/eventtest"
 )
-
-// loadSample reads a testdata payload. GCS samples given as
-// {"attributes":{…},"data":{…}} are split into Pub/Sub attributes and the
-// JSON_API_V1 body, as gcppubsub delivers them; everything else is a body.
-func loadSample(t testing.TB, name string) ([]byte, map[string]string) {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.HasPrefix(name, "gcs_") || strings.HasPrefix(name, "gcs_push") {
-		return raw, nil
-	}
-	var s struct {
-		Attributes map[string]string `json:"attributes"`
-		Data       json.RawMessage   `json:"data"`
-	}
-	if err := json.Unmarshal(raw, &s); err != nil {
-		t.Fatal(err)
-	}
-	return s.Data, s.Attributes
-}
-
-func testRoots(t testing.TB) *Roots {
-	t.Helper()
-	rs, err := ParseRoots("s3://lake/warehouse", "gs://lake-gcs/warehouse")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rs
-}
 
 func ref(table string, v uint64) format.VersionRef {
 	return format.VersionRef{Table: table, Version: v}
 }
 
 func TestDecodeSamples(t *testing.T) {
-	roots := testRoots(t)
+	roots := eventtest.Roots(t, ParseRoots)
 	cases := []struct {
 		file    string
 		refs    []format.VersionRef
@@ -75,7 +43,7 @@ func TestDecodeSamples(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.file, func(t *testing.T) {
-			body, attrs := loadSample(t, tc.file)
+			body, attrs := eventtest.LoadSample(t, tc.file)
 			evs, err := Decode(body, attrs)
 			if err != nil {
 				t.Fatalf("Decode: %v", err)
@@ -151,7 +119,7 @@ func nestSNS(inner string, depth int) string {
 }
 
 func TestDecodeSNSInnerEventBridge(t *testing.T) {
-	body, _ := loadSample(t, "eventbridge_created.json")
+	body, _ := eventtest.LoadSample(t, "eventbridge_created.json")
 	evs, err := Decode([]byte(nestSNS(string(body), 1)), nil)
 	if err != nil || len(evs) != 1 || evs[0].Key != "warehouse/events.lance/_versions/18446744073709551612.manifest" {
 		t.Fatalf("Decode = %v, %v", evs, err)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lanced-dev/lanced/internal/watch/event/eventtest"
 )
 
 const v1 = "18446744073709551614.manifest" // V2 name of version 1
@@ -138,7 +140,7 @@ func TestParseRootRejects(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "*.json"))
 	for _, p := range files {
-		body, attrs := loadSample(f, filepath.Base(p))
+		body, attrs := eventtest.LoadSample(f, filepath.Base(p))
 		f.Add(body, attrs["eventType"], attrs["bucketId"], attrs["objectId"])
 	}
 	f.Add([]byte(`{"Records":[{"eventVersion":"2.1","eventName":"ObjectCreated:Put","s3":{"bucket":{"name":"lake"},"object":{"key":"tables%2F..%2Fx/_versions/1.manifest"}}}]}`), "", "", "")

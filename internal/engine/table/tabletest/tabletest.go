@@ -1,0 +1,41 @@
+// Package tabletest opens tables for tests: the one "open the table and read
+// its latest manifest" helper the test suites share.
+package tabletest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/lanced-dev/lanced/internal/engine/table"
+	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/store"
+)
+
+// Open opens the table at uri (a local path or a store URI) and loads its
+// latest manifest; the store is closed when the test ends. Any error fails
+// the test.
+func Open(t testing.TB, uri string) (*table.Table, *format.Manifest) {
+	t.Helper()
+	ctx := context.Background()
+	b, err := store.Open(ctx, uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	tbl, err := table.OpenTable(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := tbl.Latest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl, m
+}
+
+// Latest returns the latest manifest of the table at uri.
+func Latest(t testing.TB, uri string) *format.Manifest {
+	t.Helper()
+	_, m := Open(t, uri)
+	return m
+}
