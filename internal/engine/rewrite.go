@@ -17,6 +17,7 @@ import (
 	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/lancewrite"
+	"github.com/lanced-dev/lanced/internal/format/pb/filepb"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 )
 
@@ -112,7 +113,6 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // writer's open pages, whatever the size or number of fragments. On error
 // every file it wrote is deleted.
 func ExecuteRewrite(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, t *job.RewriteTask) (out *job.RewriteOutput, err error) {
-	b := tbl.Bucket()
 	if m.GetVersion() != t.ReadVersion {
 		return nil, fmt.Errorf("rewrite planned at version %d given manifest %d", t.ReadVersion, m.GetVersion())
 	}
@@ -134,168 +134,196 @@ func ExecuteRewrite(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, 
 	if t.MaxRowsPerFile > 0 && t.MaxRowsPerFile < target {
 		target = t.MaxRowsPerFile
 	}
-	stable := m.GetReaderFeatureFlags()&2 != 0 || m.GetWriterFeatureFlags()&2 != 0
-	fields := m.GetFields()
-
-	out = &job.RewriteOutput{Rewrite: t, Group: &job.RewriteGroup{}}
+	rw := &rewriteRun{ctx: ctx, tbl: tbl, fields: m.GetFields(), ver: ver, target: target, maxBytes: t.MaxBytesPerFile,
+		out: &job.RewriteOutput{Rewrite: t, Group: &job.RewriteGroup{}}}
+	if format.StableRowIDs(m) {
+		rw.lin = &format.Lineage{}
+	}
 	defer func() {
 		if err != nil {
-			deleteKeys(context.WithoutCancel(ctx), b, out.Outputs)
+			deleteKeys(context.WithoutCancel(ctx), tbl.Bucket(), rw.out.Outputs)
 			out = nil
 		}
 	}()
-	var lin *format.Lineage
-	if stable {
-		lin = &format.Lineage{}
-	}
-	var cur *fileSink
-	// addFragment records one written file as a new fragment.
-	addFragment := func(name string, res lancewrite.Result) error {
-		nf := &tablepb.DataFragment{
-			PhysicalRows: res.NumRows,
-			Files: []*tablepb.DataFile{{
-				Path:             name,
-				Fields:           res.Fields,
-				ColumnIndices:    res.ColumnIndices,
-				FileMajorVersion: res.Major,
-				FileMinorVersion: res.Minor,
-				FileSizeBytes:    uint64(res.Size),
-			}},
-		}
-		if lin != nil {
-			if err := lin.Assign(nf, res.NumRows); err != nil {
-				return err
-			}
-		}
-		out.Group.New = append(out.Group.New, nf)
-		out.RowsWritten += res.NumRows
-		out.BytesWritten += res.Size
-		return nil
-	}
-	// takeFragment accounts one old fragment the task consumes; deleted
-	// are its deleted rows (nil if none).
-	takeFragment := func(f *tablepb.DataFragment, deleted *roaring.Bitmap) error {
-		out.Group.Old = append(out.Group.Old, f)
-		for _, df := range f.GetFiles() {
-			out.BytesRead += int64(df.GetFileSizeBytes())
-		}
-		if lin != nil {
-			meta, err := format.DecodeRowMeta(f)
-			if err != nil {
-				return err
-			}
-			lin.Keep(meta, deleted)
-		}
-		return nil
-	}
-	closeCur := func() error {
-		if cur == nil {
-			return nil
-		}
-		s := cur
-		cur = nil
-		res, err := s.w.Close()
-		if err != nil {
-			_ = abortWriter(s.sw)
-			return fmt.Errorf("write %s: %w", s.key, err)
-		}
-		if err := s.sw.Close(); err != nil {
-			return fmt.Errorf("upload %s: %w", s.key, err)
-		}
-		failpoint.Hit("rewrite.file")
-		out.Reencoded++
-		return addFragment(s.name, res)
-	}
-	openCur := func() error {
-		name := newDataFileName()
-		key := format.DataFileKey(name)
-		if err := journal.RecordOutput(ctx, key); err != nil {
-			return err
-		}
-		sw, err := b.NewWriter(ctx, key)
-		if err != nil {
-			return err
-		}
-		out.Outputs = append(out.Outputs, key)
-		cw := &countingWriter{w: sw}
-		w, err := lancewrite.NewWriter(cw, fields, lancewrite.Options{Version: ver})
-		if err != nil {
-			_ = abortWriter(sw)
-			return err
-		}
-		cur = &fileSink{key: key, name: name, sw: sw, n: cw, w: w}
-		return nil
-	}
 	done := 0
 	if groups := copyGroups(m, frags, ver, target, t.MaxBytesPerFile); groups != nil {
-		done, err = copyRewrite(ctx, tbl, fields, ver, groups, out, func(g []*tablepb.DataFragment, dels []*roaring.Bitmap, name string, res lancewrite.Result) error {
-			for i, f := range g {
-				if err := takeFragment(f, dels[i]); err != nil {
-					return err
-				}
-				out.RowsRead += f.GetPhysicalRows()
-				if dels[i] != nil {
-					out.RowsRead -= dels[i].GetCardinality()
-				}
-			}
-			if name == "" {
-				return nil
-			}
-			return addFragment(name, res)
-		})
-		if err != nil {
-			return out, err
+		if done, err = copyRewrite(ctx, tbl, rw.fields, ver, groups, rw.out, rw.copied); err != nil {
+			return rw.out, err
 		}
 	}
 	if done < len(frags) {
-		items, stop := scanFragments(ctx, tbl, fields, frags[done:])
-		err := func() error {
-			defer stop()
-			for it := range items {
-				switch {
-				case it.err != nil:
-					return it.err
-				case it.frag != nil:
-					if err := takeFragment(it.frag, it.deleted); err != nil {
-						return err
-					}
-				default:
-					out.RowsRead += uint64(it.rec.NumRows())
-					err := writeSplit(it.rec, target, t.MaxBytesPerFile, &cur, openCur, closeCur)
-					it.rec.Release()
-					if err != nil {
-						return err
-					}
-				}
-			}
-			return ctx.Err()
-		}()
-		if err != nil {
-			return out, err
+		if err := rw.reencode(frags[done:]); err != nil {
+			return rw.out, err
 		}
 	}
-	if err := closeCur(); err != nil {
-		return out, err
+	if err := rw.closeCur(); err != nil {
+		return rw.out, err
 	}
+	return rw.out, rw.check(frags)
+}
+
+// rewriteRun is the state of one ExecuteRewrite: the output so far, the
+// file being written and the row lineage of a table with stable row ids.
+type rewriteRun struct {
+	ctx      context.Context
+	tbl      *table.Table
+	fields   []*filepb.Field
+	ver      lancewrite.Version
+	target   uint64 // rows per new fragment
+	maxBytes uint64 // about this many bytes per new file (0: no limit)
+	out      *job.RewriteOutput
+	lin      *format.Lineage // nil unless the table has stable row ids
+	cur      *fileSink
+}
+
+// addFragment records one written file as a new fragment.
+func (rw *rewriteRun) addFragment(name string, res lancewrite.Result) error {
+	nf := &tablepb.DataFragment{
+		PhysicalRows: res.NumRows,
+		Files: []*tablepb.DataFile{{
+			Path:             name,
+			Fields:           res.Fields,
+			ColumnIndices:    res.ColumnIndices,
+			FileMajorVersion: res.Major,
+			FileMinorVersion: res.Minor,
+			FileSizeBytes:    uint64(res.Size),
+		}},
+	}
+	if rw.lin != nil {
+		if err := rw.lin.Assign(nf, res.NumRows); err != nil {
+			return err
+		}
+	}
+	rw.out.Group.New = append(rw.out.Group.New, nf)
+	rw.out.RowsWritten += res.NumRows
+	rw.out.BytesWritten += res.Size
+	return nil
+}
+
+// takeFragment accounts one old fragment the task consumes; deleted are
+// its deleted rows (nil if none).
+func (rw *rewriteRun) takeFragment(f *tablepb.DataFragment, deleted *roaring.Bitmap) error {
+	rw.out.Group.Old = append(rw.out.Group.Old, f)
+	for _, df := range f.GetFiles() {
+		rw.out.BytesRead += int64(df.GetFileSizeBytes())
+	}
+	if rw.lin != nil {
+		meta, err := format.DecodeRowMeta(f)
+		if err != nil {
+			return err
+		}
+		rw.lin.Keep(meta, deleted)
+	}
+	return nil
+}
+
+// copied accounts one group the copy path handled: its old fragments (with
+// their deleted rows) and the file written for them (none if name is "").
+func (rw *rewriteRun) copied(g []*tablepb.DataFragment, dels []*roaring.Bitmap, name string, res lancewrite.Result) error {
+	for i, f := range g {
+		if err := rw.takeFragment(f, dels[i]); err != nil {
+			return err
+		}
+		rw.out.RowsRead += f.GetPhysicalRows()
+		if dels[i] != nil {
+			rw.out.RowsRead -= dels[i].GetCardinality()
+		}
+	}
+	if name == "" {
+		return nil
+	}
+	return rw.addFragment(name, res)
+}
+
+// openCur starts a new data file.
+func (rw *rewriteRun) openCur() error {
+	name := newDataFileName()
+	key := format.DataFileKey(name)
+	if err := journal.RecordOutput(rw.ctx, key); err != nil {
+		return err
+	}
+	sw, err := rw.tbl.Bucket().NewWriter(rw.ctx, key)
+	if err != nil {
+		return err
+	}
+	rw.out.Outputs = append(rw.out.Outputs, key)
+	cw := &countingWriter{w: sw}
+	w, err := lancewrite.NewWriter(cw, rw.fields, lancewrite.Options{Version: rw.ver})
+	if err != nil {
+		_ = abortWriter(sw)
+		return err
+	}
+	rw.cur = &fileSink{key: key, name: name, sw: sw, n: cw, w: w}
+	return nil
+}
+
+// closeCur finishes the current data file (if any) as a new fragment.
+func (rw *rewriteRun) closeCur() error {
+	if rw.cur == nil {
+		return nil
+	}
+	s := rw.cur
+	rw.cur = nil
+	res, err := s.w.Close()
+	if err != nil {
+		_ = abortWriter(s.sw)
+		return fmt.Errorf("write %s: %w", s.key, err)
+	}
+	if err := s.sw.Close(); err != nil {
+		return fmt.Errorf("upload %s: %w", s.key, err)
+	}
+	failpoint.Hit("rewrite.file")
+	rw.out.Reencoded++
+	return rw.addFragment(s.name, res)
+}
+
+// reencode decodes the live rows of frags (on a reader goroutine) and
+// writes them into new files.
+func (rw *rewriteRun) reencode(frags []*tablepb.DataFragment) error {
+	items, stop := scanFragments(rw.ctx, rw.tbl, rw.fields, frags)
+	defer stop()
+	for it := range items {
+		switch {
+		case it.err != nil:
+			return it.err
+		case it.frag != nil:
+			if err := rw.takeFragment(it.frag, it.deleted); err != nil {
+				return err
+			}
+		default:
+			rw.out.RowsRead += uint64(it.rec.NumRows())
+			err := writeSplit(it.rec, rw.target, rw.maxBytes, &rw.cur, rw.openCur, rw.closeCur)
+			it.rec.Release()
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return rw.ctx.Err()
+}
+
+// check verifies the rewrite's row accounting before it may be committed.
+func (rw *rewriteRun) check(frags []*tablepb.DataFragment) error {
+	out := rw.out
 	if out.RowsWritten != out.RowsRead {
-		return out, fmt.Errorf("%w: read %d live rows, wrote %d", job.ErrInvariant, out.RowsRead, out.RowsWritten)
+		return fmt.Errorf("%w: read %d live rows, wrote %d", job.ErrInvariant, out.RowsRead, out.RowsWritten)
 	}
 	var wantLive uint64
 	for _, f := range frags {
 		wantLive += format.LiveRows(f)
 	}
 	if out.RowsRead != wantLive {
-		return out, fmt.Errorf("%w: fragments record %d live rows, scan returned %d", job.ErrInvariant, wantLive, out.RowsRead)
+		return fmt.Errorf("%w: fragments record %d live rows, scan returned %d", job.ErrInvariant, wantLive, out.RowsRead)
 	}
-	if lin != nil && lin.Left() != 0 {
-		return out, fmt.Errorf("%w: %d row ids left after the rewrite", job.ErrInvariant, lin.Left())
+	if rw.lin != nil && rw.lin.Left() != 0 {
+		return fmt.Errorf("%w: %d row ids left after the rewrite", job.ErrInvariant, rw.lin.Left())
 	}
 	if len(out.Group.New) == 0 {
 		// Every row was deleted: Lance keeps a group with no new fragments
 		// out of its plans; we do the same by refusing to commit nothing.
-		return out, fmt.Errorf("rewrite of fragments %v: no live rows: %w", t.Fragments, job.ErrStale)
+		return fmt.Errorf("rewrite of fragments %v: no live rows: %w", out.Rewrite.Fragments, job.ErrStale)
 	}
-	return out, nil
+	return nil
 }
 
 // writeSplit writes rec to the current file, starting a new fragment file

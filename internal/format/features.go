@@ -63,6 +63,12 @@ func CheckWritable(m *tablepb.Manifest) error {
 	return nil
 }
 
+// StableRowIDs reports whether the table uses stable row ids
+// (FlagStableRowIDs on its reader or writer flags).
+func StableRowIDs(m *tablepb.Manifest) bool {
+	return (m.GetReaderFeatureFlags()|m.GetWriterFeatureFlags())&FlagStableRowIDs != 0
+}
+
 // HasRowIDMeta reports whether a fragment carries stable row ids (inline or
 // external), Lance's row_id_meta.is_some().
 func HasRowIDMeta(f *tablepb.DataFragment) bool {

@@ -388,3 +388,25 @@ func TestListSkipsVanishedEntries(t *testing.T) {
 		})
 	}
 }
+
+// A local path with '#' or '%' in it opens that directory: the characters
+// are part of the path, not a URL fragment or escape.
+func TestOpenLocalPathWithHashAndPercent(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a#01", "b%20c")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "k"), []byte("v"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	b, err := store.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	got, err := b.Get(ctx, "k")
+	if err != nil || string(got) != "v" {
+		t.Fatalf("Get k under %s: %q, %v", dir, got, err)
+	}
+}

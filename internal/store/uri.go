@@ -7,8 +7,8 @@ import (
 )
 
 // LocalURI turns a local path, absolute or relative to the working
-// directory, into a file:///abs/path URI; anything with a scheme is
-// returned unchanged.
+// directory, into a file:///abs/path URI ('%' and '#' in the path escaped,
+// so they stay part of it); anything with a scheme is returned unchanged.
 func LocalURI(uri string) string {
 	if uri == "" || strings.Contains(uri, "://") {
 		return uri
@@ -17,8 +17,10 @@ func LocalURI(uri string) string {
 	if err != nil {
 		return uri
 	}
-	return "file://" + filepath.ToSlash(abs)
+	return "file://" + localPathEscaper.Replace(filepath.ToSlash(abs))
 }
+
+var localPathEscaper = strings.NewReplacer("%", "%25", "#", "%23")
 
 // CanonicalURI is a table's identity in logs, task ids, journal keys and
 // metric labels: the URI without its query string (connection options such
