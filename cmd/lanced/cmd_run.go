@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -322,26 +323,11 @@ func (d *daemon) run(ctx context.Context) error {
 	st := newDaemonStatus(d, nodeID, reg, nc, roots.OpenURI)
 	log = slog.New(st.Handler(log.Handler()))
 	baseLog = slog.New(st.Handler(baseLog.Handler()))
-	var planner scheduler.Planner
-	var exec scheduler.Executor
-	var committer scheduler.Committer
-	switch d.flags.workload {
-	case "inspect":
-		w := &inspectWorkload{stateDir: cfg.StateDir, node: func() string { return nodeID }, policies: d.currentPolicies, delay: d.flags.taskDelay, open: roots.OpenURI}
-		planner, exec, committer = w, w, w
-	default:
-		w := &maintainWorkload{policies: d.currentPolicies, log: log, open: roots.OpenURI, reg: reg,
-			quarantined: prometheus.NewCounter(prometheus.CounterOpts{Name: "lanced_fragments_quarantined_total",
-				Help: "Fragments found corrupt and quarantined (left out of maintenance until they change)."})}
-		if err := reg.Register(w.quarantined); err != nil {
-			return err
-		}
-		if w.journal, w.cleanup, err = d.cleanupParts(nc, reg, log, roots.OpenURI); err != nil {
-			return err
-		}
-		defer w.cleanup.Close()
-		planner, exec, committer = w, delayed{w, d.flags.taskDelay}, w
+	planner, exec, committer, closeWorkload, err := d.workload(nodeID, log, reg, nc, roots)
+	if err != nil {
+		return err
 	}
+	defer closeWorkload()
 	q := cfg.Queue
 	node, err := scheduler.New(ctx, nc, scheduler.Config{
 		NodeID: nodeID, Workers: cfg.Workers,
@@ -354,9 +340,171 @@ func (d *daemon) run(ctx context.Context) error {
 		return err
 	}
 
-	// Policies: fsnotify and SIGHUP reload; a bad edit keeps the old set.
-	policyCtx, stopPolicies := context.WithCancel(context.Background())
+	stopPolicies, stopHUP := d.watchPolicies(log)
 	defer stopPolicies()
+	defer stopHUP()
+
+	// Watch: sources → coalescer → scheduler.Submit.
+	wm := watch.NewMetrics(reg)
+
+	wopts := watch.Options{Roots: roots, Logger: log, Metrics: wm}
+	co := watch.NewCoalescer(watch.CoalescerConfig{
+		Debounce: cfg.Debounce, MaxDelay: cfg.MaxDelay, AutoDone: true, Logger: log, Metrics: wm,
+	}, func(ctx context.Context, ref format.VersionRef) error {
+		return node.Submit(ctx, ref.Table, ref.Version)
+	})
+	sources, err := d.sources(roots, wopts, nc, st)
+	if err != nil {
+		return err
+	}
+
+	runCtx, stopRun := context.WithCancel(context.Background())
+	defer stopRun()
+	nodeDone := make(chan error, 1)
+	go func() { nodeDone <- node.Run(runCtx) }()
+	go st.Run(runCtx)
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	watchers := runWatch(watchCtx, co, sources, st, log)
+
+	ready := func() error {
+		switch {
+		case !nc.IsConnected():
+			return errors.New("nats not connected")
+		case !node.Ready():
+			return errors.New("scheduler not running")
+		case d.currentPolicies() == nil:
+			return errors.New("policies not loaded")
+		}
+		return nil
+	}
+	st.setReady(ready)
+	hs, err := startHTTP(cfg.HTTP, reg, nc, st, log)
+	if err != nil {
+		stopWatch()
+		stopRun()
+		return err
+	}
+
+	notifySystemd(runCtx, st.Ready, ready, log)
+	log.Info("lanced running")
+
+	return running{nodeDone: nodeDone, stopWatch: stopWatch, watchers: watchers, stopRun: stopRun,
+		stopPolicies: stopPolicies, hs: hs}.wait(ctx, cfg.Queue.DrainTimeout, log)
+}
+
+// running is what a started daemon stops, in order: the event sources,
+// the scheduler (drained), the policy watch, the HTTP server.
+type running struct {
+	nodeDone     chan error
+	stopWatch    func()
+	watchers     *sync.WaitGroup
+	stopRun      func()
+	stopPolicies func()
+	hs           *healthServer
+}
+
+// wait runs until ctx ends or the scheduler fails, then stops everything,
+// draining the scheduler for up to drain (plus a grace period).
+func (r running) wait(ctx context.Context, drain time.Duration, log *slog.Logger) error {
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutdown requested", "drain_timeout", drain)
+	case runErr = <-r.nodeDone:
+		r.nodeDone <- runErr
+		log.Error("scheduler stopped unexpectedly", "err", runErr)
+	}
+	_, _ = sdNotify("STOPPING=1")
+	r.stopWatch()
+	wdone := make(chan struct{})
+	go func() { r.watchers.Wait(); close(wdone) }()
+	select {
+	case <-wdone:
+	case <-time.After(10 * time.Second):
+		log.Warn("event sources did not stop in time; draining anyway")
+	}
+	r.stopRun()
+	select {
+	case err := <-r.nodeDone:
+		if err != nil && runErr == nil {
+			runErr = err
+		}
+	case <-time.After(drain + 30*time.Second):
+		log.Error("scheduler drain timed out")
+	}
+	r.stopPolicies()
+	if r.hs != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = r.hs.Shutdown(sctx)
+		cancel()
+	}
+	log.Info("lanced stopped")
+	return runErr
+}
+
+// runWatch runs the coalescer and every event source (each ref seen by
+// the status page first) until ctx ends; the WaitGroup waits for them.
+func runWatch(ctx context.Context, co *watch.Coalescer, sources []watch.Source, st *daemonStatus, log *slog.Logger) *sync.WaitGroup {
+	var watchers sync.WaitGroup
+	add := func(ctx context.Context, ref format.VersionRef) error {
+		st.Seen(ref.Table, ref.Version)
+		return co.Add(ctx, ref)
+	}
+	watchers.Go(func() { _ = co.Run(ctx) })
+	for _, s := range sources {
+		watchers.Go(func() {
+			if err := s.Run(ctx, add); err != nil && ctx.Err() == nil {
+				log.Error("event source stopped", "err", err)
+			}
+		})
+	}
+	return &watchers
+}
+
+// startHTTP serves /healthz, /readyz, /metrics and the status page on addr
+// (nil when addr is empty).
+func startHTTP(addr string, reg *prometheus.Registry, nc *nats.Conn, st *daemonStatus, log *slog.Logger) (*healthServer, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	hs, err := newHealthServer(addr, reg, func() error {
+		if nc.IsClosed() {
+			return errors.New("nats connection closed")
+		}
+		return nil
+	}, st.Ready, log, st.Register)
+	if err != nil {
+		return nil, err
+	}
+	hs.Start()
+	log.Info("http listening", "addr", hs.Addr())
+	return hs, nil
+}
+
+// workload builds the planner, executor and committer of --workload; the
+// returned func stops what it started.
+func (d *daemon) workload(nodeID string, log *slog.Logger, reg *prometheus.Registry, nc *nats.Conn, roots *watch.Roots) (scheduler.Planner, scheduler.Executor, scheduler.Committer, func(), error) {
+	if d.flags.workload == "inspect" {
+		w := &inspectWorkload{stateDir: d.cfg.StateDir, node: func() string { return nodeID }, policies: d.currentPolicies, delay: d.flags.taskDelay, open: roots.OpenURI}
+		return w, w, w, func() {}, nil
+	}
+	w := &maintainWorkload{policies: d.currentPolicies, log: log, open: roots.OpenURI, reg: reg,
+		quarantined: prometheus.NewCounter(prometheus.CounterOpts{Name: "lanced_fragments_quarantined_total",
+			Help: "Fragments found corrupt and quarantined (left out of maintenance until they change)."})}
+	if err := reg.Register(w.quarantined); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	var err error
+	if w.journal, w.cleanup, err = d.cleanupParts(nc, reg, log, roots.OpenURI); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	return w, delayed{w, d.flags.taskDelay}, w, w.cleanup.Close, nil
+}
+
+// watchPolicies reloads the policies on fsnotify and SIGHUP (a bad edit
+// keeps the old set) until stop is called; stopHUP gives SIGHUP back.
+func (d *daemon) watchPolicies(log *slog.Logger) (stop, stopHUP func()) {
+	policyCtx, stopPolicies := context.WithCancel(context.Background())
 	if d.reloader != nil {
 		d.reloader.OnReload = func(diags hcl.Diagnostics, applied bool) { d.logReload(diags, applied) }
 		go func() {
@@ -367,7 +515,6 @@ func (d *daemon) run(ctx context.Context) error {
 	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	go func() {
 		for {
 			select {
@@ -383,18 +530,13 @@ func (d *daemon) run(ctx context.Context) error {
 			}
 		}
 	}()
+	return stopPolicies, func() { signal.Stop(hup) }
+}
 
-	// Watch: sources → coalescer → scheduler.Submit.
-	wm := watch.NewMetrics(reg)
-
-	wopts := watch.Options{Roots: roots, Logger: log, Metrics: wm}
-	co := watch.NewCoalescer(watch.CoalescerConfig{
-		Debounce: cfg.Debounce, MaxDelay: cfg.MaxDelay, AutoDone: true, Logger: log, Metrics: wm,
-	}, func(ctx context.Context, ref format.VersionRef) error {
-		return node.Submit(ctx, ref.Table, ref.Version)
-	})
+// sources builds the configured event sources.
+func (d *daemon) sources(roots *watch.Roots, wopts watch.Options, nc *nats.Conn, st *daemonStatus) ([]watch.Source, error) {
 	var sources []watch.Source
-	for _, sc := range cfg.Sources {
+	for _, sc := range d.cfg.Sources {
 		switch sc.Kind {
 		case "poll":
 			var canon []string
@@ -402,9 +544,9 @@ func (d *daemon) run(ctx context.Context) error {
 				canon = append(canon, r.URI())
 			}
 			st.expectRoots(canon)
-			src, err := watch.NewPollSource(watch.PollConfig{URIs: cfg.Tables, Interval: sc.Interval, OnSweep: st.onSweep}, wopts)
+			src, err := watch.NewPollSource(watch.PollConfig{URIs: d.cfg.Tables, Interval: sc.Interval, OnSweep: st.onSweep}, wopts)
 			if err != nil {
-				return fmt.Errorf("poll source: %w", err)
+				return nil, fmt.Errorf("poll source: %w", err)
 			}
 			sources = append(sources, src)
 		case "pubsub":
@@ -412,63 +554,18 @@ func (d *daemon) run(ctx context.Context) error {
 		case "nats":
 			src, err := watch.NewNATSSource(nc, watch.NATSConfig{Subject: sc.Subject, Stream: sc.Stream}, wopts)
 			if err != nil {
-				return fmt.Errorf("nats source %s: %w", sc.Subject, err)
+				return nil, fmt.Errorf("nats source %s: %w", sc.Subject, err)
 			}
 			sources = append(sources, src)
 		}
 	}
+	return sources, nil
+}
 
-	runCtx, stopRun := context.WithCancel(context.Background())
-	defer stopRun()
-	nodeDone := make(chan error, 1)
-	go func() { nodeDone <- node.Run(runCtx) }()
-	go st.Run(runCtx)
-	watchCtx, stopWatch := context.WithCancel(context.Background())
-	var watchers sync.WaitGroup
-	add := func(ctx context.Context, ref format.VersionRef) error {
-		st.Seen(ref.Table, ref.Version)
-		return co.Add(ctx, ref)
-	}
-	watchers.Go(func() { _ = co.Run(watchCtx) })
-	for _, s := range sources {
-		watchers.Go(func() {
-			if err := s.Run(watchCtx, add); err != nil && watchCtx.Err() == nil {
-				log.Error("event source stopped", "err", err)
-			}
-		})
-	}
-
-	ready := func() error {
-		switch {
-		case !nc.IsConnected():
-			return errors.New("nats not connected")
-		case !node.Ready():
-			return errors.New("scheduler not running")
-		case d.currentPolicies() == nil:
-			return errors.New("policies not loaded")
-		}
-		return nil
-	}
-	st.setReady(ready)
-	var hs *healthServer
-	if cfg.HTTP != "" {
-		hs, err = newHealthServer(cfg.HTTP, reg, func() error {
-			if nc.IsClosed() {
-				return errors.New("nats connection closed")
-			}
-			return nil
-		}, st.Ready, log, st.Register)
-		if err != nil {
-			stopWatch()
-			stopRun()
-			return err
-		}
-		hs.Start()
-		log.Info("http listening", "addr", hs.Addr())
-	}
-
-	// READY=1 once the scheduler takes work; WATCHDOG=1 while healthy.
-	for deadline := time.Now().Add(30 * time.Second); st.Ready() != nil && time.Now().Before(deadline); {
+// notifySystemd sends READY=1 once the scheduler takes work (or after 30s)
+// and WATCHDOG=1 while ready, until ctx ends.
+func notifySystemd(ctx context.Context, startupReady, ready func() error, log *slog.Logger) {
+	for deadline := time.Now().Add(30 * time.Second); startupReady() != nil && time.Now().Before(deadline); {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if sent, err := sdNotify("READY=1\nSTATUS=maintaining tables"); err != nil {
@@ -482,7 +579,7 @@ func (d *daemon) run(ctx context.Context) error {
 			defer t.Stop()
 			for {
 				select {
-				case <-runCtx.Done():
+				case <-ctx.Done():
 					return
 				case <-t.C:
 					if ready() == nil {
@@ -492,42 +589,6 @@ func (d *daemon) run(ctx context.Context) error {
 			}
 		}()
 	}
-	log.Info("lanced running")
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-		log.Info("shutdown requested", "drain_timeout", cfg.Queue.DrainTimeout)
-	case runErr = <-nodeDone:
-		nodeDone <- runErr
-		log.Error("scheduler stopped unexpectedly", "err", runErr)
-	}
-	_, _ = sdNotify("STOPPING=1")
-	stopWatch()
-	wdone := make(chan struct{})
-	go func() { watchers.Wait(); close(wdone) }()
-	select {
-	case <-wdone:
-	case <-time.After(10 * time.Second):
-		log.Warn("event sources did not stop in time; draining anyway")
-	}
-	stopRun()
-	select {
-	case err := <-nodeDone:
-		if err != nil && runErr == nil {
-			runErr = err
-		}
-	case <-time.After(cfg.Queue.DrainTimeout + 30*time.Second):
-		log.Error("scheduler drain timed out")
-	}
-	stopPolicies()
-	if hs != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = hs.Shutdown(sctx)
-		cancel()
-	}
-	log.Info("lanced stopped")
-	return runErr
 }
 
 func (d *daemon) logReload(diags hcl.Diagnostics, applied bool) {
