@@ -316,101 +316,154 @@ func applyFile(cfg *runConfig, fc *fileConfig, dir string) hcl.Diagnostics {
 	}
 	positive(&diags, body, "workers", fc.Workers, &cfg.Workers, true)
 
-	if b := fc.NATS; b != nil {
-		if b.Embedded != nil {
-			cfg.NATS.Embedded = *b.Embedded
-		}
-		if b.URL != nil {
-			cfg.NATS.URL = *b.URL
-			if b.Embedded == nil {
-				cfg.NATS.Embedded = false
-			}
-		}
-		if cfg.NATS.Embedded && cfg.NATS.URL != "" {
-			diags = append(diags, diagAt(b.Body, "url", "Conflicting NATS settings",
-				"Set either embedded = true (this process runs the server) or url (connect to a cluster), not both."))
-		}
-		if !cfg.NATS.Embedded && cfg.NATS.URL == "" {
-			diags = append(diags, diagAt(b.Body, "embedded", "No NATS server",
-				"With embedded = false, url must name the NATS cluster to join."))
-		}
-		if b.Listen != nil {
-			if !cfg.NATS.Embedded {
-				diags = append(diags, diagAt(b.Body, "listen", "listen needs the embedded server", "listen opens the embedded server to other nodes; it has no meaning with url."))
-			} else if _, _, err := net.SplitHostPort(*b.Listen); err != nil {
-				diags = append(diags, diagAt(b.Body, "listen", "Invalid listen address", fmt.Sprintf("%q: %v (want host:port)", *b.Listen, err)))
-			}
-			cfg.NATS.Listen = *b.Listen
-		}
-		n := &cfg.NATS
-		if b.Credentials != nil {
-			n.Credentials = absPath(dir, *b.Credentials)
-		}
-		if b.NKeySeedFile != nil {
-			n.NKeySeedFile = absPath(dir, *b.NKeySeedFile)
-		}
-		if b.User != nil {
-			n.User = *b.User
-		}
-		if b.PasswordFile != nil {
-			n.PasswordFile = absPath(dir, *b.PasswordFile)
-		}
-		if (n.User == "") != (n.PasswordFile == "") {
-			diags = append(diags, diagAt(b.Body, "user", "Incomplete NATS user", "user and password_file go together (the file holds the password)."))
-		}
-		methods := 0
-		for _, set := range []bool{n.Credentials != "", n.NKeySeedFile != "", n.User != ""} {
-			if set {
-				methods++
-			}
-		}
-		if methods > 1 {
-			diags = append(diags, diagAt(b.Body, "credentials", "Conflicting NATS credentials",
-				"Use one of credentials (a .creds file), nkey_seed_file, or user with password_file."))
-		}
-		if n.Embedded && n.Credentials != "" {
-			diags = append(diags, diagAt(b.Body, "credentials", "credentials need a NATS cluster",
-				"A .creds file (JWT) authenticates to an operator-mode cluster given by url; the embedded server takes nkey_seed_file or user with password_file."))
-		}
-		for _, k := range b.AuthorizedNKeys {
-			if !validUserNKey(k) {
-				diags = append(diags, diagAt(b.Body, "authorized_nkeys", "Invalid nkey",
-					fmt.Sprintf("%q is not a public user nkey (a 56-character key starting with U).", k)))
-			}
-		}
-		n.AuthorizedNKeys = b.AuthorizedNKeys
-		if len(n.AuthorizedNKeys) > 0 && n.NKeySeedFile == "" {
-			diags = append(diags, diagAt(b.Body, "authorized_nkeys", "authorized_nkeys needs nkey_seed_file",
-				"The embedded server then accepts only nkeys; this node connects to it with its own seed (nkey_seed_file)."))
-		}
-		if b.Insecure != nil {
-			n.Insecure = *b.Insecure
-		}
-		if t := b.TLS; t != nil {
-			tc := &tlsConfig{}
-			if t.CAFile != nil {
-				tc.CAFile = absPath(dir, *t.CAFile)
-			}
-			if t.CertFile != nil {
-				tc.CertFile = absPath(dir, *t.CertFile)
-			}
-			if t.KeyFile != nil {
-				tc.KeyFile = absPath(dir, *t.KeyFile)
-			}
-			if t.VerifyClients != nil {
-				tc.VerifyClients = *t.VerifyClients
-				if tc.VerifyClients && tc.CAFile == "" {
-					diags = append(diags, diagAt(t.Body, "verify_clients", "verify_clients needs ca_file", "Client certificates are verified against ca_file."))
-				}
-			}
-			if (tc.CertFile == "") != (tc.KeyFile == "") {
-				diags = append(diags, diagAt(t.Body, "cert_file", "Incomplete TLS client certificate", "cert_file and key_file go together."))
-			}
-			cfg.NATS.TLS = tc
-		}
+	if fc.NATS != nil {
+		diags = append(diags, applyNATS(cfg, fc.NATS, dir)...)
 	}
 
-	for _, sb := range fc.Sources {
+	diags = append(diags, applySources(cfg, fc.Sources)...)
+
+	if b := fc.Events; b != nil {
+		parseDur(&diags, b.Body, "debounce", b.Debounce, &cfg.Debounce)
+		parseDur(&diags, b.Body, "max_delay", b.MaxDelay, &cfg.MaxDelay)
+		if cfg.MaxDelay < cfg.Debounce {
+			diags = append(diags, diagAt(b.Body, "max_delay", "max_delay below debounce",
+				fmt.Sprintf("max_delay (%s) must be at least debounce (%s).", cfg.MaxDelay, cfg.Debounce)))
+		}
+	}
+	if fc.Queue != nil {
+		diags = append(diags, applyQueue(&cfg.Queue, fc.Queue)...)
+	}
+	if b := fc.HTTP; b != nil && b.Listen != nil {
+		cfg.HTTP = *b.Listen
+		if cfg.HTTP != "" {
+			if _, _, err := net.SplitHostPort(cfg.HTTP); err != nil {
+				diags = append(diags, diagAt(b.Body, "listen", "Invalid listen address", fmt.Sprintf("%q: %v (want host:port; \"\" disables HTTP)", cfg.HTTP, err)))
+			}
+		}
+	}
+	if b := fc.Log; b != nil {
+		if b.Level != nil {
+			cfg.LogLevel = *b.Level
+			if !slices.Contains([]string{"debug", "info", "warn", "error"}, cfg.LogLevel) {
+				diags = append(diags, diagAt(b.Body, "level", "Invalid log level", fmt.Sprintf("%q: want debug, info, warn or error.", cfg.LogLevel)))
+			}
+		}
+		if b.Format != nil {
+			cfg.LogFmt = *b.Format
+			if cfg.LogFmt != "json" && cfg.LogFmt != "text" {
+				diags = append(diags, diagAt(b.Body, "format", "Invalid log format", fmt.Sprintf("%q: want json or text.", cfg.LogFmt)))
+			}
+		}
+	}
+	return diags
+}
+
+// applyNATS reads the nats block.
+func applyNATS(cfg *runConfig, b *natsBlock, dir string) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	if b.Embedded != nil {
+		cfg.NATS.Embedded = *b.Embedded
+	}
+	if b.URL != nil {
+		cfg.NATS.URL = *b.URL
+		if b.Embedded == nil {
+			cfg.NATS.Embedded = false
+		}
+	}
+	if cfg.NATS.Embedded && cfg.NATS.URL != "" {
+		diags = append(diags, diagAt(b.Body, "url", "Conflicting NATS settings",
+			"Set either embedded = true (this process runs the server) or url (connect to a cluster), not both."))
+	}
+	if !cfg.NATS.Embedded && cfg.NATS.URL == "" {
+		diags = append(diags, diagAt(b.Body, "embedded", "No NATS server",
+			"With embedded = false, url must name the NATS cluster to join."))
+	}
+	if b.Listen != nil {
+		if !cfg.NATS.Embedded {
+			diags = append(diags, diagAt(b.Body, "listen", "listen needs the embedded server", "listen opens the embedded server to other nodes; it has no meaning with url."))
+		} else if _, _, err := net.SplitHostPort(*b.Listen); err != nil {
+			diags = append(diags, diagAt(b.Body, "listen", "Invalid listen address", fmt.Sprintf("%q: %v (want host:port)", *b.Listen, err)))
+		}
+		cfg.NATS.Listen = *b.Listen
+	}
+	n := &cfg.NATS
+	if b.Credentials != nil {
+		n.Credentials = absPath(dir, *b.Credentials)
+	}
+	if b.NKeySeedFile != nil {
+		n.NKeySeedFile = absPath(dir, *b.NKeySeedFile)
+	}
+	if b.User != nil {
+		n.User = *b.User
+	}
+	if b.PasswordFile != nil {
+		n.PasswordFile = absPath(dir, *b.PasswordFile)
+	}
+	if (n.User == "") != (n.PasswordFile == "") {
+		diags = append(diags, diagAt(b.Body, "user", "Incomplete NATS user", "user and password_file go together (the file holds the password)."))
+	}
+	methods := 0
+	for _, set := range []bool{n.Credentials != "", n.NKeySeedFile != "", n.User != ""} {
+		if set {
+			methods++
+		}
+	}
+	if methods > 1 {
+		diags = append(diags, diagAt(b.Body, "credentials", "Conflicting NATS credentials",
+			"Use one of credentials (a .creds file), nkey_seed_file, or user with password_file."))
+	}
+	if n.Embedded && n.Credentials != "" {
+		diags = append(diags, diagAt(b.Body, "credentials", "credentials need a NATS cluster",
+			"A .creds file (JWT) authenticates to an operator-mode cluster given by url; the embedded server takes nkey_seed_file or user with password_file."))
+	}
+	for _, k := range b.AuthorizedNKeys {
+		if !validUserNKey(k) {
+			diags = append(diags, diagAt(b.Body, "authorized_nkeys", "Invalid nkey",
+				fmt.Sprintf("%q is not a public user nkey (a 56-character key starting with U).", k)))
+		}
+	}
+	n.AuthorizedNKeys = b.AuthorizedNKeys
+	if len(n.AuthorizedNKeys) > 0 && n.NKeySeedFile == "" {
+		diags = append(diags, diagAt(b.Body, "authorized_nkeys", "authorized_nkeys needs nkey_seed_file",
+			"The embedded server then accepts only nkeys; this node connects to it with its own seed (nkey_seed_file)."))
+	}
+	if b.Insecure != nil {
+		n.Insecure = *b.Insecure
+	}
+	if b.TLS != nil {
+		cfg.NATS.TLS = applyTLS(&diags, b.TLS, dir)
+	}
+	return diags
+}
+
+// applyTLS reads the nats block's tls block.
+func applyTLS(diags *hcl.Diagnostics, t *tlsBlock, dir string) *tlsConfig {
+	tc := &tlsConfig{}
+	if t.CAFile != nil {
+		tc.CAFile = absPath(dir, *t.CAFile)
+	}
+	if t.CertFile != nil {
+		tc.CertFile = absPath(dir, *t.CertFile)
+	}
+	if t.KeyFile != nil {
+		tc.KeyFile = absPath(dir, *t.KeyFile)
+	}
+	if t.VerifyClients != nil {
+		tc.VerifyClients = *t.VerifyClients
+		if tc.VerifyClients && tc.CAFile == "" {
+			*diags = append(*diags, diagAt(t.Body, "verify_clients", "verify_clients needs ca_file", "Client certificates are verified against ca_file."))
+		}
+	}
+	if (tc.CertFile == "") != (tc.KeyFile == "") {
+		*diags = append(*diags, diagAt(t.Body, "cert_file", "Incomplete TLS client certificate", "cert_file and key_file go together."))
+	}
+	return tc
+}
+
+// applySources reads the source blocks.
+func applySources(cfg *runConfig, blocks []sourceBlock) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, sb := range blocks {
 		sc := sourceConfig{Kind: sb.Kind}
 		switch sb.Kind {
 		case "poll":
@@ -450,56 +503,29 @@ func applyFile(cfg *runConfig, fc *fileConfig, dir string) hcl.Diagnostics {
 		cfg.Sources = append(cfg.Sources, sc)
 	}
 
-	if b := fc.Events; b != nil {
-		parseDur(&diags, b.Body, "debounce", b.Debounce, &cfg.Debounce)
-		parseDur(&diags, b.Body, "max_delay", b.MaxDelay, &cfg.MaxDelay)
-		if cfg.MaxDelay < cfg.Debounce {
-			diags = append(diags, diagAt(b.Body, "max_delay", "max_delay below debounce",
-				fmt.Sprintf("max_delay (%s) must be at least debounce (%s).", cfg.MaxDelay, cfg.Debounce)))
-		}
+	return diags
+}
+
+// applyQueue reads the queue block.
+func applyQueue(q *queueConfig, b *queueBlock) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	parseDur(&diags, b.Body, "ack_wait", b.AckWait, &q.AckWait)
+	parseDur(&diags, b.Body, "lease_ttl", b.LeaseTTL, &q.LeaseTTL)
+	parseDur(&diags, b.Body, "drain_timeout", b.DrainTimeout, &q.DrainTimeout)
+	parseDur(&diags, b.Body, "commit_max_wait", b.CommitMaxWait, &q.CommitMaxWait)
+	positive(&diags, b.Body, "max_deliver", b.MaxDeliver, &q.MaxDeliver, false)
+	positive(&diags, b.Body, "table_in_flight", b.TableInFlight, &q.TableInFlight, false)
+	positive(&diags, b.Body, "max_queue_depth", b.MaxQueueDepth, &q.MaxQueueDepth, false)
+	positive(&diags, b.Body, "commit_batch_tasks", b.CommitBatchTasks, &q.CommitBatchTasks, false)
+	positive(&diags, b.Body, "replicas", b.Replicas, &q.Replicas, false)
+	if q.Replicas > 5 {
+		diags = append(diags, diagAt(b.Body, "replicas", "Too many replicas", "JetStream allows at most 5 replicas."))
 	}
-	if b := fc.Queue; b != nil {
-		q := &cfg.Queue
-		parseDur(&diags, b.Body, "ack_wait", b.AckWait, &q.AckWait)
-		parseDur(&diags, b.Body, "lease_ttl", b.LeaseTTL, &q.LeaseTTL)
-		parseDur(&diags, b.Body, "drain_timeout", b.DrainTimeout, &q.DrainTimeout)
-		parseDur(&diags, b.Body, "commit_max_wait", b.CommitMaxWait, &q.CommitMaxWait)
-		positive(&diags, b.Body, "max_deliver", b.MaxDeliver, &q.MaxDeliver, false)
-		positive(&diags, b.Body, "table_in_flight", b.TableInFlight, &q.TableInFlight, false)
-		positive(&diags, b.Body, "max_queue_depth", b.MaxQueueDepth, &q.MaxQueueDepth, false)
-		positive(&diags, b.Body, "commit_batch_tasks", b.CommitBatchTasks, &q.CommitBatchTasks, false)
-		positive(&diags, b.Body, "replicas", b.Replicas, &q.Replicas, false)
-		if q.Replicas > 5 {
-			diags = append(diags, diagAt(b.Body, "replicas", "Too many replicas", "JetStream allows at most 5 replicas."))
-		}
-		if q.AckWait < time.Second {
-			diags = append(diags, diagAt(b.Body, "ack_wait", "ack_wait too short", "ack_wait must be at least 1s."))
-		}
-		if q.LeaseTTL < 3*time.Second {
-			diags = append(diags, diagAt(b.Body, "lease_ttl", "lease_ttl too short", "lease_ttl must be at least 3s."))
-		}
+	if q.AckWait < time.Second {
+		diags = append(diags, diagAt(b.Body, "ack_wait", "ack_wait too short", "ack_wait must be at least 1s."))
 	}
-	if b := fc.HTTP; b != nil && b.Listen != nil {
-		cfg.HTTP = *b.Listen
-		if cfg.HTTP != "" {
-			if _, _, err := net.SplitHostPort(cfg.HTTP); err != nil {
-				diags = append(diags, diagAt(b.Body, "listen", "Invalid listen address", fmt.Sprintf("%q: %v (want host:port; \"\" disables HTTP)", cfg.HTTP, err)))
-			}
-		}
-	}
-	if b := fc.Log; b != nil {
-		if b.Level != nil {
-			cfg.LogLevel = *b.Level
-			if !slices.Contains([]string{"debug", "info", "warn", "error"}, cfg.LogLevel) {
-				diags = append(diags, diagAt(b.Body, "level", "Invalid log level", fmt.Sprintf("%q: want debug, info, warn or error.", cfg.LogLevel)))
-			}
-		}
-		if b.Format != nil {
-			cfg.LogFmt = *b.Format
-			if cfg.LogFmt != "json" && cfg.LogFmt != "text" {
-				diags = append(diags, diagAt(b.Body, "format", "Invalid log format", fmt.Sprintf("%q: want json or text.", cfg.LogFmt)))
-			}
-		}
+	if q.LeaseTTL < 3*time.Second {
+		diags = append(diags, diagAt(b.Body, "lease_ttl", "lease_ttl too short", "lease_ttl must be at least 3s."))
 	}
 	return diags
 }
