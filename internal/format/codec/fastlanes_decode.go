@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"unsafe"
-	//go:generate go run gen_fastlanes_decode.go
 )
+
+//go:generate go run gen_fastlanes_decode.go
 
 // ErrCorrupt is wrapped by every decode error of this package.
 var ErrCorrupt = errors.New("codec: corrupt data")
