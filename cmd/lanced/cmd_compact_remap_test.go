@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -12,9 +11,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/lanced-dev/lanced/internal/engine/table"
+	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
 	"github.com/lanced-dev/lanced/internal/format/index"
-	"github.com/lanced-dev/lanced/internal/store"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
@@ -22,26 +20,8 @@ import (
 // segment any version of the table references.
 func referencedIndexDirs(t *testing.T, uri string) map[string]bool {
 	t.Helper()
-	ctx := context.Background()
-	b, err := store.Open(ctx, uri)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	tbl, err := table.OpenTable(ctx, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vs, err := tbl.Versions(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]bool{}
-	for _, v := range vs {
-		m, err := tbl.Load(ctx, v.Version)
-		if err != nil {
-			t.Fatalf("version %d does not load after a crash: %v", v.Version, err)
-		}
+	for _, m := range tabletest.AllVersions(t, uri) {
 		for _, ix := range m.Indices.GetIndices() {
 			out["_indices/"+(&index.Segment{Meta: ix}).UUID()] = true
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -16,9 +15,8 @@ import (
 	"time"
 
 	"github.com/lanced-dev/lanced/internal/engine"
-	"github.com/lanced-dev/lanced/internal/engine/table"
+	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
 	"github.com/lanced-dev/lanced/internal/format"
-	"github.com/lanced-dev/lanced/internal/store"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
@@ -39,26 +37,8 @@ defaults {
 // the table references.
 func referencedFiles(t *testing.T, uri string) map[string]bool {
 	t.Helper()
-	ctx := context.Background()
-	b, err := store.Open(ctx, uri)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	tbl, err := table.OpenTable(ctx, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vs, err := tbl.Versions(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]bool{}
-	for _, v := range vs {
-		m, err := tbl.Load(ctx, v.Version)
-		if err != nil {
-			t.Fatalf("version %d does not load after a crash: %v", v.Version, err)
-		}
+	for _, m := range tabletest.AllVersions(t, uri) {
 		for _, f := range m.PB.GetFragments() {
 			for _, df := range f.GetFiles() {
 				out["data/"+df.GetPath()] = true

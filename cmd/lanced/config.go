@@ -387,18 +387,12 @@ func applyNATS(cfg *runConfig, b *natsBlock, dir string) hcl.Diagnostics {
 		cfg.NATS.Listen = *b.Listen
 	}
 	n := &cfg.NATS
-	if b.Credentials != nil {
-		n.Credentials = absPath(dir, *b.Credentials)
-	}
-	if b.NKeySeedFile != nil {
-		n.NKeySeedFile = absPath(dir, *b.NKeySeedFile)
-	}
+	setPath(&n.Credentials, dir, b.Credentials)
+	setPath(&n.NKeySeedFile, dir, b.NKeySeedFile)
 	if b.User != nil {
 		n.User = *b.User
 	}
-	if b.PasswordFile != nil {
-		n.PasswordFile = absPath(dir, *b.PasswordFile)
-	}
+	setPath(&n.PasswordFile, dir, b.PasswordFile)
 	if (n.User == "") != (n.PasswordFile == "") {
 		diags = append(diags, diagAt(b.Body, "user", "Incomplete NATS user", "user and password_file go together (the file holds the password)."))
 	}
@@ -436,18 +430,19 @@ func applyNATS(cfg *runConfig, b *natsBlock, dir string) hcl.Diagnostics {
 	return diags
 }
 
+// setPath sets *dst to v resolved against dir when v is set.
+func setPath(dst *string, dir string, v *string) {
+	if v != nil {
+		*dst = absPath(dir, *v)
+	}
+}
+
 // applyTLS reads the nats block's tls block.
 func applyTLS(diags *hcl.Diagnostics, t *tlsBlock, dir string) *tlsConfig {
 	tc := &tlsConfig{}
-	if t.CAFile != nil {
-		tc.CAFile = absPath(dir, *t.CAFile)
-	}
-	if t.CertFile != nil {
-		tc.CertFile = absPath(dir, *t.CertFile)
-	}
-	if t.KeyFile != nil {
-		tc.KeyFile = absPath(dir, *t.KeyFile)
-	}
+	setPath(&tc.CAFile, dir, t.CAFile)
+	setPath(&tc.CertFile, dir, t.CertFile)
+	setPath(&tc.KeyFile, dir, t.KeyFile)
 	if t.VerifyClients != nil {
 		tc.VerifyClients = *t.VerifyClients
 		if tc.VerifyClients && tc.CAFile == "" {

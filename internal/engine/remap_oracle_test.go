@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
 	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/scheduler/plan"
 	"github.com/lanced-dev/lanced/testenv/oracle"
@@ -254,7 +255,7 @@ func TestRemapConflictsOracle(t *testing.T) {
 			})
 			want := []string{"id_idx", "vec_idx"}
 			ctx := context.Background()
-			tbl, m := openTable(t, path)
+			tbl, m := tabletest.Open(t, "file://"+path)
 			p := planFor(t, path, m, nil)
 			if len(p.Rewrites) != 1 {
 				t.Fatalf("plan %+v", p.Decisions)
@@ -316,7 +317,7 @@ func TestRemapConflictsOracle(t *testing.T) {
 			}
 			t.Logf("%s: committed %v, dropped %v", c.name, committed, dropped)
 			// A fresh run finishes what is left.
-			tbl2, m2 := openTable(t, path)
+			tbl2, m2 := tabletest.Open(t, "file://"+path)
 			p2 := planFor(t, path, m2, nil)
 			if _, err := engine.Compact(ctx, tbl2, m2, p2.Tasks(), engine.CompactOptions{}); err != nil {
 				t.Fatal(err)
@@ -341,7 +342,7 @@ func TestRemapInCommitBatches(t *testing.T) {
 		{"op": "create_index", "column": "vec", "type": "ivf_pq", "name": "vec_idx", "options": map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}},
 	})
 	pre := oracle.Inspect(t, path, 0)
-	tbl, m := openTable(t, path)
+	tbl, m := tabletest.Open(t, "file://"+path)
 	p := planFor(t, path, m, func(e *policy.Effective) { e.Compaction.TargetRowsPerFragment.Value = 1800 })
 	if len(p.Rewrites) != 2 {
 		t.Fatalf("want two rewrite groups: %+v", p.Decisions)

@@ -189,14 +189,7 @@ func writeRepackFile(ctx context.Context, tbl *table.Table, frag *tablepb.DataFr
 	if res.NumRows != frag.GetPhysicalRows() {
 		return nil, false, fmt.Errorf("%w: %s has %d rows, fragment %d has %d", job.ErrInvariant, key, res.NumRows, frag.GetId(), frag.GetPhysicalRows())
 	}
-	return &tablepb.DataFile{
-		Path:             name,
-		Fields:           res.Fields,
-		ColumnIndices:    res.ColumnIndices,
-		FileMajorVersion: res.Major,
-		FileMinorVersion: res.Minor,
-		FileSizeBytes:    uint64(res.Size),
-	}, copied, nil
+	return dataFile(name, res), copied, nil
 }
 
 // writeObject streams one new object through fn; the object is visible only

@@ -176,19 +176,21 @@ type rewriteRun struct {
 	cur      *fileSink
 }
 
+// dataFile describes a data file written as name.
+func dataFile(name string, res lancewrite.Result) *tablepb.DataFile {
+	return &tablepb.DataFile{
+		Path:             name,
+		Fields:           res.Fields,
+		ColumnIndices:    res.ColumnIndices,
+		FileMajorVersion: res.Major,
+		FileMinorVersion: res.Minor,
+		FileSizeBytes:    uint64(res.Size),
+	}
+}
+
 // addFragment records one written file as a new fragment.
 func (rw *rewriteRun) addFragment(name string, res lancewrite.Result) error {
-	nf := &tablepb.DataFragment{
-		PhysicalRows: res.NumRows,
-		Files: []*tablepb.DataFile{{
-			Path:             name,
-			Fields:           res.Fields,
-			ColumnIndices:    res.ColumnIndices,
-			FileMajorVersion: res.Major,
-			FileMinorVersion: res.Minor,
-			FileSizeBytes:    uint64(res.Size),
-		}},
-	}
+	nf := &tablepb.DataFragment{PhysicalRows: res.NumRows, Files: []*tablepb.DataFile{dataFile(name, res)}}
 	if rw.lin != nil {
 		if err := rw.lin.Assign(nf, res.NumRows); err != nil {
 			return err

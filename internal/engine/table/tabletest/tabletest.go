@@ -39,3 +39,24 @@ func Latest(t testing.TB, uri string) *format.Manifest {
 	_, m := Open(t, uri)
 	return m
 }
+
+// AllVersions loads every committed version of the table at uri, oldest
+// first; a version that does not load fails the test.
+func AllVersions(t testing.TB, uri string) []*format.Manifest {
+	t.Helper()
+	ctx := context.Background()
+	tbl, _ := Open(t, uri)
+	vs, err := tbl.Versions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]*format.Manifest, 0, len(vs))
+	for _, v := range vs {
+		m, err := tbl.Load(ctx, v.Version)
+		if err != nil {
+			t.Fatalf("version %d does not load: %v", v.Version, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
