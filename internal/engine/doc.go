@@ -8,11 +8,15 @@
 //	engine/table     the only code that lists _versions/: open, latest
 //	                 version, manifests, transactions, deletions, tags,
 //	                 branches, the one-attempt commit primitive, config
-//	engine/scan      the fragment reader (projection, take, deletions)
+//	                 (tabletest: the tests' "open table, latest manifest")
+//	engine/scan      the one fragment reader (projection, take, deletions,
+//	                 format-version, base-path and field-split checks),
+//	                 used by scan/take and by the rewrite and repack
 //	engine/journal   the pending-output journal and its per-process keeper
 //	engine/quarantine corrupt fragments, left out until they change
 //	engine/hold      operator holds (table state)
-//	engine/cleanup   Lance's cleanup_old_versions, planned and executed
+//	engine/cleanup   Lance's cleanup_old_versions, planned and executed,
+//	                 and the Scheduler that decides when it runs
 //	engine/failpoint crash points for kill tests
 //	engine (here)    executing each kind (rewrite.go, repack.go, remap.go), the one
 //	                 commit loop (CommitJobs), and the Runner that both
