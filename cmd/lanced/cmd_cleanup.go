@@ -40,23 +40,11 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintln(stderr, "usage: lanced cleanup URI [--dry-run] [--json] [--older-than D] [--keep-versions N] [--unverified-after D] [--delete-rate N]")
 		fs.PrintDefaults()
 	}
-	// Flags may come before or after the URI.
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
+	arg, err := oneArg(fs, args)
+	if err != nil {
+		return err
 	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return exitError{2}
-	}
-	uri := pos[0]
+	uri := arg
 	b, err := store.Open(ctx, uri)
 	if err != nil {
 		return err

@@ -41,15 +41,11 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintln(stderr, "usage: lanced compact URI [--policy DIR] [--scope all|rewrite|repack|index] [--json] [--commit-batch N] [-v] [--dry-run]")
 		fs.PrintDefaults()
 	}
-	pos, err := parseAnyOrder(fs, args)
+	arg, err := oneArg(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return exitError{2}
-	}
-	uri := pos[0]
+	uri := arg
 	if *dryRun {
 		planArgs := []string{uri}
 		if *policyDir != "" {

@@ -49,15 +49,11 @@ func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	limit := fs.Int("limit", 20, "newest N versions (0: all)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	fs.Usage = func() { printUsage(stderr, commands["history"], fs) }
-	pos, err := parseAnyOrder(fs, args)
+	arg, err := oneArg(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return exitError{2}
-	}
-	b, tbl, err := openTable(ctx, pos[0])
+	b, tbl, err := openTable(ctx, arg)
 	if err != nil {
 		return err
 	}

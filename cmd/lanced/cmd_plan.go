@@ -91,24 +91,20 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintln(stderr, "Prints every fragment's decision and why. Changes nothing.")
 		fs.PrintDefaults()
 	}
-	pos, err := parseAnyOrder(fs, args)
+	arg, err := oneArg(fs, args)
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return exitError{2}
 	}
 	set, err := loadPolicyDir(*policyDir, stderr)
 	if err != nil {
 		return err
 	}
-	p, eff, err := planTable(ctx, pos[0], set)
+	p, eff, err := planTable(ctx, arg, set)
 	if err != nil {
 		return err
 	}
-	if h, err := (hold.Tables{}).Get(ctx, pos[0]); err == nil && h != nil {
-		fmt.Fprintf(stderr, "warning: %v\n", &hold.HeldError{Table: store.CanonicalURI(pos[0]), Hold: *h})
+	if h, err := (hold.Tables{}).Get(ctx, arg); err == nil && h != nil {
+		fmt.Fprintf(stderr, "warning: %v\n", &hold.HeldError{Table: store.CanonicalURI(arg), Hold: *h})
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)

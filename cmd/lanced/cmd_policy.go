@@ -115,15 +115,11 @@ func runPolicyExplain(ctx context.Context, args []string, stdout, stderr io.Writ
 		fmt.Fprintln(stderr, "usage: lanced policy explain URI [--policy DIR] [--json] [--no-table]")
 		fs.PrintDefaults()
 	}
-	pos, err := parseAnyOrder(fs, args)
+	arg, err := oneArg(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return exitError{2}
-	}
-	uri := pos[0]
+	uri := arg
 	set, err := loadPolicyDir(*policyDir, stderr)
 	if err != nil {
 		return err

@@ -37,23 +37,11 @@ func runScan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintln(stderr, "usage: lanced scan URI [--version N] [--columns a,b] [--limit N]")
 		fs.PrintDefaults()
 	}
-	// Accept flags before and after the URI.
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
+	arg, err := oneArg(fs, args)
+	if err != nil {
+		return err
 	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return exitError{2}
-	}
-	b, t, err := openTable(ctx, pos[0])
+	b, t, err := openTable(ctx, arg)
 	if err != nil {
 		return err
 	}

@@ -64,6 +64,20 @@ func parseAnyOrder(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// oneArg parses flags around exactly one positional argument (the table)
+// and returns it; any other count prints the usage (exit status 2).
+func oneArg(fs *flag.FlagSet, args []string) (string, error) {
+	pos, err := parseAnyOrder(fs, args)
+	if err != nil {
+		return "", err
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return "", exitError{2}
+	}
+	return pos[0], nil
+}
+
 func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -74,22 +88,18 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, "usage: lanced stats URI [--version N] [--json] [--files]")
 		fs.PrintDefaults()
 	}
-	pos, err := parseAnyOrder(fs, args)
+	arg, err := oneArg(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return exitError{2}
-	}
-	b, t, err := openTable(ctx, pos[0])
+	b, t, err := openTable(ctx, arg)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
 	latest, err := t.LatestVersion(ctx)
 	if err != nil {
-		return notATableHint(ctx, pos[0], err)
+		return notATableHint(ctx, arg, err)
 	}
 	if *version > latest {
 		return fmt.Errorf("version %d not found (latest %d)", *version, latest)
@@ -104,7 +114,7 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	} else {
 		m, err = t.Load(ctx, *version)
 		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("version %d not found (cleaned up; latest %d; lanced history %s lists the versions kept)", *version, latest, store.CanonicalURI(pos[0]))
+			return fmt.Errorf("version %d not found (cleaned up; latest %d; lanced history %s lists the versions kept)", *version, latest, store.CanonicalURI(arg))
 		}
 	}
 	if err != nil {
