@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/index/vector"
 	"github.com/lanced-dev/lanced/internal/format/lancefile/lancefiletest"
@@ -82,7 +83,7 @@ func testCatchUpOracle(t *testing.T, c catchUpCase) {
 		if round == 4 {
 			t.Fatalf("still planning after %d rounds", round)
 		}
-		tbl, m := openTable(t, path)
+		tbl, m := tabletest.Open(t, "file://"+path)
 		p := planFor(t, path, m, nil)
 		if p.Empty() {
 			break
@@ -327,7 +328,7 @@ func newSegmentCodes(t *testing.T, path string, v uint64, before, after *format.
 
 func readTableManifest(t *testing.T, path string, v uint64) *format.Manifest {
 	t.Helper()
-	tbl, _ := openTable(t, path)
+	tbl, _ := tabletest.Open(t, "file://"+path)
 	m, err := tbl.Load(context.Background(), v)
 	if err != nil {
 		t.Fatal(err)
