@@ -7,6 +7,7 @@ import (
 
 	"github.com/lanced-dev/lanced/internal/engine"
 	"github.com/lanced-dev/lanced/internal/engine/job"
+	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
 	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
@@ -37,7 +38,7 @@ func TestCatchUpConflictsOracle(t *testing.T) {
 				{"op": "create_index", "column": "vec", "type": "ivf_pq", "options": map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}},
 				{"op": "add", "rows": 300, "seed": 11},
 			})
-			tbl, m := openTable(t, path)
+			tbl, m := tabletest.Open(t, "file://"+path)
 			p := planFor(t, path, m, func(e *policy.Effective) { e.Scope.Value = policy.ScopeIndex })
 			if len(p.CatchUps) != 1 {
 				t.Fatalf("plan: %+v", p.CatchUps)
