@@ -123,3 +123,9 @@ func TestCompactQuarantinesTruncatedFragment(t *testing.T) {
 	}
 	tt.checkCompactedAndRestore(t)
 }
+
+// latestOf returns the latest manifest of the table at path (tabletest.Latest).
+func latestOf(t *testing.T, path string) *format.Manifest {
+	t.Helper()
+	return tabletest.Latest(t, path)
+}

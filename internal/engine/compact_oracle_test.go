@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/policy"
@@ -147,4 +148,10 @@ func TestCompactOracleScenarios(t *testing.T) {
 				before.Fragments, after.Fragments, before.DataFiles, after.DataFiles, fmt.Sprintf("copied %d reencoded %d", sum.FilesCopied, sum.FilesReencoded))
 		})
 	}
+}
+
+// openTable opens the local table at path (tabletest.Open).
+func openTable(t *testing.T, path string) (*table.Table, *format.Manifest) {
+	t.Helper()
+	return tabletest.Open(t, "file://"+path)
 }

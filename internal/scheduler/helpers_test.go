@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lanced-dev/lanced/testenv/natstest"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -287,3 +289,8 @@ func gaugeValue(t testing.TB, g prometheus.Gauge) float64 {
 	}
 	return m.GetGauge().GetValue()
 }
+
+// runServer and connect are natstest.Server and natstest.Connect.
+func runServer(t testing.TB) *server.Server { t.Helper(); return natstest.Server(t) }
+
+func connect(t testing.TB, s *server.Server) *nats.Conn { t.Helper(); return natstest.Connect(t, s) }
