@@ -102,6 +102,9 @@ func TestStoreErrorsSayWhatToDo(t *testing.T) {
 				canon = canon[:i]
 			}
 			for _, args := range [][]string{{"stats", c.uri}, {"policy", "explain", c.uri}, {"plan", c.uri}} {
+				if c.name == "s3 unreachable" && args[0] != "stats" {
+					continue // the store retries an unreachable endpoint for ~30s: one command is enough
+				}
 				var out, errb bytes.Buffer
 				if code := runMain(args, &out, &errb); code == 0 {
 					t.Fatalf("%v: exit 0", args)
