@@ -117,8 +117,8 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 func printPlan(w io.Writer, p *plan.Plan, eff policy.Effective) error {
 	c := eff.Compaction
 	fmt.Fprintf(w, "table %s, read version %d: %d rewrite task(s), %d repack task(s), %d index catch-up task(s)\n", p.Table, p.ReadVersion, len(p.Rewrites), len(p.Repacks), len(p.CatchUps))
-	fmt.Fprintf(w, "policy: scope=%s target_rows_per_fragment=%d materialize_deletions_threshold=%g index_coverage=%s max_data_files_per_fragment=%d\n",
-		eff.Scope.Value, c.TargetRowsPerFragment.Value, c.MaterializeDeletionsThreshold.Value, c.IndexCoverage.Value, eff.Repack.MaxDataFilesPerFragment.Value)
+	fmt.Fprintf(w, "policy: scope=%s target_rows_per_fragment=%d materialize_deletions_threshold=%g min_reclaim_ratio=%g index_coverage=%s max_data_files_per_fragment=%d\n",
+		eff.Scope.Value, c.TargetRowsPerFragment.Value, c.MaterializeDeletionsThreshold.Value, c.MinReclaimRatio.Value, c.IndexCoverage.Value, eff.Repack.MaxDataFilesPerFragment.Value)
 	for i, t := range p.Rewrites {
 		fmt.Fprintf(w, "rewrite %d: fragments %v (%d live rows, %d bytes; estimated read %d, write %d bytes)\n", i, t.Fragments, t.Rows, t.Bytes, t.EstBytesRead, t.EstBytesWritten)
 	}

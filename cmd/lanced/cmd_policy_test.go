@@ -196,3 +196,32 @@ func TestExplainShowsValuesAsWrittenAndWhichScheduleApplies(t *testing.T) {
 		t.Errorf("daemon keep_versions %d (%v), explain %d", o.KeepVersions, err, eff.Cleanup.KeepVersions.Value)
 	}
 }
+
+// TestPlanAndExplainShowCostSkips: on a real-Lance table whose fragment 0
+// holds 12,000 rows with half deleted (reclaimed/written 1.0), a policy with
+// min_reclaim_ratio = 2 and target 5,000 rows keeps it out of rewrites:
+// plan and policy explain both print its numbers; without the ratio the plan
+// rewrites it and prints the task's estimated bytes.
+func TestPlanAndExplainShowCostSkips(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the npm oracle")
+	}
+	uri := oracle.Build(t, "deletes_bitmap", t.TempDir())
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "p.hcl"), []byte("defaults {\n  compaction {\n    target_rows_per_fragment = 5000\n    min_reclaim_ratio = 2\n  }\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"skipped by cost: deletions 50.0% over materialize_deletions_threshold 10%", "ratio 1.000 under min_reclaim_ratio 2"}
+	for _, args := range [][]string{{"plan", uri, "--policy", dir}, {"policy", "explain", uri, "--policy", dir}} {
+		out := runCLI(t, args...)
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Fatalf("%s lacks %q:\n%s", args[0], w, out)
+			}
+		}
+	}
+	out := runCLI(t, "plan", uri)
+	if !strings.Contains(out, "estimated read ") || strings.Contains(out, "skipped by cost") {
+		t.Fatalf("plan without a ratio:\n%s", out)
+	}
+}
