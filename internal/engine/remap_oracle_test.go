@@ -22,6 +22,7 @@ type remapEngineCase struct {
 	typ     string
 	options map[string]any
 	btree   bool // also a BTree on id, remapped in the same commit
+	refine  int  // refineFactor of the searches through the index (0: none)
 }
 
 var remapEngineCases = []remapEngineCase{
@@ -183,8 +184,8 @@ func remapQueries(n int) [][]float32 {
 }
 
 // recallAt10 is the mean recall@10 of searches through the index (all 4
-// partitions probed; HNSW with ef 100) against exact searches, and the
-// explain plans.
+// partitions probed; HNSW with ef 100; refined when the case says so)
+// against exact searches, and the explain plans.
 func recallAt10(t *testing.T, path string, qs [][]float32, c remapEngineCase) (float64, []string) {
 	t.Helper()
 	var ops []oracle.Op
@@ -192,6 +193,9 @@ func recallAt10(t *testing.T, path string, qs [][]float32, c remapEngineCase) (f
 		ann := oracle.Op{"op": "vector_search", "column": "vec", "vector": q, "k": 10, "nprobes": 4, "columns": []string{"id"}, "explain": true}
 		if strings.HasPrefix(c.typ, "hnsw") {
 			ann["ef"] = 100
+		}
+		if c.refine > 0 {
+			ann["refine_factor"] = c.refine
 		}
 		ops = append(ops,
 			oracle.Op{"op": "vector_search", "column": "vec", "vector": q, "k": 10, "columns": []string{"id"}, "bypass_vector_index": true}, ann)

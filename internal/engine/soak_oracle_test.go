@@ -1,13 +1,21 @@
 package engine_test
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/lanced-dev/lanced/internal/engine"
 	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
 	"github.com/lanced-dev/lanced/internal/policy"
+	"github.com/lanced-dev/lanced/internal/scheduler/plan"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
@@ -17,13 +25,21 @@ import (
 func writerOps(n int) []oracle.Op {
 	var ops []oracle.Op
 	for i := 0; i < n; i++ {
-		ops = append(ops, oracle.Op{"op": "add", "rows": 20, "seed": i + 100, "id_start": 10000 + i*20})
-		if i%3 == 1 {
-			ops = append(ops, oracle.Op{"op": "delete", "where": "id % 17 = " + itoa(i%17)})
-		}
-		if i%4 == 2 {
-			ops = append(ops, oracle.Op{"op": "update", "where": "id % 13 = " + itoa(i%13), "values_sql": map[string]string{"value": "value + 1"}})
-		}
+		ops = append(ops, soakDataOps(i, 20, i+100, 10000+i*20)...)
+	}
+	return ops
+}
+
+// soakDataOps is step i of a soak writer: an append of rows rows (seed,
+// ids from idStart), every third step a delete and every fourth an update,
+// by predicates that depend on i.
+func soakDataOps(i, rows, seed, idStart int) []oracle.Op {
+	ops := []oracle.Op{{"op": "add", "rows": rows, "seed": seed, "id_start": idStart}}
+	if i%3 == 1 {
+		ops = append(ops, oracle.Op{"op": "delete", "where": "id % 17 = " + itoa(i%17)})
+	}
+	if i%4 == 2 {
+		ops = append(ops, oracle.Op{"op": "update", "where": "id % 13 = " + itoa(i%13), "values_sql": map[string]string{"value": "value + 1"}})
 	}
 	return ops
 }
@@ -55,10 +71,37 @@ func TestSoakAgainstLanceWriter(t *testing.T) {
 		_, err := oracle.TryOps(t, path, ops)
 		done <- err
 	}()
-	var total engine.Summary
-	cycles, writerDone := 0, false
+	run := soakCompactLoop(t, path, done, 30, 0)
+	oracle.RunOps(t, control, ops)
+	wantDigest, wantRows := rowSetDigest(oracle.Scan(t, control, 0, nil))
+	gotDigest, gotRows := rowSetDigest(oracle.Scan(t, path, 0, nil))
+	if gotRows != wantRows || gotDigest != wantDigest {
+		t.Fatalf("after the soak: %d rows, control %d (digest equal: %v)", gotRows, wantRows, gotDigest == wantDigest)
+	}
+	if run.total.TasksCommitted == 0 {
+		t.Fatal("lanced committed nothing during the soak")
+	}
+	logSoak(t, run)
+}
+
+func logSoak(t *testing.T, r soakRun) {
+	t.Helper()
+	total := r.total
+	t.Logf("%d cycles, %d versions committed by lanced, %d tasks committed, %d stale; conflicts: %d rebased, %d retryable (dropped), %d incompatible",
+		r.cycles, len(total.VersionsCommitted), total.TasksCommitted, total.TasksStale, total.Conflicts.Rebased, total.Conflicts.Retryable, total.Conflicts.Incompatible)
+}
+
+// soakCompactLoop runs lanced compaction cycles (default policy, small
+// target fragments) on path until the writer reports on done and at least
+// minCycles cycles, and afterCycles cycles after the writer finished, ran.
+// A failing writer, cycle or task fails the test.
+func soakCompactLoop(t *testing.T, path string, done <-chan error, minCycles, afterCycles int) soakRun {
+	t.Helper()
+	var r soakRun
+	total := &r.total
+	after, writerDone := 0, false
 	tune := func(e *policy.Effective) { e.Compaction.TargetRowsPerFragment.Value = 400 }
-	for cycles < 30 || !writerDone {
+	for r.cycles < minCycles || !writerDone || after < afterCycles {
 		select {
 		case err := <-done:
 			if err != nil {
@@ -73,32 +116,248 @@ func TestSoakAgainstLanceWriter(t *testing.T) {
 			Commit: engine.CommitOptions{MaxRetries: 6, BackoffMin: 5 * time.Millisecond, BackoffMax: 200 * time.Millisecond},
 		})
 		if err != nil {
-			t.Fatalf("cycle %d: %v", cycles, err)
+			t.Fatalf("cycle %d: %v", r.cycles, err)
 		}
 		if sum.TasksFailed != 0 {
-			t.Fatalf("cycle %d: failed tasks: %v", cycles, sum.Errors)
+			t.Fatalf("cycle %d: failed tasks: %v", r.cycles, sum.Errors)
 		}
 		total.TasksCommitted += sum.TasksCommitted
+		if sum.TasksCommitted > 0 && slices.ContainsFunc(p.Indices, func(d plan.IndexDecision) bool { return d.Action == plan.IndexRemap }) {
+			r.remapped++
+			if writerDone {
+				r.remappedAfter++
+			}
+		}
 		total.TasksStale += sum.TasksStale
 		total.Conflicts.Rebased += sum.Conflicts.Rebased
 		total.Conflicts.Retryable += sum.Conflicts.Retryable
 		total.Conflicts.Incompatible += sum.Conflicts.Incompatible
 		total.VersionsCommitted = append(total.VersionsCommitted, sum.VersionsCommitted...)
-		cycles++
+		r.cycles++
+		if writerDone {
+			after++
+		}
 		time.Sleep(50 * time.Millisecond)
-		if cycles > 2000 {
+		if r.cycles > 2000 {
 			t.Fatal("writer did not finish")
 		}
 	}
-	oracle.RunOps(t, control, ops)
+	return r
+}
+
+// soakRun is what soakCompactLoop did: the summed summaries, the cycles,
+// how many cycles committed a plan that remapped indices, and how many of
+// those ran after the writer finished.
+type soakRun struct {
+	total                   engine.Summary
+	cycles                  int
+	remapped, remappedAfter int
+}
+
+// soakIndices are the indices of the index soak, created by real Lance
+// with these names and options and rebuilt by its writer
+// (createIndex(replace)) in this order.
+var soakIndices = []oracle.Op{
+	{"op": "create_index", "column": "id", "type": "btree", "name": "id_idx"},
+	{"op": "create_index", "column": "vec", "type": "ivf_pq", "name": "vec_idx",
+		"options": map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}},
+	{"op": "create_index", "column": "body", "type": "fts", "name": "body_idx"},
+}
+
+var soakIndexNames = []string{"body_idx", "id_idx", "vec_idx"}
+
+// indexWriterOps is writerOps with upserts, index rebuilds and Lance's
+// optimize() (compaction plus index optimization) mixed in, ending with an
+// optimize() and a few more writes, so that the final table has indexed
+// and unindexed rows.
+func indexWriterOps(n int) []oracle.Op {
+	var ops []oracle.Op
+	for i := 0; i < n; i++ {
+		ops = append(ops, soakDataOps(i, 30, i+200, 20000+i*30)...)
+		if i%5 == 3 {
+			ops = append(ops, oracle.Op{"op": "merge_insert", "on": "id", "rows": 20, "seed": i + 300, "id_start": 20000 + (i-2)*30})
+		}
+		if i%6 == 5 {
+			ix := maps.Clone(soakIndices[(i/6)%len(soakIndices)])
+			ix["replace"] = true
+			ops = append(ops, ix)
+		}
+		if i%7 == 6 {
+			ops = append(ops, oracle.Op{"op": "optimize"})
+		}
+	}
+	// After the last optimize() every row is indexed; a third of them is
+	// then deleted, so lanced's last cycles rewrite indexed fragments.
+	return append(ops,
+		oracle.Op{"op": "optimize"},
+		oracle.Op{"op": "add", "rows": 30, "seed": 997, "id_start": 20000 + n*30},
+		oracle.Op{"op": "add", "rows": 30, "seed": 998, "id_start": 20030 + n*30},
+		oracle.Op{"op": "update", "where": "id % 23 = 7", "values_sql": map[string]string{"value": "value - 1"}},
+		oracle.Op{"op": "delete", "where": "id % 3 = 1"},
+	)
+}
+
+// runIndexWriter applies ops with real Lance one at a time and, after each,
+// has real Lance list the indices: every index must still be listed. A
+// commit conflict (lanced's rewrite landed first; Lance retries data
+// writes itself but not its own compaction or index build) is retried: the
+// op did not commit. pause spaces the writes (lanced needs windows to
+// commit between them). It returns how many ops were retried.
+func runIndexWriter(ctx context.Context, path string, ops []oracle.Op, pause time.Duration) (int, error) {
+	retried := 0
+	for i, op := range ops {
+		time.Sleep(pause)
+		var res []json.RawMessage
+		var err error
+		for attempt := 0; ; attempt++ {
+			res, err = oracle.RunOpsContext(ctx, path, []oracle.Op{op, {"op": "list_indices"}})
+			if err == nil || attempt == 30 || !strings.Contains(strings.ToLower(err.Error()), "conflict") {
+				break
+			}
+			retried++
+			time.Sleep(time.Duration(20*(attempt+1)) * time.Millisecond)
+		}
+		if err != nil {
+			return retried, fmt.Errorf("op %d %v: %w", i, op, err)
+		}
+		var li struct {
+			Indices []struct {
+				Name string `json:"name"`
+			} `json:"indices"`
+		}
+		if err := json.Unmarshal(res[1], &li); err != nil {
+			return retried, err
+		}
+		var names []string
+		for _, ix := range li.Indices {
+			names = append(names, ix.Name)
+		}
+		slices.Sort(names)
+		if !slices.Equal(names, soakIndexNames) {
+			return retried, fmt.Errorf("after op %d %v real Lance lists indices %v, want %v", i, op, names, soakIndexNames)
+		}
+	}
+	return retried, nil
+}
+
+// TestSoakIndexedAgainstLanceWriter: the table carries a BTree on id, an
+// IVF_PQ on vec and an FTS index on body. A real-Lance writer appends,
+// deletes, updates, upserts, rebuilds one index after another
+// (createIndex(replace)) and runs optimize() while lanced compacts in a
+// loop with the default policy (indices remapped). Real Lance lists every
+// index after every write. At the end the table equals a control that only
+// the writer touched (same ops, no lanced); every index counts every row
+// as indexed or unindexed and indexes at least the rows it indexes on the
+// control (lanced's catch-up may index more); a BTree filter, FTS
+// matches and exact vector searches return the same rows as on the
+// control, through the indices (explainPlan); searches through the IVF_PQ
+// (all partitions, refined) find the exact top 10 as well as on the
+// control. LANCED_SOAK=1 runs a longer writer.
+func TestSoakIndexedAgainstLanceWriter(t *testing.T) {
+	oracle.Require(t)
+	if testing.Short() {
+		t.Skip("soak")
+	}
+	n := 21
+	if os.Getenv("LANCED_SOAK") == "1" {
+		n = 84
+	}
+	dir := t.TempDir()
+	path := oracle.Build(t, "sized-4x500-v32-t8-d0", filepath.Join(dir, "a"))
+	oracle.RunOps(t, path, soakIndices)
+	control := filepath.Join(dir, "control.lance")
+	oracle.CopyTree(t, path, control)
+	ops := indexWriterOps(n)
+
+	done := make(chan error, 1)
+	var retried int
+	go func() {
+		wctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+		defer cancel()
+		var err error
+		retried, err = runIndexWriter(wctx, path, ops, 300*time.Millisecond)
+		done <- err
+	}()
+	run := soakCompactLoop(t, path, done, 10, 3)
+	if _, err := runIndexWriter(ctx, control, ops, 0); err != nil {
+		t.Fatalf("control: %v", err)
+	}
+
 	wantDigest, wantRows := rowSetDigest(oracle.Scan(t, control, 0, nil))
 	gotDigest, gotRows := rowSetDigest(oracle.Scan(t, path, 0, nil))
 	if gotRows != wantRows || gotDigest != wantDigest {
 		t.Fatalf("after the soak: %d rows, control %d (digest equal: %v)", gotRows, wantRows, gotDigest == wantDigest)
 	}
-	if total.TasksCommitted == 0 {
-		t.Fatal("lanced committed nothing during the soak")
+	if run.remapped == 0 || run.remappedAfter == 0 {
+		t.Fatalf("lanced committed %d index remaps during the soak, %d after the writer's last delete (%d cycles, %d tasks committed)", run.remapped, run.remappedAfter, run.cycles, run.total.TasksCommitted)
 	}
-	t.Logf("%d cycles, %d versions committed by lanced, %d tasks committed, %d stale; conflicts: %d rebased, %d retryable (dropped), %d incompatible",
-		cycles, len(total.VersionsCommitted), total.TasksCommitted, total.TasksStale, total.Conflicts.Rebased, total.Conflicts.Retryable, total.Conflicts.Incompatible)
+
+	got, want := oracle.Inspect(t, path, 0), oracle.Inspect(t, control, 0)
+	if g := got.IndexNames(); !slices.Equal(g, soakIndexNames) {
+		t.Fatalf("real Lance lists indices %v, want %v", g, soakIndexNames)
+	}
+	for _, name := range soakIndexNames {
+		a, b := got.Index(t, name), want.Index(t, name)
+		// lanced's catch-up may index rows the control leaves unindexed,
+		// never the other way round.
+		if a.IndexedRows < b.IndexedRows || a.IndexedRows+a.UnindexedRows != got.Rows || b.IndexedRows == 0 {
+			t.Fatalf("%s indexStats %d indexed / %d unindexed of %d rows, control %d / %d of %d", name, a.IndexedRows, a.UnindexedRows, got.Rows, b.IndexedRows, b.UnindexedRows, want.Rows)
+		}
+	}
+
+	qs := soakQueries()
+	gq, wq := oracle.Queries(t, path, qs), oracle.Queries(t, control, qs)
+	for i, q := range qs {
+		if !slices.Equal(gq[i].IDs(), wq[i].IDs()) || len(wq[i].IDs()) == 0 {
+			t.Fatalf("%v: %d rows, control %d (ids %v vs %v)", q, len(gq[i].IDs()), len(wq[i].IDs()), gq[i].IDs(), wq[i].IDs())
+		}
+		if q["explain"] == true {
+			kind := "ScalarIndexQuery"
+			if q["op"] == "fts_search" {
+				kind = "MatchQuery"
+			}
+			if !strings.Contains(gq[i].Plan, kind) {
+				t.Fatalf("%v: plan has no %s:\n%s", q, kind, gq[i].Plan)
+			}
+		}
+	}
+	// The two IVF_PQ indices were trained apart (createIndex(replace) on
+	// different layouts), so compare recall against an exact search, with
+	// every partition probed and the candidates refined.
+	vc := remapEngineCase{typ: "ivf_pq", refine: 50}
+	vq := remapQueries(16)
+	recall, plans := recallAt10(t, path, vq, vc)
+	recallControl, _ := recallAt10(t, control, vq, vc)
+	for _, pl := range plans {
+		if !strings.Contains(pl, "ANN") {
+			t.Fatalf("vector search does not go through the index:\n%s", pl)
+		}
+	}
+	if recall < 0.95 || recall+0.05 < recallControl {
+		t.Fatalf("recall@10 through vec_idx %.3f, control %.3f", recall, recallControl)
+	}
+	t.Logf("writer: %d ops (%d retried after a conflict); rows %d; recall@10 %.3f, control %.3f", len(ops), retried, gotRows, recall, recallControl)
+	for _, name := range soakIndexNames {
+		a := got.Index(t, name)
+		t.Logf("%s: %d indexed, %d unindexed, %d segments", name, a.IndexedRows, a.UnindexedRows, a.Segments)
+	}
+	t.Logf("%d cycles committed a rewrite with remapped indices, %d of them after the writer finished", run.remapped, run.remappedAfter)
+	logSoak(t, run)
+}
+
+// soakQueries: filters the BTree on id serves, FTS matches, and exact
+// vector searches (the same rows on any two equal tables).
+func soakQueries() []oracle.Op {
+	ops := []oracle.Op{
+		{"op": "query", "where": "id IN (3, 77, 1001, 1999, 20005, 20100, 20333, 20500, 20777)", "columns": []string{"id"}, "explain": true},
+		{"op": "query", "where": "id >= 20150 AND id < 20420", "columns": []string{"id"}, "explain": true},
+		{"op": "query", "where": "id < 300", "columns": []string{"id"}},
+	}
+	for _, w := range []string{"river", "harbour", "copper winter", "table"} {
+		ops = append(ops, oracle.Op{"op": "fts_search", "column": "body", "query": w, "k": 100000, "columns": []string{"id"}, "explain": true})
+	}
+	for _, q := range remapQueries(4) {
+		ops = append(ops, oracle.Op{"op": "vector_search", "column": "vec", "vector": q, "k": 10, "columns": []string{"id"}, "bypass_vector_index": true})
+	}
+	return ops
 }
