@@ -205,6 +205,11 @@ func (c *committer) rebase(ce *table.ConflictError, attempt int, readVersion uin
 	}
 	var keep []job.Job
 	for _, j := range c.live {
+		if v := alreadyCommitted(j, committed); v != 0 {
+			c.opts.Logger.Warn("task already committed, not committed again", "table", c.opts.Name, "task_id", j.Task().Key(), "version", v)
+			c.rep.Committed = append(c.rep.Committed, j.Task().Key())
+			continue
+		}
 		if v, why := job.ClassifyAll(j, c.checked, committed); v != job.Compatible {
 			c.drop(j, v, why)
 			continue
