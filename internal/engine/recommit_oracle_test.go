@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/job"
+	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
+	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
@@ -29,17 +32,10 @@ func TestRecommitOfCommittedResultsKeepsFiles(t *testing.T) {
 	})
 	want := oracle.Digest(oracle.Scan(t, path, 0, nil))
 	ctx := context.Background()
-	tbl, m := openTable(t, path)
+	tbl, m := tabletest.Open(t, "file://"+path)
 	p := planFor(t, path, m, nil)
 	r := &engine.Runner{Table: tbl}
-	var ps []engine.Pending
-	for _, task := range p.Tasks() {
-		pe, err := r.Execute(ctx, m.PB, task)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ps = append(ps, pe)
-	}
+	ps := executeAll(t, r, m, p.Tasks())
 	if _, err := r.Commit(ctx, ps); err != nil {
 		t.Fatal(err)
 	}
@@ -70,4 +66,18 @@ func TestRecommitOfCommittedResultsKeepsFiles(t *testing.T) {
 	if len(plans) == 0 {
 		t.Fatal("no search")
 	}
+}
+
+// executeAll executes tasks on m, failing the test on any error.
+func executeAll(t *testing.T, r *engine.Runner, m *format.Manifest, tasks []job.Task) []engine.Pending {
+	t.Helper()
+	var ps []engine.Pending
+	for _, task := range tasks {
+		pe, err := r.Execute(context.Background(), m.PB, task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, pe)
+	}
+	return ps
 }

@@ -265,14 +265,7 @@ func TestRemapConflictsOracle(t *testing.T) {
 				t.Fatalf("plan %+v", p.Decisions)
 			}
 			r := &engine.Runner{Table: tbl}
-			var ps []engine.Pending
-			for _, task := range p.Tasks() {
-				pe, err := r.Execute(ctx, m.PB, task)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ps = append(ps, pe)
-			}
+			ps := executeAll(t, r, m, p.Tasks())
 			oracle.RunOps(t, path, []oracle.Op{c.op})
 			theirs := oracle.Inspect(t, path, 0)
 			wantDigest := oracle.Digest(oracle.Scan(t, path, 0, nil))
