@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/lanced-dev/lanced/internal/engine/failpoint"
+	"github.com/lanced-dev/lanced/internal/engine/hold"
 	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/engine/journal"
 	"github.com/lanced-dev/lanced/internal/engine/table"
@@ -423,6 +424,7 @@ func (r *Runner) prepareRemaps(ctx context.Context, rv uint64, jobs []job.Job) (
 			// This segment's groups cannot commit: their rewrites go
 			// (the commit's Build refuses remaps of other segments that
 			// included them).
+			r.holdUnremappable(ctx, u.meta, err)
 			for _, o := range u.jobs {
 				if isLive(o) {
 					dead[o] = err.Error()
@@ -439,4 +441,24 @@ func (r *Runner) prepareRemaps(ctx context.Context, rv uint64, jobs []job.Job) (
 		failpoint.Hit("remap.commit")
 	}
 	return pre, nil
+}
+
+// holdUnremappable holds the table when an index segment's files could not
+// be remapped for a reason that will not go away by itself (corrupt or
+// unsupported files, a failed invariant). Dropping the rewrite alone is not
+// enough: the planner would plan the same fragments again, and each attempt
+// commits a ReserveFragments version first, which itself triggers the next
+// plan. The hold stops that loop and tells the operator what to do; a
+// transient failure is only dropped and retried.
+func (r *Runner) holdUnremappable(ctx context.Context, ix *tablepb.IndexMetadata, err error) {
+	switch Classify(err) {
+	case Retry, Drop:
+		return
+	}
+	reason := fmt.Sprintf("index %q could not be remapped: %v; rebuild it with Lance's createIndex (replace) or drop it, or set index_coverage = \"keep\" for this table, then release the hold (lanced holds release)", ix.GetName(), err)
+	if herr := hold.Place(context.WithoutCancel(ctx), r.Table.Bucket(), hold.Record{Table: r.Table.URI(), Reason: reason, By: "lanced"}); herr != nil {
+		r.log().Error("could not hold table after a failed remap", "table", r.name(), "index", ix.GetName(), "err", herr)
+		return
+	}
+	r.log().Error("table held: index not remappable", "table", r.name(), "index", ix.GetName(), "err", err)
 }
