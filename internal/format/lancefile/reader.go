@@ -174,6 +174,17 @@ func (r *Reader) Next() bool {
 	return true
 }
 
+// NextRows is Next with a batch of n rows (fewer at the end of the
+// range): for callers that read consecutive runs of varying length, such
+// as an index's partitions, through one reader, so a page shared by two
+// runs is decoded once.
+func (r *Reader) NextRows(n uint64) bool {
+	saved := r.batch
+	r.batch = n
+	defer func() { r.batch = saved }()
+	return r.Next()
+}
+
 func (f *File) readRows(pr *projection, a, b uint64) (arrow.RecordBatch, error) {
 	cols := make([]arrow.Array, len(pr.readers))
 	defer func() {

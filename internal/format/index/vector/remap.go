@@ -103,11 +103,17 @@ func RemapStorage(ctx context.Context, s *StorageFile, m index.Mapping, w io.Wri
 	if err != nil {
 		return res, err
 	}
+	seq, err := s.File.NewReader(ctx, lancefile.ReadOptions{})
+	if err != nil {
+		return res, err
+	}
+	defer seq.Release()
+	ps := &partitionStream{s: s, r: seq}
 	for p := 0; p < s.NumPartitions(); p++ {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		n, dropped, err := s.remapPartition(ctx, p, m, wr, keep)
+		n, dropped, err := s.remapPartition(ctx, p, m, wr, keep, ps)
 		if err != nil {
 			return res, err
 		}
@@ -165,7 +171,37 @@ func copyGlobalBuffers(f *lancefile.File, ivfPos int, ivf *indexpb.IVF, wr *lanc
 	return nil
 }
 
-func (s *StorageFile) remapPartition(ctx context.Context, p int, m index.Mapping, wr *lancewrite.Writer, keep func(int, arrow.RecordBatch, []int) error) (uint64, uint64, error) {
+// partitionStream hands out a storage file's partitions in file order
+// through one sequential reader, so each page is decoded once; a reader
+// per partition decodes the page holding it again for every partition in
+// it. A partition out of file order is read on its own.
+type partitionStream struct {
+	s    *StorageFile
+	r    *lancefile.Reader
+	next uint64 // row the reader is at
+}
+
+func (ps *partitionStream) read(ctx context.Context, p int) (arrow.RecordBatch, error) {
+	off, n := ps.s.IVF.GetOffsets()[p], uint64(ps.s.IVF.GetLengths()[p])
+	if off != ps.next || n == 0 {
+		return ps.s.ReadPartition(ctx, p)
+	}
+	if !ps.r.NextRows(n) {
+		if err := ps.r.Err(); err != nil {
+			return nil, err
+		}
+		return nil, errorf(ps.s.File, ErrCorrupt, "partition %d: rows %d..%d past the file's end", p, off, off+n)
+	}
+	rec := ps.r.RecordBatch()
+	if uint64(rec.NumRows()) != n {
+		return nil, errorf(ps.s.File, ErrCorrupt, "partition %d: read %d rows, IVF says %d", p, rec.NumRows(), n)
+	}
+	rec.Retain()
+	ps.next += n
+	return rec, nil
+}
+
+func (s *StorageFile) remapPartition(ctx context.Context, p int, m index.Mapping, wr *lancewrite.Writer, keep func(int, arrow.RecordBatch, []int) error, ps *partitionStream) (uint64, uint64, error) {
 	if s.IVF.GetLengths()[p] == 0 {
 		if keep != nil {
 			rec, err := s.ReadPartition(ctx, p)
@@ -177,7 +213,7 @@ func (s *StorageFile) remapPartition(ctx context.Context, p int, m index.Mapping
 		}
 		return 0, 0, nil
 	}
-	rec, err := s.ReadPartition(ctx, p)
+	rec, err := ps.read(ctx, p)
 	if err != nil {
 		return 0, 0, err
 	}
