@@ -127,9 +127,11 @@ func testRemapCompact(t *testing.T, c remapEngineCase) {
 			t.Fatalf("vector search does not go through the index:\n%s", pl)
 		}
 	}
-	// Remap keeps codes and centroids: recall may differ only by ties and,
+	// Remap keeps codes and centroids: recall may differ only by ties
+	// (quantized distances tie often, RQ's most, and ties break by storage
+	// order, which compaction changes: up to two hits of all queries) and,
 	// for HNSW, by the rebuilt graphs (searched with ef 100).
-	slack := 0.0
+	slack := 0.2 / float64(len(qs))
 	if strings.HasPrefix(c.typ, "hnsw") {
 		slack = 0.02
 	}
