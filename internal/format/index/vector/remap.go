@@ -183,7 +183,7 @@ type partitionStream struct {
 
 func (ps *partitionStream) read(ctx context.Context, p int) (arrow.RecordBatch, error) {
 	off, n := ps.s.IVF.GetOffsets()[p], uint64(ps.s.IVF.GetLengths()[p])
-	if off != ps.next || n == 0 {
+	if off != ps.next {
 		return ps.s.ReadPartition(ctx, p)
 	}
 	if !ps.r.NextRows(n) {
