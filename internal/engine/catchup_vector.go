@@ -1,0 +1,217 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/lanced-dev/lanced/internal/engine/job"
+	"github.com/lanced-dev/lanced/internal/engine/scan"
+	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/format/index/vector"
+	"github.com/lanced-dev/lanced/internal/format/lancefile"
+	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
+	"github.com/lanced-dev/lanced/internal/store"
+)
+
+// catchUpVector catches up a vector index: the new rows are encoded with
+// the model segment's IVF centroids and quantizer and laid out as lance's
+// optimize() lays them out (vector.Delta.Layout): a delta segment, or, when
+// lance would join a partition, one segment merging every segment and the
+// new rows. Rows are read one batch at a time; memory is the encoded new
+// rows (row id and code per row), which the task's size bounds, plus one
+// partition of the merged segments.
+func catchUpVector(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *catchUpInput) (*job.CatchUpOutput, error) {
+	fieldID := in.model().GetFields()[0]
+	col, err := indexColumn(t, in.m.PB, fieldID)
+	if err != nil {
+		return nil, err
+	}
+	x, s, closeModel, err := openVectorSegment(ctx, b, in.model())
+	if err != nil {
+		return nil, err
+	}
+	defer closeModel()
+	vm, err := vector.NewModel(x, s)
+	if err != nil {
+		return nil, fmt.Errorf("catch-up of %q: %w", t.Index, err)
+	}
+	delta := vm.NewDelta()
+	out := &job.CatchUpOutput{CatchUp: t}
+	for _, f := range in.frags {
+		read, err := catchUpFragment(ctx, b, in.m.PB, f, fieldID, col, delta)
+		out.BytesRead += read
+		if err != nil {
+			return nil, err
+		}
+		if delta.Bytes() > MaxCatchUpBytes {
+			return nil, fmt.Errorf("catch-up of %q: %d encoded bytes pass the task bound %d (plan smaller tasks): %w", t.Index, delta.Bytes(), MaxCatchUpBytes, job.ErrUnsupported)
+		}
+		out.Base = append(out.Base, proto.Clone(f).(*tablepb.DataFragment))
+	}
+	stores, closeSegs, err := openVectorStorages(ctx, b, in.segs)
+	if err != nil {
+		return nil, err
+	}
+	defer closeSegs()
+	merge, why, err := delta.Layout(vectorPartitionRows(vm.Partitions(), stores))
+	if err != nil {
+		return nil, fmt.Errorf("catch-up of %q: %w", t.Index, err)
+	}
+	var bases []*vector.StorageFile
+	var merged []*tablepb.IndexMetadata
+	if merge {
+		bases, merged = stores, in.segs
+		out.Merged = why
+	}
+
+	id := uuid.New()
+	names := []string{vector.AuxiliaryFileName, vector.IndexFileName}
+	keys, sizes, err := segmentFiles(ctx, b, format.IndicesDir+"/"+id.String()+"/", names, func(w []io.Writer) error {
+		if _, err := delta.Write(ctx, bases, w[0], w[1], t.ReadVersion); err != nil {
+			return fmt.Errorf("catch-up of %q: %w", t.Index, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out.Outputs = keys
+	for _, n := range sizes {
+		out.BytesWritten += n
+	}
+	out.Rows, out.Dropped = delta.Rows, delta.Dropped
+	if out.Segment, err = catchUpSegment(t, in, id, merged, names, sizes); err != nil {
+		deleteKeys(context.WithoutCancel(ctx), b, keys)
+		return nil, err
+	}
+	for _, sg := range merged {
+		out.Removed = append(out.Removed, proto.Clone(sg).(*tablepb.IndexMetadata))
+	}
+	return out, nil
+}
+
+// openVectorStorages opens every segment's auxiliary.idx (the rows each
+// holds per partition decide delta or merge; a merge reads them).
+func openVectorStorages(ctx context.Context, b *store.Bucket, segs []*tablepb.IndexMetadata) ([]*vector.StorageFile, func(), error) {
+	var stores []*vector.StorageFile
+	var closers []func()
+	closeAll := func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	for _, sg := range segs {
+		_, ss, closeSeg, err := openVectorSegment(ctx, b, sg)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		closers = append(closers, closeSeg)
+		stores = append(stores, ss)
+	}
+	return stores, closeAll, nil
+}
+
+// vectorPartitionRows is the rows the segments hold per partition of the
+// model (lance splits a partition that grows past its bound and joins one
+// that is too small; vector.Delta.Layout decides from these).
+func vectorPartitionRows(parts int, stores []*vector.StorageFile) []uint64 {
+	existing := make([]uint64, parts)
+	for _, ss := range stores {
+		for p, n := range ss.IVF.GetLengths() {
+			if p < len(existing) {
+				existing[p] += uint64(n)
+			}
+		}
+	}
+	return existing
+}
+
+// openVectorSegment opens a vector segment's index.idx and auxiliary.idx.
+func openVectorSegment(ctx context.Context, b *store.Bucket, seg *tablepb.IndexMetadata) (*vector.IndexFile, *vector.StorageFile, func(), error) {
+	u, err := uuid.FromBytes(seg.GetUuid().GetUuid())
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("index %q: uuid: %w: %w", seg.GetName(), err, job.ErrUnsupported)
+	}
+	var closers []func()
+	closeAll := func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	open := func(name string) (*lancefile.File, error) {
+		key := format.IndicesDir + "/" + u.String() + "/" + name
+		ra, err := b.OpenReaderAt(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		closers = append(closers, func() { _ = ra.Close() })
+		return lancefile.Open(ra, ra.Size(), key)
+	}
+	xf, err := open(vector.IndexFileName)
+	if err != nil {
+		closeAll()
+		return nil, nil, nil, err
+	}
+	sf, err := open(vector.AuxiliaryFileName)
+	if err != nil {
+		closeAll()
+		return nil, nil, nil, err
+	}
+	x, err := vector.OpenIndexFile(xf)
+	if err != nil {
+		closeAll()
+		return nil, nil, nil, err
+	}
+	s, err := vector.OpenStorageFile(sf)
+	if err != nil {
+		closeAll()
+		return nil, nil, nil, err
+	}
+	return x, s, closeAll, nil
+}
+
+// catchUpFragment streams a fragment's vectors into the delta with their
+// row addresses (fragment id << 32 | offset), skipping deleted rows.
+func catchUpFragment(ctx context.Context, b *store.Bucket, m *tablepb.Manifest, f *tablepb.DataFragment, fieldID int32, col string, d *vector.Delta) (int64, error) {
+	fr, err := scan.ScanFragment(ctx, b, m.GetFields(), f, scan.ScanOptions{FieldIDs: []int32{fieldID}})
+	if err != nil {
+		return 0, err
+	}
+	defer fr.Release()
+	var read int64
+	for _, df := range f.GetFiles() {
+		read += int64(df.GetFileSizeBytes())
+	}
+	deleted := fr.Deleted()
+	next := uint64(0) // next physical offset to consider
+	for fr.Next() {
+		rec := fr.RecordBatch()
+		ci := rec.Schema().FieldIndices(col)
+		if len(ci) != 1 {
+			return read, fmt.Errorf("fragment %d: scan returned no column %s", f.GetId(), col)
+		}
+		n := int(rec.NumRows())
+		ids := make([]uint64, 0, n)
+		for len(ids) < n {
+			if deleted == nil || !deleted.Contains(uint32(next)) {
+				ids = append(ids, f.GetId()<<32|next)
+			}
+			next++
+			if next > f.GetPhysicalRows() {
+				return read, fmt.Errorf("fragment %d: more live rows than physical rows %d: %w", f.GetId(), f.GetPhysicalRows(), format.ErrCorrupt)
+			}
+		}
+		if err := d.Add(ids, rec.Column(ci[0])); err != nil {
+			return read, err
+		}
+	}
+	if err := fr.Err(); err != nil {
+		return read, err
+	}
+	return read, nil
+}
