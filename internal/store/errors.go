@@ -104,6 +104,20 @@ func CodeOf(err error) ErrorCode {
 	return classify(err)
 }
 
+// Unreachable reports whether err says the store cannot be reached at all:
+// the connection was refused, the host or network is unreachable, or the
+// host name does not resolve. Retrying within seconds does not help.
+func Unreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) {
+		return true
+	}
+	var de *net.DNSError
+	return errors.As(err, &de) && !de.IsTemporary && !de.IsTimeout
+}
+
 func classify(err error) ErrorCode {
 	switch {
 	case errors.Is(err, ErrNotFound), errors.Is(err, os.ErrNotExist):

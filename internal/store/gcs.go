@@ -37,7 +37,11 @@ func openGCS(ctx context.Context, root *url.URL) (*blob.Bucket, error) {
 	}
 	var c *storage.Client
 	if bkt.As(&c) {
-		c.SetRetry(storage.WithMaxAttempts(gcsClientAttempts))
+		c.SetRetry(storage.WithMaxAttempts(gcsClientAttempts), storage.WithErrorFunc(func(err error) bool {
+			// An endpoint that refuses connections or does not resolve
+			// fails at once.
+			return !Unreachable(err) && storage.ShouldRetry(err)
+		}))
 	}
 	return bkt, nil
 }

@@ -49,8 +49,14 @@ func (b *Bucket) retryPolicy() Retry {
 }
 
 // transient reports whether err is worth another try of an idempotent
-// operation.
+// operation. An endpoint that refuses connections or a host name that does
+// not resolve is not: another try within seconds meets the same answer, and
+// the command should say so at once (the daemon's task retries and sweeps
+// come back to it later).
 func transient(err error) bool {
+	if Unreachable(err) {
+		return false
+	}
 	switch CodeOf(err) {
 	case Unavailable, Throttled:
 		return true

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go/logging"
@@ -67,6 +69,19 @@ func openS3(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
 		return nil, err
 	}
 	cfg.Logger = sdkLogger{}
+	// The SDK's retryer retries dial errors too; an endpoint that refuses
+	// connections or does not resolve fails at once (5xx answers, throttling
+	// and resets are still retried).
+	cfg.Retryer = func() aws.Retryer {
+		return retry.NewStandard(func(o *retry.StandardOptions) {
+			o.Retryables = append([]retry.IsErrorRetryable{retry.IsErrorRetryableFunc(func(err error) aws.Ternary {
+				if Unreachable(err) {
+					return aws.FalseTernary
+				}
+				return aws.UnknownTernary
+			})}, o.Retryables...)
+		})
+	}
 	// The upload manager does not take the request checksum setting from
 	// the client; s3blob passes it on explicitly.
 	opts.RequestChecksumCalculation = cfg.RequestChecksumCalculation
