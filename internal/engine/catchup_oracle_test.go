@@ -5,19 +5,26 @@ import (
 	"context"
 	"encoding/json"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/encoding/prototext"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/lanced-dev/lanced/internal/engine"
 	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/index/vector"
 	"github.com/lanced-dev/lanced/internal/format/lancefile/lancefiletest"
+	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
@@ -119,6 +126,7 @@ func testCatchUpOracle(t *testing.T, c catchUpCase) {
 
 	// Every new row is encoded as Lance's optimize encodes it.
 	oursM, lanceM := readTableManifest(t, path, ours.Version), readTableManifest(t, control, lance.Version)
+	checkSegmentEntries(t, "vec_idx", path, control, preM, oursM, lanceM)
 	oursCodes := newSegmentCodes(t, path, ours.Version, preM, oursM)
 	lanceCodes := newSegmentCodes(t, control, lance.Version, preM, lanceM)
 	if len(oursCodes) == 0 || len(oursCodes) != len(lanceCodes) {
@@ -334,4 +342,125 @@ func readTableManifest(t *testing.T, path string, v uint64) *format.Manifest {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// checkSegmentEntries compares, field by field, the index entry our
+// catch-up commits with the one real Lance's optimize() commits on the copy
+// (each found as the CreateIndex transaction that adds a segment of the
+// index): name, fields, details, index version, base and file names equal;
+// created_at in the same unit (both within the last hour, in
+// milliseconds); each listed file size the size of the file in its table.
+// The two tables' fragments and versions differ (Lance's optimize compacts
+// its own way first), so each entry's dataset version must be the version
+// its transaction read, and its fragment bitmap the fragments of its
+// version that no other segment of the index covers.
+func checkSegmentEntries(t *testing.T, name, ours, control string, pre, oursM, lanceM *format.Manifest) {
+	t.Helper()
+	o := catchUpCommit(t, name, ours, pre.PB.GetVersion(), oursM.PB.GetVersion())
+	l := catchUpCommit(t, name, control, pre.PB.GetVersion(), lanceM.PB.GetVersion())
+	t.Logf("our entry (version %d, read %d): %s", o.m.PB.GetVersion(), o.read, prototext.Format(o.ix))
+	t.Logf("Lance's entry (version %d, read %d): %s", l.m.PB.GetVersion(), l.read, prototext.Format(l.ix))
+	oi, li := o.ix, l.ix
+	if oi.GetName() != li.GetName() || !slices.Equal(oi.GetFields(), li.GetFields()) {
+		t.Errorf("name/fields: ours %s %v, Lance %s %v", oi.GetName(), oi.GetFields(), li.GetName(), li.GetFields())
+	}
+	if !proto.Equal(oi.GetIndexDetails(), li.GetIndexDetails()) {
+		t.Errorf("index_details: ours %v, Lance %v", oi.GetIndexDetails(), li.GetIndexDetails())
+	}
+	if (oi.IndexVersion == nil) != (li.IndexVersion == nil) || oi.GetIndexVersion() != li.GetIndexVersion() {
+		t.Errorf("index_version: ours %v, Lance %v", oi.IndexVersion, li.IndexVersion)
+	}
+	if (oi.BaseId == nil) != (li.BaseId == nil) || oi.GetBaseId() != li.GetBaseId() {
+		t.Errorf("base_id: ours %v, Lance %v", oi.BaseId, li.BaseId)
+	}
+	now := uint64(time.Now().UnixMilli())
+	var names [2][]string
+	for i, c := range []struct {
+		who, path string
+		commit    segmentCommit
+	}{{"ours", ours, o}, {"Lance", control, l}} {
+		ix := c.commit.ix
+		if ix.CreatedAt == nil || ix.GetCreatedAt() > now || now-ix.GetCreatedAt() > uint64(time.Hour.Milliseconds()) {
+			t.Errorf("created_at %s: %v, not within the last hour in ms (now %d)", c.who, ix.CreatedAt, now)
+		}
+		if ix.GetDatasetVersion() != c.commit.read {
+			t.Errorf("dataset_version %s: %d, its transaction read version %d", c.who, ix.GetDatasetVersion(), c.commit.read)
+		}
+		want := roaring.New()
+		for _, f := range c.commit.m.PB.GetFragments() {
+			want.Add(uint32(f.GetId()))
+		}
+		for _, other := range c.commit.m.Indices.GetIndices() {
+			if other.GetName() == name && !proto.Equal(other, ix) {
+				want.AndNot(segmentBitmap(t, other))
+			}
+		}
+		if got := segmentBitmap(t, ix); !got.Equals(want) {
+			t.Errorf("fragment_bitmap %s: %v, want %v (fragments of version %d no other segment covers)", c.who, got.ToArray(), want.ToArray(), c.commit.m.PB.GetVersion())
+		}
+		u, err := uuid.FromBytes(ix.GetUuid().GetUuid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range ix.GetFiles() {
+			st, err := osStat(filepath.Join(c.path, format.IndicesDir, u.String(), f.GetPath()))
+			if err != nil || uint64(st) != f.GetSizeBytes() {
+				t.Errorf("%s: file %s listed with %d bytes, on disk %d (%v)", c.who, f.GetPath(), f.GetSizeBytes(), st, err)
+			}
+			names[i] = append(names[i], f.GetPath())
+		}
+	}
+	if !slices.Equal(names[0], names[1]) {
+		t.Errorf("files: ours %v, Lance %v", names[0], names[1])
+	}
+}
+
+type segmentCommit struct {
+	ix   *tablepb.IndexMetadata // the new segment's entry
+	m    *format.Manifest       // the version that committed it
+	read uint64                 // its transaction's read version
+}
+
+// catchUpCommit finds the one version in (from, to] whose CreateIndex
+// transaction adds a segment of the index.
+func catchUpCommit(t *testing.T, name, path string, from, to uint64) segmentCommit {
+	t.Helper()
+	tbl, _ := tabletest.Open(t, "file://"+path)
+	var found []segmentCommit
+	for v := from + 1; v <= to; v++ {
+		m, err := tbl.Load(context.Background(), v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		txn, err := tbl.LoadTransaction(context.Background(), m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ix := range txn.GetCreateIndex().GetNewIndices() {
+			if ix.GetName() == name {
+				found = append(found, segmentCommit{ix: ix, m: m, read: txn.GetReadVersion()})
+			}
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%s: %d CreateIndex segments of %s in versions (%d, %d], want 1", path, len(found), name, from, to)
+	}
+	return found[0]
+}
+
+func segmentBitmap(t *testing.T, ix *tablepb.IndexMetadata) *roaring.Bitmap {
+	t.Helper()
+	bm := roaring.New()
+	if err := bm.UnmarshalBinary(ix.GetFragmentBitmap()); err != nil {
+		t.Fatal(err)
+	}
+	return bm
+}
+
+func osStat(path string) (int64, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
 }
