@@ -13,7 +13,6 @@ import (
 	"github.com/lanced-dev/lanced/internal/engine/hold"
 	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/engine/journal"
-	"github.com/lanced-dev/lanced/internal/engine/quarantine"
 	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/scheduler/plan"
@@ -81,11 +80,11 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	marks, err := quarantine.Load(ctx, b, m.PB)
+	mk, err := loadMarks(ctx, b, m)
 	if err != nil {
 		return err
 	}
-	p, eff := computePlan(uri, m, set, *scope, marks)
+	p, eff := computePlan(uri, m, set, *scope, mk)
 	level := slog.LevelWarn
 	if *verbose {
 		level = slog.LevelInfo
@@ -98,6 +97,12 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	keeper := journal.NewKeeper("lanced-compact", "", log)
 	opts := engine.CompactOptions{CommitBatchTasks: n, Logger: log, Journal: keeper}
 	sum, err := engine.Compact(ctx, tbl, m, p.Tasks(), opts)
+	if err == nil && len(sum.QuarantinedIndices) > 0 {
+		// The rewrites an unremappable index segment covered were
+		// dropped; planned again, its fragments are kept and the rest of
+		// the table is compacted in this run.
+		err = compactAgain(ctx, tbl, uri, set, *scope, sum, p, opts)
+	}
 	if err == nil && sum.TasksFailed == 0 && len(p.Rewrites) > 0 {
 		// Unindexed fragments the rewrites just replaced are caught up
 		// now, from the version they committed, as Lance's optimize()
@@ -122,7 +127,36 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if sum.TasksFailed > 0 {
 		return fmt.Errorf("%d task(s) failed; first: %s", sum.TasksFailed, sum.Errors[0])
 	}
+	if len(sum.QuarantinedIndices) > 0 {
+		return errors.New(sum.QuarantinedIndices[0].String())
+	}
 	return nil
+}
+
+// compactAgain plans the latest version again (the index quarantine of
+// this run applied) and runs its rewrites and repacks, adding them to sum
+// and p.
+func compactAgain(ctx context.Context, tbl *table.Table, uri string, set *policy.Set, scope string, sum *engine.Summary, p *plan.Plan, opts engine.CompactOptions) error {
+	m, err := tbl.Latest(ctx)
+	if err != nil {
+		return err
+	}
+	mk, err := loadMarks(ctx, tbl.Bucket(), m)
+	if err != nil {
+		return err
+	}
+	p2, _ := computePlan(uri, m, set, scope, mk)
+	p2.CatchUps = nil
+	if p2.Empty() {
+		return nil
+	}
+	s2, err := engine.Compact(ctx, tbl, m, p2.Tasks(), opts)
+	if s2 != nil {
+		sum.Add(s2)
+	}
+	p.Rewrites = append(p.Rewrites, p2.Rewrites...)
+	p.Repacks = append(p.Repacks, p2.Repacks...)
+	return err
 }
 
 // compactCatchUps plans the latest version again and runs only its index
@@ -132,11 +166,11 @@ func compactCatchUps(ctx context.Context, tbl *table.Table, uri string, set *pol
 	if err != nil {
 		return err
 	}
-	marks, err := quarantine.Load(ctx, tbl.Bucket(), m.PB)
+	mk, err := loadMarks(ctx, tbl.Bucket(), m)
 	if err != nil {
 		return err
 	}
-	p2, _ := computePlan(uri, m, set, scope, marks)
+	p2, _ := computePlan(uri, m, set, scope, mk)
 	if len(p2.CatchUps) == 0 {
 		return nil
 	}
@@ -168,6 +202,9 @@ func printSummary(w io.Writer, s *engine.Summary, p *plan.Plan) {
 		s.BytesRead, s.BytesWritten, s.TasksCommitted, s.TasksStale, s.TasksFailed, s.Conflicts.Rebased, s.Conflicts.Retryable, s.Conflicts.Incompatible)
 	for _, mk := range s.Quarantined {
 		fmt.Fprintf(w, "quarantined: fragment %d: %s\n", mk.Fragment, mk)
+	}
+	for _, mk := range s.QuarantinedIndices {
+		fmt.Fprintf(w, "quarantined: %s\n", mk)
 	}
 	for _, e := range s.Errors {
 		fmt.Fprintf(w, "error: %s\n", e)

@@ -55,7 +55,7 @@ func planTable(ctx context.Context, uri string, set *policy.Set) (*plan.Plan, po
 	if err != nil {
 		return nil, policy.Effective{}, err
 	}
-	marks, err := quarantine.Load(ctx, b, m.PB)
+	marks, err := loadMarks(ctx, b, m)
 	if err != nil {
 		return nil, policy.Effective{}, err
 	}
@@ -63,10 +63,29 @@ func planTable(ctx context.Context, uri string, set *policy.Set) (*plan.Plan, po
 	return p, eff, nil
 }
 
+// marks are a table's quarantine records that apply to one version.
+type marks struct {
+	fragments map[uint64]quarantine.Mark
+	indices   map[string]quarantine.IndexMark
+}
+
+// loadMarks reads the quarantine records (fragments and index segments)
+// that apply to m.
+func loadMarks(ctx context.Context, b *store.Bucket, m *format.Manifest) (marks, error) {
+	var out marks
+	var err error
+	if out.fragments, err = quarantine.Load(ctx, b, m.PB); err != nil {
+		return out, err
+	}
+	out.indices, err = quarantine.LoadIndices(ctx, b, m.Indices.GetIndices())
+	return out, err
+}
+
 // computePlan resolves the table's effective policy (scope overridden when
 // not empty) and plans its manifest m.
-// Quarantined fragments (marks) are skipped with their reason.
-func computePlan(uri string, m *format.Manifest, set *policy.Set, scope string, marks map[uint64]quarantine.Mark) (*plan.Plan, policy.Effective) {
+// Quarantined fragments are skipped with their reason, and the fragments
+// quarantined index segments cover are kept with theirs.
+func computePlan(uri string, m *format.Manifest, set *policy.Set, scope string, mk marks) (*plan.Plan, policy.Effective) {
 	// The table's identity (no query string) in policy matching, task ids
 	// and journal keys, as in the daemon.
 	uri = store.CanonicalURI(uri)
@@ -74,7 +93,7 @@ func computePlan(uri string, m *format.Manifest, set *policy.Set, scope string, 
 	if scope != "" {
 		eff.Scope.Value = scope
 	}
-	in := plan.Input{Table: uri, Manifest: m.PB, Policy: eff, Quarantined: quarantine.Reasons(marks)}
+	in := plan.Input{Table: uri, Manifest: m.PB, Policy: eff, Quarantined: quarantine.Reasons(mk.fragments), Unremappable: quarantine.IndexReasons(mk.indices)}
 	if m.Indices != nil {
 		in.Indices = m.Indices.GetIndices()
 	}

@@ -165,7 +165,7 @@ func runPolicyExplain(ctx context.Context, args []string, stdout, stderr io.Writ
 	if latest != nil {
 		// What index_coverage does to each index of the latest version,
 		// and which fragments an index keeps out of rewrites.
-		p, _ := computePlan(uri, latest, set, "", nil)
+		p, _ := computePlan(uri, latest, set, "", marks{})
 		for _, ix := range p.Indices {
 			fmt.Fprintf(stdout, "index %s (%s): %s: %s", ix.Name, ix.Kind, ix.Action, ix.Reason)
 			if ix.Action == plan.IndexKeep && len(ix.Covered) > 0 {

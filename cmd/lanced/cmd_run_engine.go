@@ -92,11 +92,12 @@ func (w *maintainWorkload) Plan(ctx context.Context, table string, inFlight []st
 	if !eff.Enabled.Value {
 		return out, nil
 	}
-	marks, err := quarantine.Load(ctx, b, m.PB)
+	mk, err := loadMarks(ctx, b, m)
 	if err != nil {
 		return scheduler.Plan{}, err
 	}
-	in := plan.Input{Table: table, Manifest: m.PB, Policy: eff, InFlight: inFlight, Quarantined: quarantine.Reasons(marks)}
+	in := plan.Input{Table: table, Manifest: m.PB, Policy: eff, InFlight: inFlight,
+		Quarantined: quarantine.Reasons(mk.fragments), Unremappable: quarantine.IndexReasons(mk.indices)}
 	if m.Indices != nil {
 		in.Indices = m.Indices.GetIndices()
 	}

@@ -45,6 +45,9 @@ type statsReport struct {
 	IndexCoverage []index.Coverage `json:"index_coverage,omitempty"`
 	// Quarantined are fragments lanced found corrupt and leaves alone.
 	Quarantined []quarantine.Mark `json:"quarantined,omitempty"`
+	// QuarantinedIndices are index segments lanced could not remap; the
+	// fragments they cover are kept until the index is rebuilt.
+	QuarantinedIndices []quarantine.IndexMark `json:"quarantined_indices,omitempty"`
 	format.LayoutStats
 }
 
@@ -141,13 +144,18 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if rep.IndexCoverage, err = index.CoverageOf(m.PB.GetFragments(), m.Indices.GetIndices()); err != nil {
 		return fmt.Errorf("stats of %s version %d: %w", b.URI(), m.Version(), err)
 	}
-	marks, err := quarantine.Load(ctx, b, m.PB)
+	mk, err := loadMarks(ctx, b, m)
 	if err != nil {
 		return err
 	}
 	for _, f := range m.PB.GetFragments() {
-		if mk, ok := marks[f.GetId()]; ok {
-			rep.Quarantined = append(rep.Quarantined, mk)
+		if fm, ok := mk.fragments[f.GetId()]; ok {
+			rep.Quarantined = append(rep.Quarantined, fm)
+		}
+	}
+	for _, ix := range m.Indices.GetIndices() {
+		if im, ok := mk.indices[(&index.Segment{Meta: ix}).UUID()]; ok {
+			rep.QuarantinedIndices = append(rep.QuarantinedIndices, im)
 		}
 	}
 	if *asJSON {
@@ -183,6 +191,9 @@ func printStats(w io.Writer, r *statsReport, files bool) error {
 	}
 	for _, mk := range r.Quarantined {
 		fmt.Fprintf(w, "QUARANTINED fragment %d: %s\n", mk.Fragment, mk)
+	}
+	for _, mk := range r.QuarantinedIndices {
+		fmt.Fprintf(w, "QUARANTINED %s\n", mk)
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)

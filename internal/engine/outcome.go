@@ -39,9 +39,11 @@ const (
 	// not handle); skipped with the reason, and not planned again until
 	// the table changes.
 	Skip
-	// Quarantine: corrupt input; the fragment is quarantined with the file
-	// and reason (engine/quarantine) and the rest of the table keeps being
-	// maintained; without a fragment to blame, the table is held.
+	// Quarantine: corrupt input; the fragment (or, for an index file, the
+	// index segment, whose covered fragments are then kept) is quarantined
+	// with the file and reason (engine/quarantine) and the rest of the
+	// table keeps being maintained; without a fragment to blame, the table
+	// is held.
 	Quarantine
 	// Hold: an invariant failed or an operator holds the table; nothing
 	// more is done to it until an operator releases it.

@@ -19,9 +19,11 @@ import (
 	"github.com/lanced-dev/lanced/internal/engine/hold"
 	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/engine/journal"
+	"github.com/lanced-dev/lanced/internal/engine/quarantine"
 	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/index"
+	"github.com/lanced-dev/lanced/internal/format/lancefile"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/store"
 )
@@ -424,7 +426,7 @@ func (r *Runner) prepareRemaps(ctx context.Context, rv uint64, jobs []job.Job) (
 			// This segment's groups cannot commit: their rewrites go
 			// (the commit's Build refuses remaps of other segments that
 			// included them).
-			r.holdUnremappable(ctx, u.meta, err)
+			r.quarantineIndex(ctx, u.meta, corruptIndexFile(ctx, r.Table, u.meta), err)
 			for _, o := range u.jobs {
 				if isLive(o) {
 					dead[o] = err.Error()
@@ -443,21 +445,58 @@ func (r *Runner) prepareRemaps(ctx context.Context, rv uint64, jobs []job.Job) (
 	return pre, nil
 }
 
-// holdUnremappable holds the table when an index segment's files could not
-// be remapped for a reason that will not go away by itself (corrupt or
-// unsupported files, a failed invariant). Dropping the rewrite alone is not
-// enough: the planner would plan the same fragments again, and each attempt
-// commits a ReserveFragments version first, which itself triggers the next
-// plan. The hold stops that loop and tells the operator what to do; a
-// transient failure is only dropped and retried.
-func (r *Runner) holdUnremappable(ctx context.Context, ix *tablepb.IndexMetadata, err error) {
+// corruptIndexFile returns the first file of segment ix (key relative to
+// the table root) that does not open as a Lance file, or the segment's
+// directory when every file opens (the remapper refused what is inside).
+func corruptIndexFile(ctx context.Context, tbl *table.Table, ix *tablepb.IndexMetadata) string {
+	dir := path.Join(format.IndicesDir, (&index.Segment{Meta: ix}).UUID())
+	files, err := (&segmentReader{b: tbl.Bucket(), dir: dir, seg: ix}).Files(ctx)
+	if err != nil {
+		return dir + "/"
+	}
+	for _, f := range files {
+		key := dir + "/" + f.Name
+		ra, err := tbl.Bucket().OpenReaderAt(ctx, key)
+		if err != nil {
+			continue
+		}
+		_, err = lancefile.Open(ra, ra.Size(), key)
+		_ = ra.Close()
+		if err != nil && Classify(err) == Quarantine {
+			return key
+		}
+	}
+	return dir + "/"
+}
+
+// quarantineIndex records an index segment whose files could not be
+// remapped for a reason that will not go away by itself (corrupt or
+// unsupported files; engine.Classify neither retry nor drop), like a
+// corrupt fragment: the planner then keeps the fragments that segment
+// covers, with the reason, and maintains the rest of the table. Dropping
+// the rewrite alone is not enough: the planner would plan the same
+// fragments again, and each attempt commits a ReserveFragments version
+// first, which itself triggers the next plan. A transient failure is only
+// dropped and retried. If the mark cannot be written the table is held
+// instead (the loop above must stop either way).
+func (r *Runner) quarantineIndex(ctx context.Context, ix *tablepb.IndexMetadata, file string, err error) {
 	switch Classify(err) {
 	case Retry, Drop:
 		return
 	}
-	reason := fmt.Sprintf("index %q could not be remapped: %v; rebuild it with Lance's createIndex (replace) or drop it, or set index_coverage = \"keep\" for this table, then release the hold (lanced holds release)", ix.GetName(), err)
+	seg := (&index.Segment{Meta: ix}).UUID()
+	mk := quarantine.IndexMark{Index: ix.GetName(), Segment: seg, File: file, Reason: err.Error(), At: time.Now().UTC()}
+	werr := quarantine.RecordIndex(context.WithoutCancel(ctx), r.Table.Bucket(), mk)
+	if werr == nil {
+		if r.QuarantinedIndex != nil {
+			r.QuarantinedIndex(mk)
+		}
+		r.log().Error("index segment quarantined: not remappable", "table", r.name(), "index", ix.GetName(), "segment", seg, "file", file, "err", err)
+		return
+	}
+	reason := mk.String() + " (its quarantine record could not be written: " + werr.Error() + "); release the hold once that is done (lanced holds release)"
 	if herr := hold.Place(context.WithoutCancel(ctx), r.Table.Bucket(), hold.Record{Table: r.Table.URI(), Reason: reason, By: "lanced"}); herr != nil {
-		r.log().Error("could not hold table after a failed remap", "table", r.name(), "index", ix.GetName(), "err", herr)
+		r.log().Error("could not quarantine nor hold after a failed remap", "table", r.name(), "index", ix.GetName(), "err", herr)
 		return
 	}
 	r.log().Error("table held: index not remappable", "table", r.name(), "index", ix.GetName(), "err", err)

@@ -38,6 +38,9 @@ type Runner struct {
 	// Quarantined, if set, is called for every fragment Execute
 	// quarantines (after the record is written).
 	Quarantined func(quarantine.Mark)
+	// QuarantinedIndex, if set, is called for every index segment whose
+	// remap failed for good (after its record is written).
+	QuarantinedIndex func(quarantine.IndexMark)
 }
 
 // Pending is an executed job waiting for its commit, with the journal id
@@ -327,6 +330,7 @@ func Compact(ctx context.Context, tbl *table.Table, m *format.Manifest, tasks []
 	}
 	r := &Runner{Table: tbl, Journal: opts.Journal, Options: opts.Commit, Log: log}
 	r.Quarantined = func(mk quarantine.Mark) { sum.Quarantined = append(sum.Quarantined, mk) }
+	r.QuarantinedIndex = func(mk quarantine.IndexMark) { sum.QuarantinedIndices = append(sum.QuarantinedIndices, mk) }
 	defer func() { sum.Duration = time.Since(start).Round(time.Millisecond).String() }()
 	if err := job.CheckDisjoint(tasks); err != nil {
 		return sum, err

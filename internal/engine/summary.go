@@ -38,8 +38,11 @@ type Summary struct {
 	Dropped []Dropped `json:"dropped,omitempty"`
 	// Quarantined are fragments found corrupt in this run.
 	Quarantined []quarantine.Mark `json:"quarantined,omitempty"`
-	Errors      []string          `json:"errors,omitempty"`
-	Duration    string            `json:"duration"`
+	// QuarantinedIndices are index segments whose remap failed for good
+	// in this run; the fragments they cover are kept from now on.
+	QuarantinedIndices []quarantine.IndexMark `json:"quarantined_indices,omitempty"`
+	Errors             []string               `json:"errors,omitempty"`
+	Duration           string                 `json:"duration"`
 }
 
 func (s *Summary) noteReport(r *CommitReport) {
@@ -132,5 +135,6 @@ func (s *Summary) Add(o *Summary) {
 	s.Conflicts.Incompatible += o.Conflicts.Incompatible
 	s.Dropped = append(s.Dropped, o.Dropped...)
 	s.Quarantined = append(s.Quarantined, o.Quarantined...)
+	s.QuarantinedIndices = append(s.QuarantinedIndices, o.QuarantinedIndices...)
 	s.Errors = append(s.Errors, o.Errors...)
 }

@@ -5,6 +5,13 @@
 // table keeps being maintained. A record holds the fragment's data files as
 // they were when it was found corrupt; once the fragment changes (rewritten
 // or repaired by another writer, or removed) the record no longer applies.
+//
+// Index segments whose files could not be remapped (corrupt, or a layout
+// the remapper refuses) are recorded the same way, under
+// _lanced/quarantine/index-<segment uuid>.json: the planner keeps the
+// fragments such a segment covers, and only those. The record applies while
+// the segment (by uuid) is in the table; rebuilding, optimizing or dropping
+// the index replaces the segment and so clears it.
 package quarantine
 
 import (
@@ -18,6 +25,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/store"
 )
@@ -84,6 +92,7 @@ func Load(ctx context.Context, b *store.Bucket, m *tablepb.Manifest) (map[uint64
 		if !strings.HasSuffix(o.Key, ".json") {
 			return nil
 		}
+		// index-<uuid>.json records are LoadIndices'; they do not parse.
 		id, err := strconv.ParseUint(strings.TrimSuffix(path.Base(o.Key), ".json"), 10, 64)
 		if err != nil {
 			return nil
@@ -120,6 +129,100 @@ func Reasons(marks map[uint64]Mark) map[uint64]string {
 	out := make(map[uint64]string, len(marks))
 	for id, m := range marks {
 		out[id] = m.String()
+	}
+	return out
+}
+
+// IndexMark is one index segment whose files could not be remapped.
+type IndexMark struct {
+	// Index is the index name, Segment the segment uuid (text form).
+	Index   string `json:"index"`
+	Segment string `json:"segment"`
+	// File is the segment's file the remapper failed on ("" when the
+	// error did not say), relative to the table root.
+	File   string    `json:"file,omitempty"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// String says what is kept and what to do about it, for plans and logs.
+func (m IndexMark) String() string {
+	where := "segment " + m.Segment
+	if m.File != "" {
+		where += " (" + m.File + ")"
+	}
+	return fmt.Sprintf("index %q %s could not be remapped: %s; the fragments it covers are kept until it is rebuilt: run Lance's createIndex (replace) or optimize() on it, or drop it", m.Index, where, m.Reason)
+}
+
+const indexPrefix = "index-"
+
+func indexKey(segment string) string { return Dir + indexPrefix + segment + ".json" }
+
+// RecordIndex writes (or replaces) an index segment's mark.
+func RecordIndex(ctx context.Context, b *store.Bucket, m IndexMark) error {
+	if m.Segment == "" || path.Base(m.Segment) != m.Segment {
+		return fmt.Errorf("quarantine index %q: bad segment uuid %q", m.Index, m.Segment)
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if err := b.Put(ctx, indexKey(m.Segment), data); err != nil {
+		return fmt.Errorf("quarantine index %q segment %s: %w", m.Index, m.Segment, err)
+	}
+	return nil
+}
+
+// LoadIndices returns the index marks whose segment is still in indices
+// (the table's index section), keyed by segment uuid. Unreadable records
+// are ignored, as Load does.
+func LoadIndices(ctx context.Context, b *store.Bucket, indices []*tablepb.IndexMetadata) (map[string]IndexMark, error) {
+	out := map[string]IndexMark{}
+	segments := make([]string, len(indices))
+	for i, ix := range indices {
+		segments[i] = (&index.Segment{Meta: ix}).UUID()
+	}
+	if len(segments) == 0 {
+		return out, nil
+	}
+	err := b.List(ctx, Dir, func(o store.Object) error {
+		base := path.Base(o.Key)
+		if !strings.HasPrefix(base, indexPrefix) || !strings.HasSuffix(base, ".json") {
+			return nil
+		}
+		seg := strings.TrimSuffix(strings.TrimPrefix(base, indexPrefix), ".json")
+		if !slices.Contains(segments, seg) {
+			return nil
+		}
+		data, err := b.Get(ctx, o.Key)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var mk IndexMark
+		if json.Unmarshal(data, &mk) != nil || mk.Segment != seg {
+			return nil
+		}
+		out[seg] = mk
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read index quarantine of %s: %w", b.URI(), err)
+	}
+	return out, nil
+}
+
+// IndexReasons maps LoadIndices' marks to the planner's input (segment
+// uuid → reason).
+func IndexReasons(marks map[string]IndexMark) map[string]string {
+	if len(marks) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(marks))
+	for seg, m := range marks {
+		out[seg] = m.String()
 	}
 	return out
 }

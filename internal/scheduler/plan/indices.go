@@ -53,8 +53,9 @@ func Remappable(k index.Kind) bool {
 }
 
 // setBlocking decides, per index segment, whether the fragments it covers
-// stay out of rewrites, and why.
-func setBlocking(ic *indexCoverage, mode string, stable bool) {
+// stay out of rewrites, and why. unremappable are segments (by uuid) whose
+// remap failed for good.
+func setBlocking(ic *indexCoverage, mode string, stable bool, unremappable map[string]string) {
 	for i, k := range ic.kinds {
 		switch {
 		case k.IsSystem():
@@ -64,7 +65,9 @@ func setBlocking(ic *indexCoverage, mode string, stable bool) {
 		case mode == policy.CoverageKeep:
 			ic.blocks[i] = "index_coverage = keep"
 		case mode == policy.CoverageRemap:
-			if err := index.CanRemap(ic.metas[i]); err != nil {
+			if why, ok := unremappable[(&index.Segment{Meta: ic.metas[i]}).UUID()]; ok {
+				ic.blocks[i] = why
+			} else if err := index.CanRemap(ic.metas[i]); err != nil {
 				ic.blocks[i] = fmt.Sprintf("index_coverage = remap, but lanced cannot remap %s indices yet (%v)", k, err)
 			} else if ic.maps[i] == nil {
 				ic.blocks[i] = "index_coverage = remap, but the index records no fragment bitmap (Lance cannot rewrite it either)"

@@ -133,7 +133,7 @@ func Compute(in Input) *Plan {
 		stable := m.GetReaderFeatureFlags()&format.FlagStableRowIDs != 0
 		threshold := c.MaterializeDeletionsThreshold.Value
 		ic := newIndexCoverage(in.Indices, in.LegacyIndexMaxFragmentID, warn)
-		setBlocking(ic, coverage, stable)
+		setBlocking(ic, coverage, stable, in.Unremappable)
 		target := c.TargetRowsPerFragment.Value
 		if target == 0 {
 			target = policy.DefaultTargetRowsPerFragment

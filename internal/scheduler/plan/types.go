@@ -38,6 +38,11 @@ type Input struct {
 	// Quarantined are fragments lanced found corrupt, with the reason
 	// (engine/quarantine); they are left out until they change.
 	Quarantined map[uint64]string
+	// Unremappable are index segments whose files lanced could not remap
+	// (engine/quarantine index marks), segment uuid → reason: with
+	// index_coverage = remap the fragments such a segment covers are kept
+	// with the reason, the rest of the table is planned as usual.
+	Unremappable map[string]string
 	// LegacyIndexMaxFragmentID gives, for an index without a fragment
 	// bitmap, the max_fragment_id of the manifest at the index's
 	// dataset_version (Lance treats such an index as covering ids below
