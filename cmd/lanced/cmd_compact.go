@@ -101,13 +101,13 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		// The rewrites an unremappable index segment covered were
 		// dropped; planned again, its fragments are kept and the rest of
 		// the table is compacted in this run.
-		err = compactAgain(ctx, tbl, uri, set, *scope, sum, p, opts)
+		err = compactAgain(ctx, tbl, uri, set, *scope, sum, p, opts, false)
 	}
 	if err == nil && sum.TasksFailed == 0 && len(p.Rewrites) > 0 {
 		// Unindexed fragments the rewrites just replaced are caught up
 		// now, from the version they committed, as Lance's optimize()
 		// indexes after it compacts.
-		err = compactCatchUps(ctx, tbl, uri, set, *scope, sum, p, opts)
+		err = compactAgain(ctx, tbl, uri, set, *scope, sum, p, opts, true)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -133,10 +133,10 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return nil
 }
 
-// compactAgain plans the latest version again (the index quarantine of
-// this run applied) and runs its rewrites and repacks, adding them to sum
-// and p.
-func compactAgain(ctx context.Context, tbl *table.Table, uri string, set *policy.Set, scope string, sum *engine.Summary, p *plan.Plan, opts engine.CompactOptions) error {
+// compactAgain plans the latest version again and runs part of it (the
+// plan's rewrites and repacks when catchUps is false, else only its index
+// catch-ups), adding the work to sum and the tasks to p.
+func compactAgain(ctx context.Context, tbl *table.Table, uri string, set *policy.Set, scope string, sum *engine.Summary, p *plan.Plan, opts engine.CompactOptions, catchUps bool) error {
 	m, err := tbl.Latest(ctx)
 	if err != nil {
 		return err
@@ -146,7 +146,11 @@ func compactAgain(ctx context.Context, tbl *table.Table, uri string, set *policy
 		return err
 	}
 	p2, _ := computePlan(uri, m, set, scope, mk)
-	p2.CatchUps = nil
+	if catchUps {
+		p2.Rewrites, p2.Repacks = nil, nil
+	} else {
+		p2.CatchUps = nil
+	}
 	if p2.Empty() {
 		return nil
 	}
@@ -156,32 +160,6 @@ func compactAgain(ctx context.Context, tbl *table.Table, uri string, set *policy
 	}
 	p.Rewrites = append(p.Rewrites, p2.Rewrites...)
 	p.Repacks = append(p.Repacks, p2.Repacks...)
-	return err
-}
-
-// compactCatchUps plans the latest version again and runs only its index
-// catch-ups, adding them to sum and their tasks to p.
-func compactCatchUps(ctx context.Context, tbl *table.Table, uri string, set *policy.Set, scope string, sum *engine.Summary, p *plan.Plan, opts engine.CompactOptions) error {
-	m, err := tbl.Latest(ctx)
-	if err != nil {
-		return err
-	}
-	mk, err := loadMarks(ctx, tbl.Bucket(), m)
-	if err != nil {
-		return err
-	}
-	p2, _ := computePlan(uri, m, set, scope, mk)
-	if len(p2.CatchUps) == 0 {
-		return nil
-	}
-	var tasks []job.Task
-	for i := range p2.CatchUps {
-		tasks = append(tasks, job.Task{CatchUp: &p2.CatchUps[i]})
-	}
-	s2, err := engine.Compact(ctx, tbl, m, tasks, opts)
-	if s2 != nil {
-		sum.Add(s2)
-	}
 	p.CatchUps = append(p.CatchUps, p2.CatchUps...)
 	return err
 }

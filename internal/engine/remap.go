@@ -23,7 +23,6 @@ import (
 	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/index"
-	"github.com/lanced-dev/lanced/internal/format/lancefile"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/store"
 )
@@ -455,14 +454,7 @@ func corruptIndexFile(ctx context.Context, tbl *table.Table, ix *tablepb.IndexMe
 		return dir + "/"
 	}
 	for _, f := range files {
-		key := dir + "/" + f.Name
-		ra, err := tbl.Bucket().OpenReaderAt(ctx, key)
-		if err != nil {
-			continue
-		}
-		_, err = lancefile.Open(ra, ra.Size(), key)
-		_ = ra.Close()
-		if err != nil && Classify(err) == Quarantine {
+		if key := dir + "/" + f.Name; corruptLanceFile(ctx, tbl, key) != nil {
 			return key
 		}
 	}

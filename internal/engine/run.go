@@ -161,16 +161,25 @@ func findCorrupt(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, ids
 	for _, id := range ids {
 		for _, df := range byID[id].GetFiles() {
 			key := format.DataFileKey(df.GetPath())
-			ra, err := tbl.Bucket().OpenReaderAt(ctx, key)
-			if err != nil {
-				continue
-			}
-			_, err = lancefile.Open(ra, ra.Size(), key)
-			_ = ra.Close()
-			if err != nil && Classify(err) == Quarantine {
+			if err := corruptLanceFile(ctx, tbl, key); err != nil {
 				return &FragmentError{Fragment: id, File: key, Err: err}
 			}
 		}
+	}
+	return nil
+}
+
+// corruptLanceFile opens key as a Lance file and returns the error if it
+// is corrupt (nil when it opens, or does not open for another reason).
+func corruptLanceFile(ctx context.Context, tbl *table.Table, key string) error {
+	ra, err := tbl.Bucket().OpenReaderAt(ctx, key)
+	if err != nil {
+		return nil
+	}
+	_, err = lancefile.Open(ra, ra.Size(), key)
+	_ = ra.Close()
+	if err != nil && Classify(err) == Quarantine {
+		return err
 	}
 	return nil
 }

@@ -88,17 +88,31 @@ func Load(ctx context.Context, b *store.Bucket, m *tablepb.Manifest) (map[uint64
 		frags[f.GetId()] = f
 	}
 	out := map[uint64]Mark{}
-	err := b.List(ctx, Dir, func(o store.Object) error {
-		if !strings.HasSuffix(o.Key, ".json") {
-			return nil
-		}
+	err := eachRecord(ctx, b, func(base string) bool {
+		id, err := strconv.ParseUint(strings.TrimSuffix(base, ".json"), 10, 64)
+		return err == nil && frags[id] != nil
+	}, func(base string, data []byte) {
 		// index-<uuid>.json records are LoadIndices'; they do not parse.
-		id, err := strconv.ParseUint(strings.TrimSuffix(path.Base(o.Key), ".json"), 10, 64)
-		if err != nil {
-			return nil
+		id, _ := strconv.ParseUint(strings.TrimSuffix(base, ".json"), 10, 64)
+		var mk Mark
+		if json.Unmarshal(data, &mk) != nil || mk.Fragment != id || !slices.Equal(mk.Files, filesOf(frags[id])) {
+			return
 		}
-		f, ok := frags[id]
-		if !ok {
+		out[id] = mk
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read quarantine of %s: %w", b.URI(), err)
+	}
+	return out, nil
+}
+
+// eachRecord calls fn with the contents of every record under Dir whose
+// base name (ending in .json) want accepts; records deleted meanwhile are
+// skipped.
+func eachRecord(ctx context.Context, b *store.Bucket, want func(base string) bool, fn func(base string, data []byte)) error {
+	return b.List(ctx, Dir, func(o store.Object) error {
+		base := path.Base(o.Key)
+		if !strings.HasSuffix(base, ".json") || !want(base) {
 			return nil
 		}
 		data, err := b.Get(ctx, o.Key)
@@ -108,17 +122,9 @@ func Load(ctx context.Context, b *store.Bucket, m *tablepb.Manifest) (map[uint64
 		if err != nil {
 			return err
 		}
-		var mk Mark
-		if json.Unmarshal(data, &mk) != nil || mk.Fragment != id || !slices.Equal(mk.Files, filesOf(f)) {
-			return nil
-		}
-		out[id] = mk
+		fn(base, data)
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("read quarantine of %s: %w", b.URI(), err)
-	}
-	return out, nil
 }
 
 // Reasons maps Load's marks to the planner's input (fragment id → reason).
@@ -185,28 +191,14 @@ func LoadIndices(ctx context.Context, b *store.Bucket, indices []*tablepb.IndexM
 	if len(segments) == 0 {
 		return out, nil
 	}
-	err := b.List(ctx, Dir, func(o store.Object) error {
-		base := path.Base(o.Key)
-		if !strings.HasPrefix(base, indexPrefix) || !strings.HasSuffix(base, ".json") {
-			return nil
-		}
-		seg := strings.TrimSuffix(strings.TrimPrefix(base, indexPrefix), ".json")
-		if !slices.Contains(segments, seg) {
-			return nil
-		}
-		data, err := b.Get(ctx, o.Key)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	segOf := func(base string) string { return strings.TrimSuffix(strings.TrimPrefix(base, indexPrefix), ".json") }
+	err := eachRecord(ctx, b, func(base string) bool {
+		return strings.HasPrefix(base, indexPrefix) && slices.Contains(segments, segOf(base))
+	}, func(base string, data []byte) {
 		var mk IndexMark
-		if json.Unmarshal(data, &mk) != nil || mk.Segment != seg {
-			return nil
+		if json.Unmarshal(data, &mk) == nil && mk.Segment == segOf(base) {
+			out[mk.Segment] = mk
 		}
-		out[seg] = mk
-		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read index quarantine of %s: %w", b.URI(), err)
