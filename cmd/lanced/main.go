@@ -12,7 +12,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/pprof"
 	"sort"
 	"syscall"
 )
@@ -104,15 +103,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "lanced: %v\n", err)
 		return 2
 	}
-	if path := os.Getenv("LANCED_CPUPROFILE"); path != "" {
-		// Profiling for operators and benchmarks: LANCED_CPUPROFILE=file.
-		if f, err := os.Create(path); err == nil {
-			defer f.Close() // runs after StopCPUProfile has flushed the profile
-			if err := pprof.StartCPUProfile(f); err == nil {
-				defer pprof.StopCPUProfile()
-			}
-		}
-	}
+	defer startProfiles()()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := c.run(ctx, args[1:], stdout, stderr); err != nil {

@@ -119,6 +119,10 @@ func checkWritersKeepIndices(t *testing.T, path, control string, want []string) 
 		t.Logf("real Lance's optimize fails on the control too: %v", firstLine(errC))
 	}
 	oracle.RunOps(t, path, []oracle.Op{{"op": "create_index", "column": "id", "type": "btree", "replace": true}})
+	if !slices.Contains(want, "id_idx") {
+		want = append(slices.Clone(want), "id_idx")
+		slices.Sort(want)
+	}
 	if got := indexNames(oracle.Inspect(t, path, 0)); !slices.Equal(got, want) {
 		t.Fatalf("after optimize real Lance lists indices %v, want %v", got, want)
 	}
