@@ -151,16 +151,7 @@ func TestStableRowIDIndicesBitmapOnly(t *testing.T) {
 	before := oracle.Inspect(t, path, 0)
 	wantQ := runQueries(t, path)
 	_, m := tabletest.Open(t, "file://"+path)
-	indexFiles := func() []string {
-		var out []string
-		for _, f := range oracle.TreeFiles(t, path) {
-			if strings.HasPrefix(f, "_indices/") {
-				out = append(out, f)
-			}
-		}
-		return out
-	}
-	filesBefore := indexFiles()
+	filesBefore := indexFiles(t, path)
 	p := compactWith(t, path, nil)
 	if len(p.Rewrites) == 0 || !slices.Contains(p.Rewrites[0].Fragments, 0) {
 		t.Fatalf("indexed fragments not rewritten: %+v", p.Decisions)
@@ -170,7 +161,7 @@ func TestStableRowIDIndicesBitmapOnly(t *testing.T) {
 			t.Fatalf("index decision %+v", d)
 		}
 	}
-	if got := indexFiles(); !slices.Equal(got, filesBefore) {
+	if got := indexFiles(t, path); !slices.Equal(got, filesBefore) {
 		t.Fatalf("index files changed:\n%v\n%v", filesBefore, got)
 	}
 	after := oracle.Inspect(t, path, 0)

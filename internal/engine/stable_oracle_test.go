@@ -86,22 +86,13 @@ func testStableFamily(t *testing.T, f stableFamily) {
 		recallBefore, _ = recallAt10(t, path, qs, vc)
 	}
 	before := queryAll(t, path, queries)
-	indexFiles := func() []string {
-		var out []string
-		for _, p := range oracle.TreeFiles(t, path) {
-			if strings.HasPrefix(p, "_indices/") {
-				out = append(out, p)
-			}
-		}
-		return out
-	}
-	filesBefore := indexFiles()
+	filesBefore := indexFiles(t, path)
 
 	p := compactWith(t, path, nil)
 	if d := planIndex(p, ixName); d.Action != plan.IndexBitmapOnly || len(d.Rewritten) == 0 {
 		t.Fatalf("%s decision %+v\n%+v", ixName, d, p.Decisions)
 	}
-	if got := indexFiles(); !slices.Equal(got, filesBefore) {
+	if got := indexFiles(t, path); !slices.Equal(got, filesBefore) {
 		t.Fatalf("files under _indices/ changed:\nbefore %v\nafter  %v", filesBefore, got)
 	}
 	_, errLance := oracle.TryOps(t, control, []oracle.Op{{"op": "optimize"}})
@@ -174,4 +165,15 @@ func queryAll(t *testing.T, path string, queries []oracle.Op) []queryResult {
 		return nil
 	}
 	return oracle.Queries(t, path, queries)
+}
+
+// indexFiles lists the table's files under _indices/.
+func indexFiles(t *testing.T, path string) []string {
+	var out []string
+	for _, p := range oracle.TreeFiles(t, path) {
+		if strings.HasPrefix(p, "_indices/") {
+			out = append(out, p)
+		}
+	}
+	return out
 }
