@@ -2,39 +2,149 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
 	"testing"
 
-	"github.com/lanced-dev/lanced/internal/engine"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
-// TestCompactCatchesUpVectorIndex: one `lanced compact` with the default
-// policy on a table whose IVF_PQ index misses two small appends rewrites
-// the appends and then adds their rows to the index, so real Lance counts
-// no unindexed row in it (the BTree, which lanced does not catch up yet,
-// keeps its backlog).
-func TestCompactCatchesUpVectorIndex(t *testing.T) {
+// TestCompactCatchUpSurvivesKill9 kills `lanced compact --scope index`
+// (default policy: every unindexed row is caught up) with SIGKILL inside
+// the catch-up task (before anything is written, after each segment file
+// is uploaded, after the segment is written) and across its CreateIndex
+// commit (after the .txn, after the manifest). After each kill every
+// version since the setup reads the same rows through real Lance, the
+// index is still listed and searched, no version references a segment
+// directory the killed run left half-written, and one cleanup pass removes
+// every file the killed run wrote that nothing references; a follow-up run
+// catches the index up (no unindexed row) and real Lance keeps appending
+// and optimizing.
+func TestCompactCatchUpSurvivesKill9(t *testing.T) {
 	oracle.Require(t)
-	path := oracle.Build(t, "indexed", t.TempDir())
-	pre := oracle.Inspect(t, path, 0)
-	var out, errb bytes.Buffer
-	if err := runCompact(context.Background(), []string{path, "--json"}, &out, &errb); err != nil {
-		t.Fatalf("compact: %v\n%s", err, errb.String())
+	dir := t.TempDir()
+	base := oracle.Build(t, "sized-1x3000-v32-t0-d0", filepath.Join(dir, "base"))
+	oracle.RunOps(t, base, []oracle.Op{
+		{"op": "create_index", "column": "vec", "type": "ivf_pq", "name": "vec_idx", "options": map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}},
+		{"op": "add", "rows": 400, "seed": 5},
+		{"op": "add", "rows": 300, "seed": 6},
+		{"op": "delete", "where": "id >= 3000 AND id % 9 = 1"},
+	})
+	pre := oracle.Inspect(t, base, 0)
+	if ix := indexByNameReport(t, pre, "vec_idx"); ix.UnindexedRows == 0 {
+		t.Fatalf("setup: nothing unindexed: %+v", ix)
 	}
-	var sum engine.Summary
-	if err := json.Unmarshal(out.Bytes(), &sum); err != nil {
-		t.Fatal(err)
+	wantDigest, wantRows := rowsDigest(oracle.Scan(t, base, 0, nil))
+	query := make([]float64, 32)
+	for i := range query {
+		query[i] = float64(i%5) / 5
 	}
-	post := oracle.Inspect(t, path, 0)
-	var unindexed int64 = -1
-	for _, ix := range post.Indices {
-		if ix.Name == "vec_idx" {
-			unindexed = ix.UnindexedRows
+	search := func(path string) {
+		t.Helper()
+		res := oracle.RunOps(t, path, []oracle.Op{{"op": "vector_search", "column": "vec", "vector": query, "k": 10, "columns": []string{"id"}}})
+		var hits struct {
+			Data []json.RawMessage `json:"data"`
+		}
+		if err := json.Unmarshal(res[0], &hits); err != nil || len(hits.Data) != 10 {
+			t.Fatalf("vector search: %v %s", err, res[0])
 		}
 	}
-	if post.Rows != pre.Rows || unindexed != 0 || sum.RowsIndexed != 300 || sum.IndexSegments != 1 || len(sum.VersionsCommitted) != 2 {
-		t.Fatalf("rows %d -> %d, vec_idx unindexed %d; summary %+v", pre.Rows, post.Rows, unindexed, sum)
+	// commit.txn:1 / commit.manifest:1 are the catch-up's CreateIndex.
+	points := []string{"catchup.start:1", "catchup.file:1", "catchup.file:2", "catchup.written:1", "commit.txn:1", "commit.manifest:1"}
+	for _, point := range points {
+		t.Run(strings.ReplaceAll(point, ":", "_"), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "t.lance")
+			if err := os.CopyFS(path, os.DirFS(base)); err != nil {
+				t.Fatal(err)
+			}
+			uri := "file://" + path
+			before := treeFiles(t, path)
+			cmd := exec.Command(os.Args[0], "compact", "--scope", "index", uri)
+			cmd.Env = append(os.Environ(), execMainEnv+"=1", "LANCED_FAILPOINT="+point)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			ee, ok := err.(*exec.ExitError)
+			if !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+				t.Fatalf("lanced compact was not killed (err %v): %s", err, stderr.String())
+			}
+			after := oracle.Inspect(t, path, 0)
+			for v := pre.Version; v <= after.Version; v++ {
+				if d, n := rowsDigest(oracle.Scan(t, path, v, nil)); n != wantRows || d != wantDigest {
+					t.Fatalf("version %d reads %d rows (want %d) or other content after the kill", v, n, wantRows)
+				}
+			}
+			ix := indexByNameReport(t, after, "vec_idx")
+			if ix.IndexedRows+ix.UnindexedRows != int64(wantRows) {
+				t.Fatalf("after the kill: %+v, %d rows", ix, wantRows)
+			}
+			search(path)
+			refData, refIdx := referencedFiles(t, uri), referencedIndexDirs(t, uri)
+			var orphans, kept []string
+			for _, k := range treeFiles(t, path) {
+				if slices.Contains(before, k) {
+					continue
+				}
+				if refData[k] || refIdx[filepath.ToSlash(filepath.Dir(k))] {
+					kept = append(kept, k)
+					continue
+				}
+				orphans = append(orphans, k)
+			}
+			// A segment the table references is complete: both its files.
+			if len(kept) != 0 && len(kept) != 2 {
+				t.Fatalf("referenced new files %v: a segment is index.idx plus auxiliary.idx", kept)
+			}
+			var out bytes.Buffer
+			if code := runMain([]string{"cleanup", "--unverified-after", "0", "--older-than", "1000d", uri}, &out, &out); code != 0 {
+				t.Fatalf("cleanup: %s", out.String())
+			}
+			for _, k := range orphans {
+				if _, err := os.Stat(filepath.Join(path, k)); err == nil {
+					t.Fatalf("orphan %s survived cleanup", k)
+				}
+			}
+			for _, k := range kept {
+				if _, err := os.Stat(filepath.Join(path, k)); err != nil {
+					t.Fatalf("cleanup removed referenced %s: %v", k, err)
+				}
+			}
+			if d, n := rowsDigest(oracle.Scan(t, path, 0, nil)); n != wantRows || d != wantDigest {
+				t.Fatalf("content changed after cleanup")
+			}
+			out.Reset()
+			if code := runMain([]string{"compact", "--scope", "index", uri}, &out, &out); code != 0 {
+				t.Fatalf("compact after the crash: %s", out.String())
+			}
+			final := oracle.Inspect(t, path, 0)
+			if ix := indexByNameReport(t, final, "vec_idx"); ix.UnindexedRows != 0 || ix.IndexedRows != int64(wantRows) {
+				t.Fatalf("after the follow-up run: %+v", ix)
+			}
+			if d, n := rowsDigest(oracle.Scan(t, path, 0, nil)); n != wantRows || d != wantDigest {
+				t.Fatalf("content changed after the follow-up run")
+			}
+			search(path)
+			oracle.RunOps(t, path, []oracle.Op{{"op": "add", "rows": 50, "seed": 9}, {"op": "optimize"}})
+			if ix := indexByNameReport(t, oracle.Inspect(t, path, 0), "vec_idx"); ix.UnindexedRows != 0 {
+				t.Fatalf("after real Lance's append and optimize: %+v", ix)
+			}
+			t.Logf("%s: unindexed after the kill %d; %d orphan file(s) removed, %d referenced kept", point, ix.UnindexedRows, len(orphans), len(kept))
+		})
 	}
+}
+
+func indexByNameReport(t *testing.T, r oracle.Report, name string) oracle.Index {
+	t.Helper()
+	for _, ix := range r.Indices {
+		if ix.Name == name {
+			return ix
+		}
+	}
+	t.Fatalf("real Lance lists no index %s: %+v", name, r.Indices)
+	return oracle.Index{}
 }

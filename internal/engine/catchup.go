@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/lanced-dev/lanced/internal/engine/failpoint"
 	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/engine/journal"
 	"github.com/lanced-dev/lanced/internal/engine/table"
@@ -43,11 +44,16 @@ func (in *catchUpInput) model() *tablepb.IndexMetadata { return in.segs[0] }
 // first one's model), as a new segment under _indices/<uuid>/ or one
 // segment that merges every segment and the new rows and replaces them.
 func ExecuteCatchUp(ctx context.Context, tbl *table.Table, t *job.CatchUpTask) (*job.CatchUpOutput, error) {
+	failpoint.Hit("catchup.start")
 	in, err := loadCatchUp(ctx, tbl, t)
 	if err != nil {
 		return nil, err
 	}
-	return catchUpVector(ctx, tbl.Bucket(), t, in)
+	out, err := catchUpVector(ctx, tbl.Bucket(), t, in)
+	if err == nil {
+		failpoint.Hit("catchup.written")
+	}
+	return out, err
 }
 
 // loadCatchUp reads the task's version and checks the task still fits it:
@@ -161,6 +167,7 @@ func segmentFiles(ctx context.Context, b *store.Bucket, dir string, names []stri
 			writers = all[i+1:]
 			return nil, nil, fmt.Errorf("upload %s: %w", keys[i], err)
 		}
+		failpoint.Hit("catchup.file")
 	}
 	sizes = map[string]int64{}
 	for i, name := range names {

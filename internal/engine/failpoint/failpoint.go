@@ -17,7 +17,10 @@ import (
 // verification not yet), remap.reserve (before the ReserveFragments commit of
 // an index remap), remap.start (a remap task begins, nothing written),
 // remap.written (a remapped segment is fully written), remap.commit (every
-// remap of a commit group is written, the Rewrite commit not begun).
+// remap of a commit group is written, the Rewrite commit not begun),
+// catchup.start (a catch-up task begins, nothing written), catchup.file (a
+// file of a catch-up segment was uploaded), catchup.written (a catch-up
+// segment is fully written and its entry built, not committed).
 var failpointSpec = sync.OnceValues(func() (string, int) {
 	v := os.Getenv("LANCED_FAILPOINT")
 	if v == "" {
