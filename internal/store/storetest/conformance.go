@@ -17,368 +17,404 @@ import (
 // Run is the conformance suite for a store backend. open must return a bucket
 // whose root is empty; it is called once per subtest.
 func Run(t *testing.T, open func(t *testing.T) *store.Bucket) {
+	for _, c := range []struct {
+		name string
+		test func(t *testing.T, b *store.Bucket)
+	}{
+		{"PutGetAttributes", testPutGetAttributes},
+		{"NotFound", testNotFound},
+		{"GetRange", testGetRange},
+		{"ReaderAt", testReaderAt},
+		{"List", testList},
+		{"ListManyKeys", testListManyKeys},
+		{"Delete", testDelete},
+		{"DeleteMany", testDeleteMany},
+		{"StreamingWriter", testStreamingWriter},
+		{"NoPartialObjects", testNoPartialObjects},
+		{"NoSidecars", testNoSidecars},
+		{"InvalidKeys", testInvalidKeys},
+		{"Sub", testSub},
+		{"PutIfAbsent", testPutIfAbsent},
+		{"PutIfAbsentRace", testPutIfAbsentRace},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.test(t, open(t)) })
+	}
+}
+
+func testPutGetAttributes(t *testing.T, b *store.Bucket) {
 	ctx := context.Background()
-	t.Run("PutGetAttributes", func(t *testing.T) {
-		b := open(t)
-		before := time.Now().Add(-time.Minute)
-		data := []byte("hello, lance")
-		mustPut(t, b, "a/b.txt", data)
-		got, err := b.Get(ctx, "a/b.txt")
-		if err != nil || !bytes.Equal(got, data) {
-			t.Fatalf("Get = %q, %v; want %q", got, err, data)
-		}
-		a, err := b.Attributes(ctx, "a/b.txt")
+	before := time.Now().Add(-time.Minute)
+	data := []byte("hello, lance")
+	mustPut(t, b, "a/b.txt", data)
+	got, err := b.Get(ctx, "a/b.txt")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("Get = %q, %v; want %q", got, err, data)
+	}
+	a, err := b.Attributes(ctx, "a/b.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Size != int64(len(data)) {
+		t.Errorf("Attributes.Size = %d, want %d", a.Size, len(data))
+	}
+	if a.ModTime.Before(before) || a.ModTime.After(time.Now().Add(time.Minute)) {
+		t.Errorf("Attributes.ModTime = %v, not around now", a.ModTime)
+	}
+	mustPut(t, b, "a/b.txt", []byte("v2"))
+	if got, _ := b.Get(ctx, "a/b.txt"); string(got) != "v2" {
+		t.Errorf("after overwrite Get = %q, want v2", got)
+	}
+	mustPut(t, b, "empty", nil)
+	if got, err := b.Get(ctx, "empty"); err != nil || len(got) != 0 {
+		t.Errorf("empty object: Get = %q, %v", got, err)
+	}
+}
+
+func testNotFound(t *testing.T, b *store.Bucket) {
+	ctx := context.Background()
+	_, err := b.Get(ctx, "missing")
+	wantCode(t, "Get", err, store.NotFound)
+	_, err = b.Attributes(ctx, "dir/missing")
+	wantCode(t, "Attributes", err, store.NotFound)
+	_, err = b.GetRange(ctx, "missing", 0, 10)
+	wantCode(t, "GetRange", err, store.NotFound)
+	_, err = b.OpenReaderAt(ctx, "missing")
+	wantCode(t, "OpenReaderAt", err, store.NotFound)
+	wantCode(t, "Delete", b.Delete(ctx, "missing"), store.NotFound)
+	n := 0
+	if err := b.List(ctx, "nothing/", func(store.Object) error { n++; return nil }); err != nil || n != 0 {
+		t.Errorf("List of a missing prefix = %d objects, %v; want 0, nil", n, err)
+	}
+}
+
+func testGetRange(t *testing.T, b *store.Bucket) {
+	ctx := context.Background()
+	data := pattern(1000)
+	mustPut(t, b, "r", data)
+	for _, c := range []struct{ off, n int64 }{{0, 10}, {10, -1}, {990, 10}, {500, 1}, {0, -1}, {999, -1}} {
+		rc, err := b.GetRange(ctx, "r", c.off, c.n)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("GetRange(%d,%d): %v", c.off, c.n, err)
 		}
-		if a.Size != int64(len(data)) {
-			t.Errorf("Attributes.Size = %d, want %d", a.Size, len(data))
+		got, err := io.ReadAll(rc)
+		rc.Close()
+		end := int64(len(data))
+		if c.n >= 0 {
+			end = c.off + c.n
 		}
-		if a.ModTime.Before(before) || a.ModTime.After(time.Now().Add(time.Minute)) {
-			t.Errorf("Attributes.ModTime = %v, not around now", a.ModTime)
+		if err != nil || !bytes.Equal(got, data[c.off:end]) {
+			t.Errorf("GetRange(%d,%d) = %d bytes, %v; want data[%d:%d]", c.off, c.n, len(got), err, c.off, end)
 		}
-		mustPut(t, b, "a/b.txt", []byte("v2"))
-		if got, _ := b.Get(ctx, "a/b.txt"); string(got) != "v2" {
-			t.Errorf("after overwrite Get = %q, want v2", got)
+	}
+}
+
+func testReaderAt(t *testing.T, b *store.Bucket) {
+	ctx := context.Background()
+	data := pattern(4096)
+	mustPut(t, b, "f", data)
+	r, err := b.OpenReaderAt(ctx, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.Size() != 4096 {
+		t.Errorf("Size = %d, want 4096", r.Size())
+	}
+	p := make([]byte, 100)
+	for _, off := range []int64{0, 1, 3000, 3996} {
+		n, err := r.ReadAt(p, off)
+		if n != 100 || err != nil || !bytes.Equal(p, data[off:off+100]) {
+			t.Errorf("ReadAt(%d) = %d, %v", off, n, err)
 		}
-		mustPut(t, b, "empty", nil)
-		if got, err := b.Get(ctx, "empty"); err != nil || len(got) != 0 {
-			t.Errorf("empty object: Get = %q, %v", got, err)
+	}
+	n, err := r.ReadAt(p, 4050)
+	if n != 46 || err != io.EOF || !bytes.Equal(p[:n], data[4050:]) {
+		t.Errorf("ReadAt past the end = %d, %v; want 46, io.EOF", n, err)
+	}
+	if n, err := r.ReadAt(p, 5000); n != 0 || err != io.EOF {
+		t.Errorf("ReadAt beyond the end = %d, %v; want 0, io.EOF", n, err)
+	}
+}
+
+func testList(t *testing.T, b *store.Bucket) {
+	ctx := context.Background()
+	for _, k := range []string{"x/1", "x/2/3", "x/2/4", "y", "xz"} {
+		mustPut(t, b, k, []byte(k))
+	}
+	if got := listKeys(t, b, "x/", false); !slices.Equal(got, []string{"x/1", "x/2/3", "x/2/4"}) {
+		t.Errorf("List(x/) = %v", got)
+	}
+	if got := listKeys(t, b, "", false); !slices.Equal(got, []string{"x/1", "x/2/3", "x/2/4", "xz", "y"}) {
+		t.Errorf("List() = %v", got)
+	}
+	if got := listKeys(t, b, "x/", true); !slices.Equal(got, []string{"x/1", "x/2/"}) {
+		t.Errorf("ListDir(x/) = %v", got)
+	}
+	if got := listKeys(t, b, "x", true); !slices.Equal(got, []string{"x/1", "x/2/"}) {
+		t.Errorf("ListDir(x) = %v", got)
+	}
+	if got := listKeys(t, b, "", true); !slices.Equal(got, []string{"x/", "xz", "y"}) {
+		t.Errorf("ListDir() = %v", got)
+	}
+	err := b.List(ctx, "", func(o store.Object) error {
+		if o.Key == "x/2/3" && (o.Size != 5 || o.ModTime.IsZero()) {
+			return fmt.Errorf("object %+v: want size 5 and a ModTime", o)
 		}
+		return nil
 	})
-	t.Run("NotFound", func(t *testing.T) {
-		b := open(t)
-		_, err := b.Get(ctx, "missing")
-		wantCode(t, "Get", err, store.NotFound)
-		_, err = b.Attributes(ctx, "dir/missing")
-		wantCode(t, "Attributes", err, store.NotFound)
-		_, err = b.GetRange(ctx, "missing", 0, 10)
-		wantCode(t, "GetRange", err, store.NotFound)
-		_, err = b.OpenReaderAt(ctx, "missing")
-		wantCode(t, "OpenReaderAt", err, store.NotFound)
-		wantCode(t, "Delete", b.Delete(ctx, "missing"), store.NotFound)
-		n := 0
-		if err := b.List(ctx, "nothing/", func(store.Object) error { n++; return nil }); err != nil || n != 0 {
-			t.Errorf("List of a missing prefix = %d objects, %v; want 0, nil", n, err)
-		}
-	})
-	t.Run("GetRange", func(t *testing.T) {
-		b := open(t)
-		data := pattern(1000)
-		mustPut(t, b, "r", data)
-		for _, c := range []struct{ off, n int64 }{{0, 10}, {10, -1}, {990, 10}, {500, 1}, {0, -1}, {999, -1}} {
-			rc, err := b.GetRange(ctx, "r", c.off, c.n)
-			if err != nil {
-				t.Fatalf("GetRange(%d,%d): %v", c.off, c.n, err)
+	if err != nil {
+		t.Error(err)
+	}
+	stop := errors.New("stop")
+	n := 0
+	if err := b.List(ctx, "", func(store.Object) error { n++; return stop }); err != stop || n != 1 {
+		t.Errorf("List with a failing callback = %v after %d calls; want stop after 1", err, n)
+	}
+}
+
+// testListManyKeys lists more keys than one listing page holds on S3 and GCS
+// (1000), in two directories, so every backend's pagination is exercised.
+func testListManyKeys(t *testing.T, b *store.Bucket) {
+	ctx := context.Background()
+	const n = 1100
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 16)
+	for i := range n {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			dir := "many/a/"
+			if i%3 == 0 {
+				dir = "many/b/"
 			}
-			got, err := io.ReadAll(rc)
-			rc.Close()
-			end := int64(len(data))
-			if c.n >= 0 {
-				end = c.off + c.n
+			if err := b.Put(ctx, fmt.Sprintf("%s%05d", dir, i), []byte("x")); err != nil {
+				errs <- err
 			}
-			if err != nil || !bytes.Equal(got, data[c.off:end]) {
-				t.Errorf("GetRange(%d,%d) = %d bytes, %v; want data[%d:%d]", c.off, c.n, len(got), err, c.off, end)
-			}
-		}
-	})
-	t.Run("ReaderAt", func(t *testing.T) {
-		b := open(t)
-		data := pattern(4096)
-		mustPut(t, b, "f", data)
-		r, err := b.OpenReaderAt(ctx, "f")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		if r.Size() != 4096 {
-			t.Errorf("Size = %d, want 4096", r.Size())
-		}
-		p := make([]byte, 100)
-		for _, off := range []int64{0, 1, 3000, 3996} {
-			n, err := r.ReadAt(p, off)
-			if n != 100 || err != nil || !bytes.Equal(p, data[off:off+100]) {
-				t.Errorf("ReadAt(%d) = %d, %v", off, n, err)
-			}
-		}
-		n, err := r.ReadAt(p, 4050)
-		if n != 46 || err != io.EOF || !bytes.Equal(p[:n], data[4050:]) {
-			t.Errorf("ReadAt past the end = %d, %v; want 46, io.EOF", n, err)
-		}
-		if n, err := r.ReadAt(p, 5000); n != 0 || err != io.EOF {
-			t.Errorf("ReadAt beyond the end = %d, %v; want 0, io.EOF", n, err)
-		}
-	})
-	t.Run("List", func(t *testing.T) {
-		b := open(t)
-		for _, k := range []string{"x/1", "x/2/3", "x/2/4", "y", "xz"} {
-			mustPut(t, b, k, []byte(k))
-		}
-		if got := listKeys(t, b, "x/", false); !slices.Equal(got, []string{"x/1", "x/2/3", "x/2/4"}) {
-			t.Errorf("List(x/) = %v", got)
-		}
-		if got := listKeys(t, b, "", false); !slices.Equal(got, []string{"x/1", "x/2/3", "x/2/4", "xz", "y"}) {
-			t.Errorf("List() = %v", got)
-		}
-		if got := listKeys(t, b, "x/", true); !slices.Equal(got, []string{"x/1", "x/2/"}) {
-			t.Errorf("ListDir(x/) = %v", got)
-		}
-		if got := listKeys(t, b, "x", true); !slices.Equal(got, []string{"x/1", "x/2/"}) {
-			t.Errorf("ListDir(x) = %v", got)
-		}
-		if got := listKeys(t, b, "", true); !slices.Equal(got, []string{"x/", "xz", "y"}) {
-			t.Errorf("ListDir() = %v", got)
-		}
-		err := b.List(ctx, "", func(o store.Object) error {
-			if o.Key == "x/2/3" && (o.Size != 5 || o.ModTime.IsZero()) {
-				return fmt.Errorf("object %+v: want size 5 and a ModTime", o)
-			}
-			return nil
 		})
-		if err != nil {
-			t.Error(err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	keys := listKeys(t, b, "many/", false)
+	if distinct := len(slices.Compact(slices.Clone(keys))); len(keys) != n || distinct != n {
+		t.Fatalf("List(many/) = %d keys (%d distinct), want %d", len(keys), distinct, n)
+	}
+	if got := listKeys(t, b, "many/a/", true); len(got) != n-(n+2)/3 {
+		t.Errorf("ListDir(many/a/) = %d keys, want %d", len(got), n-(n+2)/3)
+	}
+	if got := listKeys(t, b, "many/", true); !slices.Equal(got, []string{"many/a/", "many/b/"}) {
+		t.Errorf("ListDir(many/) = %v", got)
+	}
+}
+
+func testDelete(t *testing.T, b *store.Bucket) {
+	ctx := context.Background()
+	mustPut(t, b, "d/1", []byte("1"))
+	mustPut(t, b, "d/2", []byte("2"))
+	if err := b.Delete(ctx, "d/1"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.Get(ctx, "d/1")
+	wantCode(t, "Get after Delete", err, store.NotFound)
+	if got := listKeys(t, b, "", false); !slices.Equal(got, []string{"d/2"}) {
+		t.Errorf("List after Delete = %v", got)
+	}
+}
+
+func testDeleteMany(t *testing.T, b *store.Bucket) {
+	ctx := context.Background()
+	for _, k := range []string{"m/1", "m/2", "m/3", "m/4", "m/5"} {
+		mustPut(t, b, k, []byte(k))
+	}
+	if err := b.DeleteMany(ctx, []string{"m/1", "m/3", "m/5", "m/missing"}); err != nil {
+		t.Fatalf("DeleteMany: %v", err)
+	}
+	if got := listKeys(t, b, "", false); !slices.Equal(got, []string{"m/2", "m/4"}) {
+		t.Errorf("after DeleteMany: %v", got)
+	}
+	err := b.DeleteMany(ctx, []string{"m/2", "../escape"})
+	wantInvalid(t, "DeleteMany", "../escape", err)
+	if got := listKeys(t, b, "", false); !slices.Equal(got, []string{"m/2", "m/4"}) {
+		t.Errorf("a DeleteMany with an invalid key deleted something: %v", got)
+	}
+	if err := b.DeleteMany(ctx, nil); err != nil {
+		t.Errorf("empty DeleteMany: %v", err)
+	}
+}
+
+func testStreamingWriter(t *testing.T, b *store.Bucket) {
+	ctx := context.Background()
+	data := pattern(6 << 20) // over S3's 5 MiB multipart threshold
+	w, err := b.NewWriter(ctx, "big/obj")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off := 0; off < len(data); off += 1 << 20 {
+		if _, err := w.Write(data[off : off+1<<20]); err != nil {
+			t.Fatal(err)
 		}
-		stop := errors.New("stop")
-		n := 0
-		if err := b.List(ctx, "", func(store.Object) error { n++; return stop }); err != stop || n != 1 {
-			t.Errorf("List with a failing callback = %v after %d calls; want stop after 1", err, n)
-		}
-	})
-	t.Run("ListManyKeys", func(t *testing.T) {
-		// More keys than one listing page holds on S3 and GCS (1000), in
-		// two directories, so every backend's pagination is exercised.
-		b := open(t)
-		const n = 1100
+	}
+	_, err = b.Attributes(ctx, "big/obj")
+	wantCode(t, "Attributes before Close", err, store.NotFound)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Get(ctx, "big/obj")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("Get after streaming = %d bytes, %v", len(got), err)
+	}
+}
+
+func testNoPartialObjects(t *testing.T, b *store.Bucket) {
+	ctx := context.Background()
+	cctx, cancel := context.WithCancel(ctx)
+	w, err := b.NewWriter(cctx, "p/cancelled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(pattern(1000)); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := w.Close(); err == nil {
+		t.Error("Close after a cancelled context succeeded")
+	}
+	_, err = b.Attributes(ctx, "p/cancelled")
+	wantCode(t, "cancelled write", err, store.NotFound)
+
+	w, err = b.NewWriter(ctx, "p/aborted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(pattern(1000)); err != nil {
+		t.Fatal(err)
+	}
+	aw, ok := w.(store.Writer)
+	if !ok {
+		t.Fatalf("NewWriter result %T does not implement store.Writer", w)
+	}
+	if err := aw.Abort(); err != nil {
+		t.Error(err)
+	}
+	_, err = b.Attributes(ctx, "p/aborted")
+	wantCode(t, "aborted write", err, store.NotFound)
+	if got := listKeys(t, b, "", false); len(got) != 0 {
+		t.Errorf("objects left by failed writes: %v", got)
+	}
+}
+
+func testNoSidecars(t *testing.T, b *store.Bucket) {
+	ctx := context.Background()
+	mustPut(t, b, "_versions/1.manifest", []byte("m"))
+	if err := b.PutIfAbsent(ctx, "_versions/2.manifest", []byte("m")); err != nil {
+		t.Fatal(err)
+	}
+	_ = b.PutIfAbsent(ctx, "_versions/2.manifest", []byte("x"))
+	w, _ := b.NewWriter(ctx, "data/a.lance")
+	_, _ = w.Write([]byte("d"))
+	_ = w.Close()
+	want := []string{"_versions/1.manifest", "_versions/2.manifest", "data/a.lance"}
+	if got := listKeys(t, b, "", false); !slices.Equal(got, want) {
+		t.Errorf("List = %v, want exactly %v", got, want)
+	}
+}
+
+func testInvalidKeys(t *testing.T, b *store.Bucket) {
+	ctx := context.Background()
+	for _, k := range []string{"", "/abs", "../x", "a/../../b", "a/..", "a//b", "./a", "a/./b", "a\x00b", "a/", `a\..\b`} {
+		_, err := b.Get(ctx, k)
+		wantInvalid(t, "Get", k, err)
+		wantInvalid(t, "Put", k, b.Put(ctx, k, []byte("x")))
+		wantInvalid(t, "PutIfAbsent", k, b.PutIfAbsent(ctx, k, []byte("x")))
+		wantInvalid(t, "Delete", k, b.Delete(ctx, k))
+		_, err = b.NewWriter(ctx, k)
+		wantInvalid(t, "NewWriter", k, err)
+	}
+	for _, p := range []string{"../", "/", "a/../../"} {
+		wantInvalid(t, "List", p, b.List(ctx, p, func(store.Object) error { return nil }))
+	}
+	if got := listKeys(t, b, "", false); len(got) != 0 {
+		t.Errorf("invalid keys wrote objects: %v", got)
+	}
+}
+
+func testSub(t *testing.T, b *store.Bucket) {
+	ctx := context.Background()
+	s := b.Sub("t1.lance")
+	mustPut(t, s, "_versions/1.manifest", []byte("m"))
+	if got, err := b.Get(ctx, "t1.lance/_versions/1.manifest"); err != nil || string(got) != "m" {
+		t.Errorf("parent Get of a Sub's key = %q, %v", got, err)
+	}
+	if got := listKeys(t, s, "", false); !slices.Equal(got, []string{"_versions/1.manifest"}) {
+		t.Errorf("Sub List = %v", got)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Sub Close: %v", err)
+	}
+	if _, err := b.Get(ctx, "t1.lance/_versions/1.manifest"); err != nil {
+		t.Errorf("parent unusable after closing a Sub: %v", err)
+	}
+	_, err := s.Sub("..").Get(ctx, "x")
+	if !errors.Is(err, store.ErrInvalidKey) {
+		t.Errorf("Sub(..).Get = %v, want ErrInvalidKey", err)
+	}
+}
+
+func testPutIfAbsent(t *testing.T, b *store.Bucket) {
+	ctx := context.Background()
+	if err := b.PutIfAbsent(ctx, "_versions/1.manifest", []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	err := b.PutIfAbsent(ctx, "_versions/1.manifest", []byte("second"))
+	if !errors.Is(err, store.ErrPreconditionFailed) || store.CodeOf(err) != store.PreconditionFailed {
+		t.Errorf("second PutIfAbsent = %v (code %v), want ErrPreconditionFailed", err, store.CodeOf(err))
+	}
+	if got, _ := b.Get(ctx, "_versions/1.manifest"); string(got) != "first" {
+		t.Errorf("content after a lost PutIfAbsent = %q, want first", got)
+	}
+}
+
+func testPutIfAbsentRace(t *testing.T, b *store.Bucket) {
+	ctx := context.Background()
+	const goroutines, rounds = 16, 10
+	for round := range rounds {
+		key := fmt.Sprintf("_versions/%d.manifest", round)
 		var wg sync.WaitGroup
-		errs := make(chan error, n)
-		sem := make(chan struct{}, 16)
-		for i := range n {
+		errs := make([]error, goroutines)
+		start := make(chan struct{})
+		for g := range goroutines {
 			wg.Go(func() {
-				sem <- struct{}{}
-				defer func() { <-sem }()
-				dir := "many/a/"
-				if i%3 == 0 {
-					dir = "many/b/"
-				}
-				if err := b.Put(ctx, fmt.Sprintf("%s%05d", dir, i), []byte("x")); err != nil {
-					errs <- err
-				}
+				<-start
+				errs[g] = b.PutIfAbsent(ctx, key, fmt.Appendf(nil, "writer-%d", g))
 			})
 		}
+		close(start)
 		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
-		keys := listKeys(t, b, "many/", false)
-		if distinct := len(slices.Compact(slices.Clone(keys))); len(keys) != n || distinct != n {
-			t.Fatalf("List(many/) = %d keys (%d distinct), want %d", len(keys), distinct, n)
-		}
-		if got := listKeys(t, b, "many/a/", true); len(got) != n-(n+2)/3 {
-			t.Errorf("ListDir(many/a/) = %d keys, want %d", len(got), n-(n+2)/3)
-		}
-		if got := listKeys(t, b, "many/", true); !slices.Equal(got, []string{"many/a/", "many/b/"}) {
-			t.Errorf("ListDir(many/) = %v", got)
-		}
-	})
-	t.Run("Delete", func(t *testing.T) {
-		b := open(t)
-		mustPut(t, b, "d/1", []byte("1"))
-		mustPut(t, b, "d/2", []byte("2"))
-		if err := b.Delete(ctx, "d/1"); err != nil {
-			t.Fatal(err)
-		}
-		_, err := b.Get(ctx, "d/1")
-		wantCode(t, "Get after Delete", err, store.NotFound)
-		if got := listKeys(t, b, "", false); !slices.Equal(got, []string{"d/2"}) {
-			t.Errorf("List after Delete = %v", got)
-		}
-	})
-	t.Run("DeleteMany", func(t *testing.T) {
-		b := open(t)
-		for _, k := range []string{"m/1", "m/2", "m/3", "m/4", "m/5"} {
-			mustPut(t, b, k, []byte(k))
-		}
-		if err := b.DeleteMany(ctx, []string{"m/1", "m/3", "m/5", "m/missing"}); err != nil {
-			t.Fatalf("DeleteMany: %v", err)
-		}
-		if got := listKeys(t, b, "", false); !slices.Equal(got, []string{"m/2", "m/4"}) {
-			t.Errorf("after DeleteMany: %v", got)
-		}
-		err := b.DeleteMany(ctx, []string{"m/2", "../escape"})
-		wantInvalid(t, "DeleteMany", "../escape", err)
-		if got := listKeys(t, b, "", false); !slices.Equal(got, []string{"m/2", "m/4"}) {
-			t.Errorf("a DeleteMany with an invalid key deleted something: %v", got)
-		}
-		if err := b.DeleteMany(ctx, nil); err != nil {
-			t.Errorf("empty DeleteMany: %v", err)
-		}
-	})
-	t.Run("StreamingWriter", func(t *testing.T) {
-		b := open(t)
-		data := pattern(6 << 20) // over S3's 5 MiB multipart threshold
-		w, err := b.NewWriter(ctx, "big/obj")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for off := 0; off < len(data); off += 1 << 20 {
-			if _, err := w.Write(data[off : off+1<<20]); err != nil {
-				t.Fatal(err)
-			}
-		}
-		_, err = b.Attributes(ctx, "big/obj")
-		wantCode(t, "Attributes before Close", err, store.NotFound)
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		got, err := b.Get(ctx, "big/obj")
-		if err != nil || !bytes.Equal(got, data) {
-			t.Fatalf("Get after streaming = %d bytes, %v", len(got), err)
-		}
-	})
-	t.Run("NoPartialObjects", func(t *testing.T) {
-		b := open(t)
-		cctx, cancel := context.WithCancel(ctx)
-		w, err := b.NewWriter(cctx, "p/cancelled")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.Write(pattern(1000)); err != nil {
-			t.Fatal(err)
-		}
-		cancel()
-		if err := w.Close(); err == nil {
-			t.Error("Close after a cancelled context succeeded")
-		}
-		_, err = b.Attributes(ctx, "p/cancelled")
-		wantCode(t, "cancelled write", err, store.NotFound)
-
-		w, err = b.NewWriter(ctx, "p/aborted")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.Write(pattern(1000)); err != nil {
-			t.Fatal(err)
-		}
-		aw, ok := w.(store.Writer)
-		if !ok {
-			t.Fatalf("NewWriter result %T does not implement store.Writer", w)
-		}
-		if err := aw.Abort(); err != nil {
-			t.Error(err)
-		}
-		_, err = b.Attributes(ctx, "p/aborted")
-		wantCode(t, "aborted write", err, store.NotFound)
-		if got := listKeys(t, b, "", false); len(got) != 0 {
-			t.Errorf("objects left by failed writes: %v", got)
-		}
-	})
-	t.Run("NoSidecars", func(t *testing.T) {
-		b := open(t)
-		mustPut(t, b, "_versions/1.manifest", []byte("m"))
-		if err := b.PutIfAbsent(ctx, "_versions/2.manifest", []byte("m")); err != nil {
-			t.Fatal(err)
-		}
-		_ = b.PutIfAbsent(ctx, "_versions/2.manifest", []byte("x"))
-		w, _ := b.NewWriter(ctx, "data/a.lance")
-		_, _ = w.Write([]byte("d"))
-		_ = w.Close()
-		want := []string{"_versions/1.manifest", "_versions/2.manifest", "data/a.lance"}
-		if got := listKeys(t, b, "", false); !slices.Equal(got, want) {
-			t.Errorf("List = %v, want exactly %v", got, want)
-		}
-	})
-	t.Run("InvalidKeys", func(t *testing.T) {
-		b := open(t)
-		for _, k := range []string{"", "/abs", "../x", "a/../../b", "a/..", "a//b", "./a", "a/./b", "a\x00b", "a/", `a\..\b`} {
-			_, err := b.Get(ctx, k)
-			wantInvalid(t, "Get", k, err)
-			wantInvalid(t, "Put", k, b.Put(ctx, k, []byte("x")))
-			wantInvalid(t, "PutIfAbsent", k, b.PutIfAbsent(ctx, k, []byte("x")))
-			wantInvalid(t, "Delete", k, b.Delete(ctx, k))
-			_, err = b.NewWriter(ctx, k)
-			wantInvalid(t, "NewWriter", k, err)
-		}
-		for _, p := range []string{"../", "/", "a/../../"} {
-			wantInvalid(t, "List", p, b.List(ctx, p, func(store.Object) error { return nil }))
-		}
-		if got := listKeys(t, b, "", false); len(got) != 0 {
-			t.Errorf("invalid keys wrote objects: %v", got)
-		}
-	})
-	t.Run("Sub", func(t *testing.T) {
-		b := open(t)
-		s := b.Sub("t1.lance")
-		mustPut(t, s, "_versions/1.manifest", []byte("m"))
-		if got, err := b.Get(ctx, "t1.lance/_versions/1.manifest"); err != nil || string(got) != "m" {
-			t.Errorf("parent Get of a Sub's key = %q, %v", got, err)
-		}
-		if got := listKeys(t, s, "", false); !slices.Equal(got, []string{"_versions/1.manifest"}) {
-			t.Errorf("Sub List = %v", got)
-		}
-		if err := s.Close(); err != nil {
-			t.Errorf("Sub Close: %v", err)
-		}
-		if _, err := b.Get(ctx, "t1.lance/_versions/1.manifest"); err != nil {
-			t.Errorf("parent unusable after closing a Sub: %v", err)
-		}
-		_, err := s.Sub("..").Get(ctx, "x")
-		if !errors.Is(err, store.ErrInvalidKey) {
-			t.Errorf("Sub(..).Get = %v, want ErrInvalidKey", err)
-		}
-	})
-	t.Run("PutIfAbsent", func(t *testing.T) {
-		b := open(t)
-		if err := b.PutIfAbsent(ctx, "_versions/1.manifest", []byte("first")); err != nil {
-			t.Fatal(err)
-		}
-		err := b.PutIfAbsent(ctx, "_versions/1.manifest", []byte("second"))
-		if !errors.Is(err, store.ErrPreconditionFailed) || store.CodeOf(err) != store.PreconditionFailed {
-			t.Errorf("second PutIfAbsent = %v (code %v), want ErrPreconditionFailed", err, store.CodeOf(err))
-		}
-		if got, _ := b.Get(ctx, "_versions/1.manifest"); string(got) != "first" {
-			t.Errorf("content after a lost PutIfAbsent = %q, want first", got)
-		}
-	})
-	t.Run("PutIfAbsentRace", func(t *testing.T) {
-		b := open(t)
-		const goroutines, rounds = 16, 10
-		for round := range rounds {
-			key := fmt.Sprintf("_versions/%d.manifest", round)
-			var wg sync.WaitGroup
-			errs := make([]error, goroutines)
-			start := make(chan struct{})
-			for g := range goroutines {
-				wg.Go(func() {
-					<-start
-					errs[g] = b.PutIfAbsent(ctx, key, fmt.Appendf(nil, "writer-%d", g))
-				})
-			}
-			close(start)
-			wg.Wait()
-			winner := -1
-			for g, err := range errs {
-				switch {
-				case err == nil:
-					if winner >= 0 {
-						t.Fatalf("round %d: writers %d and %d both won", round, winner, g)
-					}
-					winner = g
-				case !errors.Is(err, store.ErrPreconditionFailed):
-					t.Fatalf("round %d: writer %d: %v, want ErrPreconditionFailed", round, g, err)
+		winner := -1
+		for g, err := range errs {
+			switch {
+			case err == nil:
+				if winner >= 0 {
+					t.Fatalf("round %d: writers %d and %d both won", round, winner, g)
 				}
-			}
-			if winner < 0 {
-				t.Fatalf("round %d: nobody won", round)
-			}
-			if got, _ := b.Get(ctx, key); string(got) != fmt.Sprintf("writer-%d", winner) {
-				t.Fatalf("round %d: content %q, winner was %d", round, got, winner)
+				winner = g
+			case !errors.Is(err, store.ErrPreconditionFailed):
+				t.Fatalf("round %d: writer %d: %v, want ErrPreconditionFailed", round, g, err)
 			}
 		}
-		if got := listKeys(t, b, "", false); len(got) != rounds {
-			t.Errorf("after the races List = %v, want %d manifests", got, rounds)
+		if winner < 0 {
+			t.Fatalf("round %d: nobody won", round)
 		}
-	})
+		if got, _ := b.Get(ctx, key); string(got) != fmt.Sprintf("writer-%d", winner) {
+			t.Fatalf("round %d: content %q, winner was %d", round, got, winner)
+		}
+	}
+	if got := listKeys(t, b, "", false); len(got) != rounds {
+		t.Errorf("after the races List = %v, want %d manifests", got, rounds)
+	}
 }
 
 func pattern(n int) []byte {
