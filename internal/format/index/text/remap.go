@@ -253,6 +253,10 @@ func btoi(b bool) int {
 	return 0
 }
 
+// remapInvert rewrites the posting file f without the documents in removed,
+// renumbering the rest to their rank among the kept ones. It returns the
+// tokens left without a document (their posting lists are dropped) and the
+// size of the file written to out.
 func remapInvert(ctx context.Context, f *lancefile.File, removed *roaring.Bitmap, numTokens []uint32, totalTokens uint64, out io.Writer) (*roaring.Bitmap, int64, error) {
 	sc, err := f.Schema()
 	if err != nil {
@@ -268,52 +272,13 @@ func remapInvert(ctx context.Context, f *lancefile.File, removed *roaring.Bitmap
 	if err != nil {
 		return nil, 0, err
 	}
-	mem := memory.DefaultAllocator
-	pb := array.NewBuilder(mem, sc.Field(cols.posting).Type).(*array.ListBuilder)
-	defer pb.Release()
-	pbv := pb.ValueBuilder().(*array.BinaryBuilder)
-	sb := array.NewFloat32Builder(mem)
-	defer sb.Release()
-	lb := array.NewUint32Builder(mem)
-	defer lb.Release()
-	var posb *array.ListBuilder
-	var posInner *array.ListBuilder
-	var posv *array.BinaryBuilder
-	if cols.position >= 0 {
-		posb = array.NewBuilder(mem, sc.Field(cols.position).Type).(*array.ListBuilder)
-		defer posb.Release()
-		posInner = posb.ValueBuilder().(*array.ListBuilder)
-		posv = posInner.ValueBuilder().(*array.BinaryBuilder)
+	o := newInvertOutput(sc, cols)
+	defer o.release()
+	rm := invertRemap{
+		f: f, removed: removed, numTokens: numTokens,
+		numDocs: len(numTokens), avgdl: float32(totalTokens) / float32(len(numTokens)),
+		removedTokens: roaring.New(), scratch: make([]uint32, blockSize),
 	}
-	rows, batchBytes := 0, 0
-	flush := func() error {
-		if rows == 0 {
-			return nil
-		}
-		arrs := make([]arrow.Array, sc.NumFields())
-		arrs[cols.posting], arrs[cols.maxScore], arrs[cols.length] = pb.NewArray(), sb.NewArray(), lb.NewArray()
-		if posb != nil {
-			arrs[cols.position] = posb.NewArray()
-		}
-		rec := array.NewRecordBatch(sc, arrs, int64(rows))
-		for _, a := range arrs {
-			a.Release()
-		}
-		defer rec.Release()
-		rows, batchBytes = 0, 0
-		return w.Write(rec)
-	}
-
-	numDocs := len(numTokens)
-	avgdl := float32(totalTokens) / float32(numDocs)
-	removedTokens := roaring.New()
-	var groupStarts []uint32
-	groupBytesSoFar, groupCount := 0, 0
-	var docs, freqs, kdocs, kfreqs, scratch = []uint32{}, []uint32{}, []uint32{}, []uint32{}, make([]uint32, blockSize)
-	var kept []int
-	var blockBuf []byte
-	token := uint64(0)
-	newToken := uint32(0)
 
 	r, err := f.NewReader(ctx, lancefile.ReadOptions{BatchRows: invertReadRows})
 	if err != nil {
@@ -321,119 +286,19 @@ func remapInvert(ctx context.Context, f *lancefile.File, removed *roaring.Bitmap
 	}
 	defer r.Release()
 	for r.Next() {
-		rec := r.RecordBatch()
-		post, ok1 := rec.Column(cols.posting).(*array.List)
-		lens, ok2 := rec.Column(cols.length).(*array.Uint32)
-		if !ok1 || !ok2 {
-			return nil, 0, errorf(f, ErrCorrupt, "posting columns are %s/%s", rec.Column(cols.posting).DataType(), rec.Column(cols.length).DataType())
+		in, err := readInvertBatch(f, r.RecordBatch(), cols)
+		if err != nil {
+			return nil, 0, err
 		}
-		blocks, ok := post.ListValues().(*array.LargeBinary)
-		if !ok {
-			return nil, 0, errorf(f, ErrCorrupt, "posting blocks are %s", post.ListValues().DataType())
-		}
-		var pos *array.List
-		var posDocs *array.List
-		var posBin *array.LargeBinary
-		if cols.position >= 0 {
-			pos, ok1 = rec.Column(cols.position).(*array.List)
-			if ok1 {
-				posDocs, ok1 = pos.ListValues().(*array.List)
-			}
-			if ok1 {
-				posBin, ok1 = posDocs.ListValues().(*array.LargeBinary)
-			}
-			if !ok1 {
-				return nil, 0, errorf(f, ErrCorrupt, "positions are %s", rec.Column(cols.position).DataType())
-			}
-		}
-		for i := 0; i < int(rec.NumRows()); i++ {
+		for i := 0; i < in.rows; i++ {
 			if err := ctx.Err(); err != nil {
 				return nil, 0, err
 			}
-			a, b := post.ValueOffsets(i)
-			bl := make([][]byte, 0, b-a)
-			for k := a; k < b; k++ {
-				bl = append(bl, blocks.Value(int(k)))
+			if err := rm.token(in, i, o); err != nil {
+				return nil, 0, err
 			}
-			length := int(lens.Value(i))
-			docs, freqs, err = decodePostings(docs[:0], freqs[:0], bl, length, scratch)
-			if err != nil {
-				return nil, 0, errorf(f, ErrCorrupt, "token %d: %v", token, err)
-			}
-			var pa, pb2 int64
-			if pos != nil {
-				pa, pb2 = pos.ValueOffsets(i)
-				if int(pb2-pa) != length {
-					return nil, 0, errorf(f, ErrCorrupt, "token %d: %d position lists for %d docs", token, pb2-pa, length)
-				}
-			}
-			kdocs, kfreqs, kept = kdocs[:0], kfreqs[:0], kept[:0]
-			prev := int64(-1)
-			for k, d := range docs {
-				if int64(d) <= prev {
-					return nil, 0, errorf(f, ErrCorrupt, "token %d: doc ids not increasing (%d after %d)", token, d, prev)
-				}
-				prev = int64(d)
-				if removed.Contains(d) {
-					continue
-				}
-				nd := d - uint32(removed.Rank(d))
-				if int(nd) >= numDocs {
-					return nil, 0, errorf(f, ErrCorrupt, "token %d: doc %d past the %d docs", token, d, numDocs+int(removed.GetCardinality()))
-				}
-				kdocs = append(kdocs, nd)
-				kfreqs = append(kfreqs, freqs[k])
-				kept = append(kept, k)
-			}
-			token++
-			if len(kdocs) == 0 {
-				removedTokens.Add(uint32(token - 1))
-				continue
-			}
-			idfScale := float32(idf(len(kdocs), numDocs) * (bm25K1 + 1))
-			maxScore := float32(-math.MaxFloat32)
-			pb.Append(true)
-			size := 0
-			for s := 0; s < len(kdocs); s += blockSize {
-				e := min(s+blockSize, len(kdocs))
-				score := blockScore(kdocs[s:e], kfreqs[s:e], numTokens, avgdl, idfScale)
-				maxScore = max(maxScore, score)
-				blockBuf = blockBuf[:0]
-				if e-s == blockSize {
-					blockBuf = encodeFull(blockBuf, kdocs[s:e], kfreqs[s:e], score, scratch)
-				} else {
-					blockBuf = encodeTail(blockBuf, kdocs[s:e], kfreqs[s:e], score)
-				}
-				size += len(blockBuf)
-				pbv.Append(blockBuf)
-				batchBytes += len(blockBuf)
-			}
-			sb.Append(maxScore)
-			lb.Append(uint32(len(kdocs)))
-			if posb != nil {
-				posb.Append(true)
-				for _, k := range kept {
-					qa, qb := posDocs.ValueOffsets(int(pa) + k)
-					posInner.Append(true)
-					for q := qa; q < qb; q++ {
-						v := posBin.Value(int(q))
-						batchBytes += len(v)
-						posv.Append(v)
-					}
-				}
-			}
-			if groupCount == 0 {
-				groupStarts = append(groupStarts, newToken)
-			}
-			groupBytesSoFar += size
-			groupCount++
-			if groupBytesSoFar >= groupBytes || groupCount >= groupTokens {
-				groupBytesSoFar, groupCount = 0, 0
-			}
-			newToken++
-			rows++
-			if rows >= invertBatchRows || batchBytes >= invertBatchBytes {
-				if err := flush(); err != nil {
+			if o.full() {
+				if err := o.flush(w); err != nil {
 					return nil, 0, err
 				}
 			}
@@ -442,14 +307,14 @@ func remapInvert(ctx context.Context, f *lancefile.File, removed *roaring.Bitmap
 	if err := r.Err(); err != nil {
 		return nil, 0, err
 	}
-	if token != f.NumRows() {
-		return nil, 0, errorf(f, ErrCorrupt, "read %d posting lists of %d", token, f.NumRows())
+	if rm.read != f.NumRows() {
+		return nil, 0, errorf(f, ErrCorrupt, "read %d posting lists of %d", rm.read, f.NumRows())
 	}
-	if err := flush(); err != nil {
+	if err := o.flush(w); err != nil {
 		return nil, 0, err
 	}
-	if len(groupStarts) > 0 {
-		id, err := w.AddGlobalBuffer(encodeGroupStarts(groupStarts))
+	if len(rm.groupStarts) > 0 {
+		id, err := w.AddGlobalBuffer(encodeGroupStarts(rm.groupStarts))
 		if err != nil {
 			return nil, 0, err
 		}
@@ -459,7 +324,248 @@ func remapInvert(ctx context.Context, f *lancefile.File, removed *roaring.Bitmap
 	if err != nil {
 		return nil, 0, err
 	}
-	return removedTokens, wr.Size, nil
+	return rm.removedTokens, wr.Size, nil
+}
+
+// invertBatch is one read batch of the posting file, its columns typed.
+type invertBatch struct {
+	rows    int
+	post    *array.List        // per token: its encoded blocks
+	blocks  *array.LargeBinary // the blocks of every token
+	lens    *array.Uint32      // per token: its number of documents
+	pos     *array.List        // per token: its documents' position lists; nil without positions
+	posDocs *array.List        // per document: its position blocks
+	posBin  *array.LargeBinary // the position blocks
+}
+
+func readInvertBatch(f *lancefile.File, rec arrow.RecordBatch, cols invertColumns) (invertBatch, error) {
+	in := invertBatch{rows: int(rec.NumRows())}
+	var ok1, ok2 bool
+	in.post, ok1 = rec.Column(cols.posting).(*array.List)
+	in.lens, ok2 = rec.Column(cols.length).(*array.Uint32)
+	if !ok1 || !ok2 {
+		return in, errorf(f, ErrCorrupt, "posting columns are %s/%s", rec.Column(cols.posting).DataType(), rec.Column(cols.length).DataType())
+	}
+	in.blocks, ok1 = in.post.ListValues().(*array.LargeBinary)
+	if !ok1 {
+		return in, errorf(f, ErrCorrupt, "posting blocks are %s", in.post.ListValues().DataType())
+	}
+	if cols.position >= 0 {
+		in.pos, ok1 = rec.Column(cols.position).(*array.List)
+		if ok1 {
+			in.posDocs, ok1 = in.pos.ListValues().(*array.List)
+		}
+		if ok1 {
+			in.posBin, ok1 = in.posDocs.ListValues().(*array.LargeBinary)
+		}
+		if !ok1 {
+			return in, errorf(f, ErrCorrupt, "positions are %s", rec.Column(cols.position).DataType())
+		}
+	}
+	return in, nil
+}
+
+// invertRemap carries the state of one remap through the posting lists:
+// the documents removed, the scoring inputs, the token numbering and the
+// token groups of the output.
+type invertRemap struct {
+	f         *lancefile.File
+	removed   *roaring.Bitmap
+	numTokens []uint32
+	numDocs   int
+	avgdl     float32
+
+	read          uint64 // posting lists read
+	written       uint32 // posting lists written (the next output token id)
+	removedTokens *roaring.Bitmap
+
+	groupStarts           []uint32
+	groupSize, groupCount int
+
+	docs, freqs, kdocs, kfreqs, scratch []uint32
+	kept                                []int
+	blockBuf                            []byte
+}
+
+// token remaps the posting list of row i of in and appends it to o, or
+// records the token as removed when none of its documents is kept.
+func (rm *invertRemap) token(in invertBatch, i int, o *invertOutput) error {
+	a, b := in.post.ValueOffsets(i)
+	bl := make([][]byte, 0, b-a)
+	for k := a; k < b; k++ {
+		bl = append(bl, in.blocks.Value(int(k)))
+	}
+	length := int(in.lens.Value(i))
+	var err error
+	rm.docs, rm.freqs, err = decodePostings(rm.docs[:0], rm.freqs[:0], bl, length, rm.scratch)
+	if err != nil {
+		return errorf(rm.f, ErrCorrupt, "token %d: %v", rm.read, err)
+	}
+	var posStart int64
+	if in.pos != nil {
+		pa, pb := in.pos.ValueOffsets(i)
+		if int(pb-pa) != length {
+			return errorf(rm.f, ErrCorrupt, "token %d: %d position lists for %d docs", rm.read, pb-pa, length)
+		}
+		posStart = pa
+	}
+	if err := rm.keepDocs(); err != nil {
+		return err
+	}
+	rm.read++
+	if len(rm.kdocs) == 0 {
+		rm.removedTokens.Add(uint32(rm.read - 1))
+		return nil
+	}
+	size := o.appendPostings(rm)
+	if in.pos != nil {
+		o.appendPositions(in, posStart, rm.kept)
+	}
+	rm.group(size)
+	rm.written++
+	o.rows++
+	return nil
+}
+
+// keepDocs fills kdocs/kfreqs/kept with the documents of docs that are not
+// removed, renumbered to their rank among the kept ones.
+func (rm *invertRemap) keepDocs() error {
+	rm.kdocs, rm.kfreqs, rm.kept = rm.kdocs[:0], rm.kfreqs[:0], rm.kept[:0]
+	prev := int64(-1)
+	for k, d := range rm.docs {
+		if int64(d) <= prev {
+			return errorf(rm.f, ErrCorrupt, "token %d: doc ids not increasing (%d after %d)", rm.read, d, prev)
+		}
+		prev = int64(d)
+		if rm.removed.Contains(d) {
+			continue
+		}
+		nd := d - uint32(rm.removed.Rank(d))
+		if int(nd) >= rm.numDocs {
+			return errorf(rm.f, ErrCorrupt, "token %d: doc %d past the %d docs", rm.read, d, rm.numDocs+int(rm.removed.GetCardinality()))
+		}
+		rm.kdocs = append(rm.kdocs, nd)
+		rm.kfreqs = append(rm.kfreqs, rm.freqs[k])
+		rm.kept = append(rm.kept, k)
+	}
+	return nil
+}
+
+// group counts a written posting list of size bytes into the current token
+// group, starting a new group when it is full.
+func (rm *invertRemap) group(size int) {
+	if rm.groupCount == 0 {
+		rm.groupStarts = append(rm.groupStarts, rm.written)
+	}
+	rm.groupSize += size
+	rm.groupCount++
+	if rm.groupSize >= groupBytes || rm.groupCount >= groupTokens {
+		rm.groupSize, rm.groupCount = 0, 0
+	}
+}
+
+// invertOutput builds the batches of the rewritten posting file.
+type invertOutput struct {
+	sc         *arrow.Schema
+	cols       invertColumns
+	post       *array.ListBuilder
+	postBlocks *array.BinaryBuilder
+	maxScore   *array.Float32Builder
+	length     *array.Uint32Builder
+	pos        *array.ListBuilder // nil without positions
+	posDocs    *array.ListBuilder
+	posBin     *array.BinaryBuilder
+	rows       int
+	batchBytes int
+}
+
+func newInvertOutput(sc *arrow.Schema, cols invertColumns) *invertOutput {
+	mem := memory.DefaultAllocator
+	o := &invertOutput{sc: sc, cols: cols}
+	o.post = array.NewBuilder(mem, sc.Field(cols.posting).Type).(*array.ListBuilder)
+	o.postBlocks = o.post.ValueBuilder().(*array.BinaryBuilder)
+	o.maxScore = array.NewFloat32Builder(mem)
+	o.length = array.NewUint32Builder(mem)
+	if cols.position >= 0 {
+		o.pos = array.NewBuilder(mem, sc.Field(cols.position).Type).(*array.ListBuilder)
+		o.posDocs = o.pos.ValueBuilder().(*array.ListBuilder)
+		o.posBin = o.posDocs.ValueBuilder().(*array.BinaryBuilder)
+	}
+	return o
+}
+
+func (o *invertOutput) release() {
+	o.post.Release()
+	o.maxScore.Release()
+	o.length.Release()
+	if o.pos != nil {
+		o.pos.Release()
+	}
+}
+
+// appendPostings encodes the kept documents of rm as one posting list in
+// blocks of blockSize, with its block and maximum scores and its length,
+// and returns the encoded size.
+func (o *invertOutput) appendPostings(rm *invertRemap) int {
+	idfScale := float32(idf(len(rm.kdocs), rm.numDocs) * (bm25K1 + 1))
+	maxScore := float32(-math.MaxFloat32)
+	o.post.Append(true)
+	size := 0
+	for s := 0; s < len(rm.kdocs); s += blockSize {
+		e := min(s+blockSize, len(rm.kdocs))
+		docs, freqs := rm.kdocs[s:e], rm.kfreqs[s:e]
+		score := blockScore(docs, freqs, rm.numTokens, rm.avgdl, idfScale)
+		maxScore = max(maxScore, score)
+		if e-s == blockSize {
+			rm.blockBuf = encodeFull(rm.blockBuf[:0], docs, freqs, score, rm.scratch)
+		} else {
+			rm.blockBuf = encodeTail(rm.blockBuf[:0], docs, freqs, score)
+		}
+		size += len(rm.blockBuf)
+		o.postBlocks.Append(rm.blockBuf)
+		o.batchBytes += len(rm.blockBuf)
+	}
+	o.maxScore.Append(maxScore)
+	o.length.Append(uint32(len(rm.kdocs)))
+	return size
+}
+
+// appendPositions copies the position lists of the kept documents (indices
+// into the token's documents, which start at row start of in.posDocs).
+func (o *invertOutput) appendPositions(in invertBatch, start int64, kept []int) {
+	o.pos.Append(true)
+	for _, k := range kept {
+		qa, qb := in.posDocs.ValueOffsets(int(start) + k)
+		o.posDocs.Append(true)
+		for q := qa; q < qb; q++ {
+			v := in.posBin.Value(int(q))
+			o.batchBytes += len(v)
+			o.posBin.Append(v)
+		}
+	}
+}
+
+func (o *invertOutput) full() bool {
+	return o.rows >= invertBatchRows || o.batchBytes >= invertBatchBytes
+}
+
+// flush writes the rows built so far as one batch.
+func (o *invertOutput) flush(w *lancewrite.Writer) error {
+	if o.rows == 0 {
+		return nil
+	}
+	arrs := make([]arrow.Array, o.sc.NumFields())
+	arrs[o.cols.posting], arrs[o.cols.maxScore], arrs[o.cols.length] = o.post.NewArray(), o.maxScore.NewArray(), o.length.NewArray()
+	if o.pos != nil {
+		arrs[o.cols.position] = o.pos.NewArray()
+	}
+	rec := array.NewRecordBatch(o.sc, arrs, int64(o.rows))
+	for _, a := range arrs {
+		a.Release()
+	}
+	defer rec.Release()
+	o.rows, o.batchBytes = 0, 0
+	return w.Write(rec)
 }
 
 // readTokenSet reads the FST token file's single row.
