@@ -148,139 +148,24 @@ func fstChecksum(b []byte) uint32 {
 
 // node decodes the node at addr. Every offset is bounds-checked: the bytes
 // come from outside.
-func (r *fstReader) node(addr int, n *fstNode) (err error) {
+func (r *fstReader) node(addr int, n *fstNode) error {
 	n.final, n.finalOut, n.trans = false, 0, n.trans[:0]
 	if addr == fstEmptyAddr {
 		n.final = true
 		return nil
 	}
-	d := r.data
-	bad := func() error { return fmt.Errorf("%w: node at %d runs out of bounds", errFST, addr) }
-	at := func(i int) (byte, bool) {
-		if i < 16 || i >= len(d) {
-			return 0, false
-		}
-		return d[i], true
-	}
-	slice := func(i, n int) ([]byte, bool) {
-		if i < 16 || n < 0 || i+n > len(d) {
-			return nil, false
-		}
-		return d[i : i+n], true
-	}
-	// sizes reads a pack-sizes byte: transition address and output widths.
-	sizes := func(i int) (int, int, bool) {
-		ps, ok := at(i)
-		t, o := int(ps>>4), int(ps&15)
-		return t, o, ok && t <= 8 && o <= 8
-	}
-	delta := func(i, size, end int) (int, bool) {
-		if size == 0 {
-			return fstEmptyAddr, true
-		}
-		b, ok := slice(i, size)
-		if !ok {
-			return 0, false
-		}
-		dv := int(unpackUint(b, size))
-		if dv == fstEmptyAddr {
-			return fstEmptyAddr, true
-		}
-		if dv > end {
-			return 0, false
-		}
-		return end - dv, true
-	}
-	v, ok := at(addr)
+	v, ok := r.at(addr)
 	if !ok {
-		return bad()
+		return fstOutOfBounds(addr)
 	}
-	// A one-transition node's input is in the state byte when common,
-	// else in the byte before it.
-	in, ilen := byte(0), 0
+	var err error
 	if v>>7 == 1 {
-		var common bool
-		if in, common = fstCommonInput(v & 0x3f); !common {
-			ilen = 1
-			if in, ok = at(addr - 1); !ok {
-				return bad()
-			}
-		}
+		err = r.oneTransNode(addr, v, n)
+	} else {
+		err = r.anyTransNode(addr, v, n)
 	}
-	switch v >> 6 {
-	case 0b11: // one transition to the node just before, no output
-		end := addr - ilen
-		n.trans = append(n.trans, fstTrans{in: in, addr: end - 1})
-	case 0b10: // one transition
-		tsize, osize, ok := sizes(addr - ilen - 1)
-		if !ok {
-			return bad()
-		}
-		end := addr - ilen - 1 - tsize - osize
-		t := fstTrans{in: in}
-		if t.addr, ok = delta(addr-ilen-1-tsize, tsize, end); !ok {
-			return bad()
-		}
-		if osize > 0 {
-			b, ok := slice(addr-ilen-1-tsize-osize, osize)
-			if !ok {
-				return bad()
-			}
-			t.out = unpackUint(b, osize)
-		}
-		n.trans = append(n.trans, t)
-	default: // any number of transitions, maybe final
-		n.final = v&0x40 != 0
-		ntrans, nlen := int(v&0x3f), 0
-		if ntrans == 0 {
-			nlen = 1
-			b, ok := at(addr - 1)
-			if !ok {
-				return bad()
-			}
-			ntrans = int(b)
-			if ntrans == 1 {
-				ntrans = 256
-			}
-		}
-		tsize, osize, ok := sizes(addr - nlen - 1)
-		if !ok {
-			return bad()
-		}
-		index := 0
-		if r.version >= 2 && ntrans > fstIndexedTrans {
-			index = 256
-		}
-		transSize := ntrans + ntrans*tsize + index
-		finalOsize := 0
-		if n.final {
-			finalOsize = osize
-		}
-		end := addr - nlen - 1 - transSize - ntrans*osize - finalOsize
-		if end < 16 {
-			return bad()
-		}
-		if n.final && osize > 0 {
-			b, _ := slice(end, osize)
-			n.finalOut = unpackUint(b, osize)
-		}
-		for i := 0; i < ntrans; i++ {
-			t := fstTrans{}
-			if t.in, ok = at(addr - nlen - 1 - index - i - 1); !ok {
-				return bad()
-			}
-			if t.addr, ok = delta(addr-nlen-1-index-ntrans-i*tsize-tsize, tsize, end); !ok {
-				return bad()
-			}
-			if osize > 0 {
-				b, ok := slice(addr-nlen-1-transSize-i*osize-osize, osize)
-				if !ok {
-					return bad()
-				}
-				t.out = unpackUint(b, osize)
-			}
-			n.trans = append(n.trans, t)
-		}
+	if err != nil {
+		return err
 	}
 	for _, t := range n.trans {
 		if t.addr != fstEmptyAddr && t.addr >= addr {
@@ -288,6 +173,147 @@ func (r *fstReader) node(addr int, n *fstNode) (err error) {
 		}
 	}
 	return nil
+}
+
+func fstOutOfBounds(addr int) error {
+	return fmt.Errorf("%w: node at %d runs out of bounds", errFST, addr)
+}
+
+// oneTransNode decodes a node with state byte v and one transition.
+func (r *fstReader) oneTransNode(addr int, v byte, n *fstNode) error {
+	// The input is in the state byte when common, else in the byte before it.
+	in, common := fstCommonInput(v & 0x3f)
+	ilen := 0
+	if !common {
+		ilen = 1
+		var ok bool
+		if in, ok = r.at(addr - 1); !ok {
+			return fstOutOfBounds(addr)
+		}
+	}
+	if v>>6 == 0b11 { // to the node just before, no output
+		end := addr - ilen
+		n.trans = append(n.trans, fstTrans{in: in, addr: end - 1})
+		return nil
+	}
+	tsize, osize, ok := r.sizes(addr - ilen - 1)
+	if !ok {
+		return fstOutOfBounds(addr)
+	}
+	end := addr - ilen - 1 - tsize - osize
+	t := fstTrans{in: in}
+	if t.addr, ok = r.delta(addr-ilen-1-tsize, tsize, end); !ok {
+		return fstOutOfBounds(addr)
+	}
+	if osize > 0 {
+		b, ok := r.slice(addr-ilen-1-tsize-osize, osize)
+		if !ok {
+			return fstOutOfBounds(addr)
+		}
+		t.out = unpackUint(b, osize)
+	}
+	n.trans = append(n.trans, t)
+	return nil
+}
+
+// anyTransNode decodes a node with state byte v and any number of
+// transitions, maybe final.
+func (r *fstReader) anyTransNode(addr int, v byte, n *fstNode) error {
+	n.final = v&0x40 != 0
+	ntrans, nlen := int(v&0x3f), 0
+	if ntrans == 0 {
+		nlen = 1
+		b, ok := r.at(addr - 1)
+		if !ok {
+			return fstOutOfBounds(addr)
+		}
+		ntrans = int(b)
+		if ntrans == 1 {
+			ntrans = 256
+		}
+	}
+	tsize, osize, ok := r.sizes(addr - nlen - 1)
+	if !ok {
+		return fstOutOfBounds(addr)
+	}
+	index := 0
+	if r.version >= 2 && ntrans > fstIndexedTrans {
+		index = 256
+	}
+	transSize := ntrans + ntrans*tsize + index
+	finalOsize := 0
+	if n.final {
+		finalOsize = osize
+	}
+	end := addr - nlen - 1 - transSize - ntrans*osize - finalOsize
+	if end < 16 {
+		return fstOutOfBounds(addr)
+	}
+	if n.final && osize > 0 {
+		b, _ := r.slice(end, osize)
+		n.finalOut = unpackUint(b, osize)
+	}
+	for i := 0; i < ntrans; i++ {
+		t := fstTrans{}
+		if t.in, ok = r.at(addr - nlen - 1 - index - i - 1); !ok {
+			return fstOutOfBounds(addr)
+		}
+		if t.addr, ok = r.delta(addr-nlen-1-index-ntrans-i*tsize-tsize, tsize, end); !ok {
+			return fstOutOfBounds(addr)
+		}
+		if osize > 0 {
+			b, ok := r.slice(addr-nlen-1-transSize-i*osize-osize, osize)
+			if !ok {
+				return fstOutOfBounds(addr)
+			}
+			t.out = unpackUint(b, osize)
+		}
+		n.trans = append(n.trans, t)
+	}
+	return nil
+}
+
+// at is the byte at i, if i is inside the node area (past the 16-byte header).
+func (r *fstReader) at(i int) (byte, bool) {
+	if i < 16 || i >= len(r.data) {
+		return 0, false
+	}
+	return r.data[i], true
+}
+
+// slice is the n bytes at i, if they are inside the node area.
+func (r *fstReader) slice(i, n int) ([]byte, bool) {
+	if i < 16 || n < 0 || i+n > len(r.data) {
+		return nil, false
+	}
+	return r.data[i : i+n], true
+}
+
+// sizes reads a pack-sizes byte: transition address and output widths.
+func (r *fstReader) sizes(i int) (int, int, bool) {
+	ps, ok := r.at(i)
+	t, o := int(ps>>4), int(ps&15)
+	return t, o, ok && t <= 8 && o <= 8
+}
+
+// delta reads a size-byte transition address at i, stored as its distance
+// back from end.
+func (r *fstReader) delta(i, size, end int) (int, bool) {
+	if size == 0 {
+		return fstEmptyAddr, true
+	}
+	b, ok := r.slice(i, size)
+	if !ok {
+		return 0, false
+	}
+	dv := int(unpackUint(b, size))
+	if dv == fstEmptyAddr {
+		return fstEmptyAddr, true
+	}
+	if dv > end {
+		return 0, false
+	}
+	return end - dv, true
 }
 
 // each calls fn with every key and value in key order. The key slice is
