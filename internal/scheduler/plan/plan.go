@@ -70,22 +70,11 @@ func Compute(in Input) *Plan {
 	for i, f := range frags {
 		p.Decisions[i] = Decision{Fragment: f.GetId(), Action: ActionSkip, Task: -1}
 	}
-	finish := func() *Plan {
-		for i := range p.Decisions {
-			if !decided[i] {
-				p.Decisions[i].Reason = reasons[i]
-				if p.Decisions[i].Reason == "" {
-					p.Decisions[i].Reason = "nothing to do"
-				}
-			}
-		}
-		return p
-	}
 	if !pol.Enabled.Value {
 		for i := range reasons {
 			reasons[i] = "maintenance disabled by policy (" + pol.Enabled.Source.String() + ")"
 		}
-		return finish()
+		return finishPlan(p, decided, reasons)
 	}
 	// Unknown writer feature flags: lanced must not write this table.
 	if err := format.CheckWritable(m); err != nil {
@@ -93,10 +82,49 @@ func Compute(in Input) *Plan {
 		for i := range reasons {
 			reasons[i] = "table not writable by this release: " + err.Error()
 		}
-		return finish()
+		return finishPlan(p, decided, reasons)
 	}
 
-	// Fragments of tasks in flight for this table are left alone.
+	excluded := excludedFragments(in, frags, warn)
+	c := pol.Compaction
+	b := &budget{maxFrags: c.MaxSourceFragments.Value, maxRows: c.MaxSourceRows.Value, maxBytes: c.MaxSourceBytes.Value}
+	inRewrite := make([]bool, len(frags))
+	scope := pol.Scope.Value
+	if scope == policy.ScopeAll || scope == policy.ScopeRewrite {
+		planRewrites(in, p, frags, excluded, inRewrite, decided, reasons, b, warn)
+	} else {
+		for i := range reasons {
+			reasons[i] = "rewrites not in scope (scope = " + scope + ")"
+		}
+		ic := newIndexCoverage(in.Indices, in.LegacyIndexMaxFragmentID, warn)
+		p.Indices = indexDecisions(ic, frags, inRewrite, c.IndexCoverage.Value, false)
+		catchUpDecisions(ic, frags, p.Indices, pol)
+	}
+
+	if scope == policy.ScopeAll || scope == policy.ScopeRepack {
+		planRepacks(in, p, frags, excluded, inRewrite, decided, reasons, b, warn)
+	}
+	planCatchUps(in, p, frags, excluded, inRewrite)
+	return finishPlan(p, decided, reasons)
+}
+
+// finishPlan gives every fragment no task decided its reason.
+func finishPlan(p *Plan, decided []bool, reasons []string) *Plan {
+	for i := range p.Decisions {
+		if !decided[i] {
+			p.Decisions[i].Reason = reasons[i]
+			if p.Decisions[i].Reason == "" {
+				p.Decisions[i].Reason = "nothing to do"
+			}
+		}
+	}
+	return p
+}
+
+// excludedFragments says, per fragment, why no task may take it ("" when
+// one may): a task in flight for this table holds it, it is quarantined,
+// lanced does not support it, or its row counts are unknown.
+func excludedFragments(in Input, frags []*tablepb.DataFragment, warn func(string)) []string {
 	excluded := make([]string, len(frags))
 	inFlight := map[uint64]string{}
 	for _, key := range in.InFlight {
@@ -123,92 +151,81 @@ func Compute(in Input) *Plan {
 			excluded[i] = "row counts unknown: " + why
 		}
 	}
+	return excluded
+}
 
+// planRewrites bins the fragments into rewrite tasks within the budget,
+// marks the fragments they take in inRewrite and decides the indices.
+func planRewrites(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []string, inRewrite, decided []bool,
+	reasons []string, b *budget, warn func(string)) {
+	m, pol := in.Manifest, in.Policy
 	c := pol.Compaction
-	b := &budget{maxFrags: c.MaxSourceFragments.Value, maxRows: c.MaxSourceRows.Value, maxBytes: c.MaxSourceBytes.Value}
-	inRewrite := make([]bool, len(frags))
-	scope := pol.Scope.Value
-	if scope == policy.ScopeAll || scope == policy.ScopeRewrite {
-		coverage := c.IndexCoverage.Value
-		stable := m.GetReaderFeatureFlags()&format.FlagStableRowIDs != 0
-		threshold := c.MaterializeDeletionsThreshold.Value
-		ic := newIndexCoverage(in.Indices, in.LegacyIndexMaxFragmentID, warn)
-		setBlocking(ic, coverage, stable, in.Unremappable)
-		target := c.TargetRowsPerFragment.Value
-		if target == 0 {
-			target = policy.DefaultTargetRowsPerFragment
-		}
-		costs := make([]*Cost, len(frags))
-		density := rowDensity(frags)
-		tasks := planBins(frags, ic, rewriteOpts{
-			target:      target,
-			materialize: c.MaterializeDeletions.Value && threshold < 1,
-			threshold:   float32(threshold),
-			minReclaim:  c.MinReclaimRatio.Value,
-		}, excluded, reasons, costs)
-		for i, cost := range costs {
-			if cost != nil {
-				p.Decisions[i].Cost = cost
-			}
-		}
-		tasks = protectLastCoverage(ic, frags, tasks, coverage, stable, excluded, reasons)
-		for _, task := range tasks {
-			var ids []uint64
-			var rows, physical, bytes uint64
-			fs := make([]*tablepb.DataFragment, len(task))
-			for k, i := range task {
-				fs[k] = frags[i]
-			}
-			cost := taskCost(fs, density)
-			for _, i := range task {
-				inRewrite[i] = true
-				f := frags[i]
-				ph, del, _ := fragRows(f)
-				ids = append(ids, f.GetId())
-				rows += ph - del
-				physical += ph
-				bytes += dataBytes(f)
-			}
-			ok, why := b.take(uint64(len(task)), physical, bytes)
-			if !ok {
-				for _, i := range task {
-					reasons[i] = "rewrite candidate, " + why
-				}
-				continue
-			}
-			n := len(p.Rewrites)
-			if p.Rewrites == nil || cap(p.Rewrites) == 0 {
-				p.Rewrites = make([]job.RewriteTask, 0, len(tasks))
-			}
-			p.Rewrites = append(p.Rewrites, job.RewriteTask{
-				Table: in.Table, ReadVersion: m.GetVersion(), Fragments: ids,
-				TargetRowsPerFragment: target, MaxRowsPerFile: c.MaxRowsPerFile.Value,
-				MaxBytesPerFile: c.MaxBytesPerFile.Value, MaxRowsPerGroup: c.MaxRowsPerGroup.Value,
-				MaterializeDeletions: true, IndexCoverage: coverage, Rows: rows, Bytes: bytes,
-				EstBytesRead: cost.Read, EstBytesWritten: cost.Write,
-			})
-			for _, i := range task {
-				decided[i] = true
-				fc := taskCost(frags[i:i+1], density)
-				p.Decisions[i] = Decision{Fragment: frags[i].GetId(), Action: ActionRewrite, Task: n, Reason: reasons[i], Cost: &fc}
-			}
-		}
-		p.Indices = indexDecisions(ic, frags, inRewrite, coverage, stable)
-		catchUpDecisions(ic, frags, p.Indices, pol)
-	} else {
-		for i := range reasons {
-			reasons[i] = "rewrites not in scope (scope = " + scope + ")"
-		}
-		ic := newIndexCoverage(in.Indices, in.LegacyIndexMaxFragmentID, warn)
-		p.Indices = indexDecisions(ic, frags, inRewrite, c.IndexCoverage.Value, false)
-		catchUpDecisions(ic, frags, p.Indices, pol)
+	coverage := c.IndexCoverage.Value
+	stable := m.GetReaderFeatureFlags()&format.FlagStableRowIDs != 0
+	threshold := c.MaterializeDeletionsThreshold.Value
+	ic := newIndexCoverage(in.Indices, in.LegacyIndexMaxFragmentID, warn)
+	setBlocking(ic, coverage, stable, in.Unremappable)
+	target := c.TargetRowsPerFragment.Value
+	if target == 0 {
+		target = policy.DefaultTargetRowsPerFragment
 	}
-
-	if scope == policy.ScopeAll || scope == policy.ScopeRepack {
-		planRepacks(in, p, frags, excluded, inRewrite, decided, reasons, b, warn)
+	costs := make([]*Cost, len(frags))
+	density := rowDensity(frags)
+	tasks := planBins(frags, ic, rewriteOpts{
+		target:      target,
+		materialize: c.MaterializeDeletions.Value && threshold < 1,
+		threshold:   float32(threshold),
+		minReclaim:  c.MinReclaimRatio.Value,
+	}, excluded, reasons, costs)
+	for i, cost := range costs {
+		if cost != nil {
+			p.Decisions[i].Cost = cost
+		}
 	}
-	planCatchUps(in, p, frags, excluded, inRewrite)
-	return finish()
+	tasks = protectLastCoverage(ic, frags, tasks, coverage, stable, excluded, reasons)
+	for _, task := range tasks {
+		var ids []uint64
+		var rows, physical, bytes uint64
+		fs := make([]*tablepb.DataFragment, len(task))
+		for k, i := range task {
+			fs[k] = frags[i]
+		}
+		cost := taskCost(fs, density)
+		for _, i := range task {
+			inRewrite[i] = true
+			f := frags[i]
+			ph, del, _ := fragRows(f)
+			ids = append(ids, f.GetId())
+			rows += ph - del
+			physical += ph
+			bytes += dataBytes(f)
+		}
+		ok, why := b.take(uint64(len(task)), physical, bytes)
+		if !ok {
+			for _, i := range task {
+				reasons[i] = "rewrite candidate, " + why
+			}
+			continue
+		}
+		n := len(p.Rewrites)
+		if p.Rewrites == nil || cap(p.Rewrites) == 0 {
+			p.Rewrites = make([]job.RewriteTask, 0, len(tasks))
+		}
+		p.Rewrites = append(p.Rewrites, job.RewriteTask{
+			Table: in.Table, ReadVersion: m.GetVersion(), Fragments: ids,
+			TargetRowsPerFragment: target, MaxRowsPerFile: c.MaxRowsPerFile.Value,
+			MaxBytesPerFile: c.MaxBytesPerFile.Value, MaxRowsPerGroup: c.MaxRowsPerGroup.Value,
+			MaterializeDeletions: true, IndexCoverage: coverage, Rows: rows, Bytes: bytes,
+			EstBytesRead: cost.Read, EstBytesWritten: cost.Write,
+		})
+		for _, i := range task {
+			decided[i] = true
+			fc := taskCost(frags[i:i+1], density)
+			p.Decisions[i] = Decision{Fragment: frags[i].GetId(), Action: ActionRewrite, Task: n, Reason: reasons[i], Cost: &fc}
+		}
+	}
+	p.Indices = indexDecisions(ic, frags, inRewrite, coverage, stable)
+	catchUpDecisions(ic, frags, p.Indices, pol)
 }
 
 // planRepacks plans a repack for every fragment no rewrite took.
