@@ -144,26 +144,62 @@ func planFragmentRepackC(s *schema, frag *tablepb.DataFragment, liveN int, group
 		}
 		return nil, strconv.Itoa(liveN) + " live data files, within max_data_files_per_fragment " + strconv.FormatUint(maxFiles, 10), true
 	}
+	if why := repackableFiles(frag); why != "" {
+		return nil, why, false
+	}
+	l := newFragLayout(s, frag)
+	present, movable := l.presentColumns()
+	candidates := l.mergeCandidates(movable)
+	var wanted []colSet
+	if groups != nil {
+		wanted = l.wantedGroups(groups, candidates, over)
+	} else if merged := l.wantedMerge(candidates, maxFiles); len(merged) > 1 {
+		wanted = []colSet{l.columnsOf(merged)}
+	}
+	out, moved := l.groupsToMove(wanted, present, movable)
+	if len(out) == 0 {
+		if over {
+			return nil, fmt.Sprintf("%d live data files, over max_data_files_per_fragment %d, but no merge empties two or more files (blob, lineage or partially present columns stay)", liveN, maxFiles), true
+		}
+		return nil, "column groups already in place or cannot move", true
+	}
+	for i, f := range l.live {
+		if holdsLineage(f) && len(l.columns[i]) > 0 && l.columns[i].subsetOf(moved) {
+			return nil, fmt.Sprintf("a repack would leave %s holding only the spilled row lineage", f.GetPath()), false
+		}
+	}
+	return out, "", true
+}
+
+// repackableFiles says why a repack may not touch the fragment's files
+// ("" when it may): a legacy file's fields cannot be tombstoned one by one,
+// and a file of an unknown format version is not read.
+func repackableFiles(frag *tablepb.DataFragment) string {
 	for _, f := range frag.GetFiles() {
 		legacy, known := fileVersion(f)
 		if legacy {
-			return nil, fmt.Sprintf("legacy (v1) data file %s: its fields cannot be tombstoned one by one", f.GetPath()), false
+			return fmt.Sprintf("legacy (v1) data file %s: its fields cannot be tombstoned one by one", f.GetPath())
 		}
 		if !known {
-			return nil, fmt.Sprintf("data file %s has unknown format version %d.%d", f.GetPath(), f.GetFileMajorVersion(), f.GetFileMinorVersion()), false
+			return fmt.Sprintf("data file %s has unknown format version %d.%d", f.GetPath(), f.GetFileMajorVersion(), f.GetFileMinorVersion())
 		}
 	}
-	l := newFragLayout(s, frag)
+	return ""
+}
+
+// presentColumns is the top-level columns with any leaf in a live file, and
+// of those the movable ones: every leaf present and no blob.
+func (l *fragLayout) presentColumns() (present, movable colSet) {
 	covered := map[int32]bool{}
 	for _, cov := range l.coverage {
 		for id := range cov {
 			covered[id] = true
 		}
 	}
-	present, movable := colSet{}, colSet{}
-	for _, t := range s.top {
+	present, movable = colSet{}, colSet{}
+	for _, t := range l.s.top {
 		any, all := false, true
-		for leaf := range s.leaves[t] {
+		for leaf := range l.s.leaves[t] {
 			if covered[leaf] {
 				any = true
 			} else {
@@ -172,11 +208,17 @@ func planFragmentRepackC(s *schema, frag *tablepb.DataFragment, liveN int, group
 		}
 		if any {
 			present[t] = true
-			if all && !s.holdsBlob(t) {
+			if all && !l.s.holdsBlob(t) {
 				movable[t] = true
 			}
 		}
 	}
+	return present, movable
+}
+
+// mergeCandidates is the live files a merge may take: holding columns, all
+// movable, none shared with a file that holds the row lineage.
+func (l *fragLayout) mergeCandidates(movable colSet) []int {
 	lineageCols := colSet{}
 	for i, f := range l.live {
 		if holdsLineage(f) {
@@ -185,7 +227,6 @@ func planFragmentRepackC(s *schema, frag *tablepb.DataFragment, liveN int, group
 			}
 		}
 	}
-	// The live files a merge may take.
 	var candidates []int
 	for i, f := range l.live {
 		cols := l.columns[i]
@@ -194,87 +235,58 @@ func planFragmentRepackC(s *schema, frag *tablepb.DataFragment, liveN int, group
 		}
 		candidates = append(candidates, i)
 	}
-	columnsOf := func(files []int) colSet {
-		out := colSet{}
-		for _, i := range files {
-			for c := range l.columns[i] {
-				out[c] = true
-			}
-		}
-		return out
-	}
-	// emptied keeps, of files, those that moving all their columns together
-	// leaves with no schema field (a struct header in a file is taken out
-	// only by moving that struct), until nothing changes.
-	emptied := func(files []int) []int {
-		for {
-			moved := map[int32]bool{}
-			for _, i := range files {
-				for c := range l.columns[i] {
-					for id := range s.subtree[c] {
-						moved[id] = true
-					}
-				}
-			}
-			next := files[:0:0]
-			for _, i := range files {
-				ok := true
-				for _, id := range l.live[i].GetFields() {
-					if s.ids[id] && !moved[id] {
-						ok = false
-						break
-					}
-				}
-				if ok {
-					next = append(next, i)
-				}
-			}
-			if len(next) == len(files) {
-				return files
-			}
-			files = next
-		}
-	}
+	return candidates
+}
 
+// wantedGroups is the configured column groups and, when the fragment is
+// over its file limit, one merge of the candidates no group claims.
+func (l *fragLayout) wantedGroups(groups [][]int32, candidates []int, over bool) []colSet {
 	var wanted []colSet
-	if groups != nil {
-		claimed := colSet{}
-		for _, g := range groups {
-			gs := colSet{}
-			for _, c := range g {
-				gs[c] = true
-				claimed[c] = true
-			}
-			wanted = append(wanted, gs)
+	claimed := colSet{}
+	for _, g := range groups {
+		gs := colSet{}
+		for _, c := range g {
+			gs[c] = true
+			claimed[c] = true
 		}
-		if over {
-			var unclaimed []int
-			for _, i := range candidates {
-				if l.columns[i].disjoint(claimed) {
-					unclaimed = append(unclaimed, i)
-				}
-			}
-			if merged := emptied(unclaimed); len(merged) > 1 {
-				wanted = append(wanted, columnsOf(merged))
+		wanted = append(wanted, gs)
+	}
+	if over {
+		var unclaimed []int
+		for _, i := range candidates {
+			if l.columns[i].disjoint(claimed) {
+				unclaimed = append(unclaimed, i)
 			}
 		}
-	} else {
-		all := emptied(candidates)
-		holding := 0
-		for _, cols := range l.columns {
-			if len(cols) > 0 {
-				holding++
-			}
-		}
-		merged := all
-		if !(len(all) < 2 || len(all) < holding || maxFiles == 1) {
-			merged = chooseKept(l, all, emptied, columnsOf)
-		}
-		if len(merged) > 1 {
-			wanted = []colSet{columnsOf(merged)}
+		if merged := l.emptied(unclaimed); len(merged) > 1 {
+			wanted = append(wanted, l.columnsOf(merged))
 		}
 	}
+	return wanted
+}
 
+// wantedMerge is the files merged to bring a fragment without column
+// groups under its file limit: every candidate that a merge empties, or,
+// when that would be every file holding a column and the limit is above 1,
+// the merge chooseKept picks.
+func (l *fragLayout) wantedMerge(candidates []int, maxFiles uint64) []int {
+	all := l.emptied(candidates)
+	holding := 0
+	for _, cols := range l.columns {
+		if len(cols) > 0 {
+			holding++
+		}
+	}
+	if len(all) < 2 || len(all) < holding || maxFiles == 1 {
+		return all
+	}
+	return chooseKept(l, all)
+}
+
+// groupsToMove is, of wanted, the groups (their present columns) that are
+// movable and not already alone in one file, sorted, and every column they
+// move.
+func (l *fragLayout) groupsToMove(wanted []colSet, present, movable colSet) ([][]int32, colSet) {
 	var out [][]int32
 	moved := colSet{}
 	for _, g := range wanted {
@@ -301,18 +313,51 @@ func planFragmentRepackC(s *schema, frag *tablepb.DataFragment, liveN int, group
 			moved[c] = true
 		}
 	}
-	if len(out) == 0 {
-		if over {
-			return nil, fmt.Sprintf("%d live data files, over max_data_files_per_fragment %d, but no merge empties two or more files (blob, lineage or partially present columns stay)", liveN, maxFiles), true
+	return out, moved
+}
+
+// columnsOf is every column the files hold.
+func (l *fragLayout) columnsOf(files []int) colSet {
+	out := colSet{}
+	for _, i := range files {
+		for c := range l.columns[i] {
+			out[c] = true
 		}
-		return nil, "column groups already in place or cannot move", true
 	}
-	for i, f := range l.live {
-		if holdsLineage(f) && len(l.columns[i]) > 0 && l.columns[i].subsetOf(moved) {
-			return nil, fmt.Sprintf("a repack would leave %s holding only the spilled row lineage", f.GetPath()), false
+	return out
+}
+
+// emptied keeps, of files, those that moving all their columns together
+// leaves with no schema field (a struct header in a file is taken out only
+// by moving that struct), until nothing changes.
+func (l *fragLayout) emptied(files []int) []int {
+	for {
+		moved := map[int32]bool{}
+		for _, i := range files {
+			for c := range l.columns[i] {
+				for id := range l.s.subtree[c] {
+					moved[id] = true
+				}
+			}
 		}
+		next := files[:0:0]
+		for _, i := range files {
+			ok := true
+			for _, id := range l.live[i].GetFields() {
+				if l.s.ids[id] && !moved[id] {
+					ok = false
+					break
+				}
+			}
+			if ok {
+				next = append(next, i)
+			}
+		}
+		if len(next) == len(files) {
+			return files
+		}
+		files = next
 	}
-	return out, "", true
 }
 
 // chooseKept picks the merge when every file holding a column could go and
@@ -322,7 +367,7 @@ func planFragmentRepackC(s *schema, frag *tablepb.DataFragment, liveN int, group
 // long as the kept file keeps a column. The first merge (of two or more
 // files) that leaves the largest file in place wins, else the first merge;
 // with none, every file merges, as under a limit of 1.
-func chooseKept(l *fragLayout, all []int, emptied func([]int) []int, columnsOf func([]int) colSet) []int {
+func chooseKept(l *fragLayout, all []int) []int {
 	bySize := append([]int(nil), all...)
 	sort.SliceStable(bySize, func(a, b int) bool {
 		fa, fb := l.live[bySize[a]], l.live[bySize[b]]
@@ -349,10 +394,10 @@ func chooseKept(l *fragLayout, all []int, emptied func([]int) []int, columnsOf f
 				others = append(others, i)
 			}
 		}
-		untouched := emptied(disjoint)
-		rest := emptied(others)
+		untouched := l.emptied(disjoint)
+		rest := l.emptied(others)
 		options := [][]int{untouched}
-		if !l.columns[kept].subsetOf(columnsOf(rest)) {
+		if !l.columns[kept].subsetOf(l.columnsOf(rest)) {
 			options = append(options, rest)
 		}
 		for _, m := range options {
