@@ -222,139 +222,166 @@ func (l *leaf) appendValues(a arrow.Array, from, to int) error {
 	if to <= from {
 		return nil
 	}
-	data := a.Data()
-	off := data.Offset()
-	nulls := a.NullN() > 0
-	count := to - from
+	var err error
 	switch l.n.vk {
 	case valNull:
-		l.nvis += count
-		return nil
 	case valFixed:
-		bufs := data.Buffers()
-		if len(bufs) < 2 || bufs[1] == nil {
-			return fmt.Errorf("%w: field %q: no value buffer", ErrTypeMismatch, l.n.f.Name)
-		}
-		w := l.n.width
-		src := bufs[1].Bytes()[(off+from)*w : (off+to)*w]
-		start := len(l.fixed)
-		l.fixed = append(grow(l.fixed, len(src)), src...)
-		if nulls {
-			for i := from; i < to; i++ {
-				if a.IsNull(i) {
-					clear(l.fixed[start+(i-from)*w : start+(i-from+1)*w])
-				} else {
-					l.nvalid++
-				}
-			}
-		} else {
-			l.nvalid += count
-		}
+		err = l.appendFixed(a, from, to)
 	case valBool:
-		b, ok := a.(*array.Boolean)
-		if !ok {
-			return fmt.Errorf("%w: field %q: want bool array, got %s", ErrTypeMismatch, l.n.f.Name, a.DataType())
-		}
-		base := l.nvis
-		l.growBits(base + count)
-		for i := from; i < to; i++ {
-			if b.IsValid(i) {
-				l.nvalid++
-				if b.Value(i) {
-					bitutil.SetBit(l.bits, base+i-from)
-				}
-			}
-		}
+		err = l.appendBool(a, from, to)
 	case valVariable:
-		bufs := data.Buffers()
-		if len(bufs) < 3 || bufs[1] == nil {
-			return fmt.Errorf("%w: field %q: no offsets buffer", ErrTypeMismatch, l.n.f.Name)
-		}
-		var vals []byte
-		if bufs[2] != nil {
-			vals = bufs[2].Bytes()
-		}
-		ob := bufs[1].Bytes()
-		large := false
-		switch a.DataType().ID() {
-		case arrow.LARGE_STRING, arrow.LARGE_BINARY:
-			large = true
-		}
-		at := func(k int) int64 {
-			if large {
-				return int64(binary.LittleEndian.Uint64(ob[8*k:]))
-			}
-			return int64(int32(binary.LittleEndian.Uint32(ob[4*k:])))
-		}
-		l.offs = grow(l.offs, count)
-		if s, e := at(off+from), at(off+to); s >= 0 && e >= s && e <= int64(len(vals)) {
-			l.data = grow(l.data, int(e-s))
-		}
-		for i := from; i < to; i++ {
-			if nulls && a.IsNull(i) {
-				l.offs = append(l.offs, int64(len(l.data)))
-				continue
-			}
-			s, e := at(off+i), at(off+i+1)
-			if s < 0 || e < s || e > int64(len(vals)) {
-				return fmt.Errorf("%w: field %q: bad offsets", ErrTypeMismatch, l.n.f.Name)
-			}
-			l.data = append(l.data, vals[s:e]...)
-			l.offs = append(l.offs, int64(len(l.data)))
-			if int(e-s) > l.maxLen {
-				l.maxLen = int(e - s)
-			}
-			l.nvalid++
-		}
+		err = l.appendVariable(a, from, to)
 	case valFSL:
-		fa, ok := a.(*array.FixedSizeList)
-		if !ok {
-			return fmt.Errorf("%w: field %q: want fixed_size_list array, got %s", ErrTypeMismatch, l.n.f.Name, a.DataType())
-		}
-		dim, w := l.n.dim, l.n.width
-		items := fa.ListValues()
-		ibufs := items.Data().Buffers()
-		if len(ibufs) < 2 || ibufs[1] == nil {
-			return fmt.Errorf("%w: field %q: no item buffer", ErrTypeMismatch, l.n.f.Name)
-		}
-		ioff := items.Data().Offset()
-		raw := ibufs[1].Bytes()
-		itemNulls := items.NullN() > 0
-		l.fixed = grow(l.fixed, count*dim*w)
-		if !nulls && !itemNulls {
-			// one contiguous run of items: copy it whole
-			s, _ := fa.ValueOffsets(from)
-			l.fixed = append(l.fixed, raw[(ioff+int(s))*w:(ioff+int(s)+count*dim)*w]...)
-			l.growItemValid((l.nvis+count)*dim, true, l.nvis*dim)
-			l.nvalid += count
-			l.nvis += count
-			return nil
-		}
-		for i := from; i < to; i++ {
-			slot := l.nvis + i - from
-			if nulls && fa.IsNull(i) {
-				l.fixed = append(l.fixed, make([]byte, dim*w)...)
-				l.growItemValid((slot+1)*dim, true, slot*dim)
-				continue
-			}
+		err = l.appendFSL(a, from, to)
+	}
+	if err != nil {
+		return err
+	}
+	l.nvis += to - from
+	return nil
+}
+
+// appendFixed appends fixed-width values, a null slot zeroed.
+func (l *leaf) appendFixed(a arrow.Array, from, to int) error {
+	data := a.Data()
+	bufs := data.Buffers()
+	if len(bufs) < 2 || bufs[1] == nil {
+		return fmt.Errorf("%w: field %q: no value buffer", ErrTypeMismatch, l.n.f.Name)
+	}
+	w, off := l.n.width, data.Offset()
+	src := bufs[1].Bytes()[(off+from)*w : (off+to)*w]
+	start := len(l.fixed)
+	l.fixed = append(grow(l.fixed, len(src)), src...)
+	if a.NullN() == 0 {
+		l.nvalid += to - from
+		return nil
+	}
+	for i := from; i < to; i++ {
+		if a.IsNull(i) {
+			clear(l.fixed[start+(i-from)*w : start+(i-from+1)*w])
+		} else {
 			l.nvalid++
-			s, _ := fa.ValueOffsets(i)
-			src := raw[(ioff+int(s))*w : (ioff+int(s)+dim)*w]
-			start := len(l.fixed)
-			l.fixed = append(l.fixed, src...)
+		}
+	}
+	return nil
+}
+
+// appendBool appends booleans as bits, a null slot cleared.
+func (l *leaf) appendBool(a arrow.Array, from, to int) error {
+	b, ok := a.(*array.Boolean)
+	if !ok {
+		return fmt.Errorf("%w: field %q: want bool array, got %s", ErrTypeMismatch, l.n.f.Name, a.DataType())
+	}
+	base := l.nvis
+	l.growBits(base + to - from)
+	for i := from; i < to; i++ {
+		if b.IsValid(i) {
+			l.nvalid++
+			if b.Value(i) {
+				bitutil.SetBit(l.bits, base+i-from)
+			}
+		}
+	}
+	return nil
+}
+
+// appendVariable appends variable-width values (strings, binaries, 32- or
+// 64-bit offsets) to data with their end offsets, a null slot empty.
+func (l *leaf) appendVariable(a arrow.Array, from, to int) error {
+	data := a.Data()
+	bufs := data.Buffers()
+	if len(bufs) < 3 || bufs[1] == nil {
+		return fmt.Errorf("%w: field %q: no offsets buffer", ErrTypeMismatch, l.n.f.Name)
+	}
+	var vals []byte
+	if bufs[2] != nil {
+		vals = bufs[2].Bytes()
+	}
+	ob := bufs[1].Bytes()
+	large := false
+	switch a.DataType().ID() {
+	case arrow.LARGE_STRING, arrow.LARGE_BINARY:
+		large = true
+	}
+	at := func(k int) int64 {
+		if large {
+			return int64(binary.LittleEndian.Uint64(ob[8*k:]))
+		}
+		return int64(int32(binary.LittleEndian.Uint32(ob[4*k:])))
+	}
+	off, nulls := data.Offset(), a.NullN() > 0
+	l.offs = grow(l.offs, to-from)
+	if s, e := at(off+from), at(off+to); s >= 0 && e >= s && e <= int64(len(vals)) {
+		l.data = grow(l.data, int(e-s))
+	}
+	for i := from; i < to; i++ {
+		if nulls && a.IsNull(i) {
+			l.offs = append(l.offs, int64(len(l.data)))
+			continue
+		}
+		s, e := at(off+i), at(off+i+1)
+		if s < 0 || e < s || e > int64(len(vals)) {
+			return fmt.Errorf("%w: field %q: bad offsets", ErrTypeMismatch, l.n.f.Name)
+		}
+		l.data = append(l.data, vals[s:e]...)
+		l.offs = append(l.offs, int64(len(l.data)))
+		if int(e-s) > l.maxLen {
+			l.maxLen = int(e - s)
+		}
+		l.nvalid++
+	}
+	return nil
+}
+
+// appendFSL appends fixed-size lists of fixed-width items, with per-item
+// validity; a null list or item is zeroed.
+func (l *leaf) appendFSL(a arrow.Array, from, to int) error {
+	fa, ok := a.(*array.FixedSizeList)
+	if !ok {
+		return fmt.Errorf("%w: field %q: want fixed_size_list array, got %s", ErrTypeMismatch, l.n.f.Name, a.DataType())
+	}
+	dim, w := l.n.dim, l.n.width
+	items := fa.ListValues()
+	ibufs := items.Data().Buffers()
+	if len(ibufs) < 2 || ibufs[1] == nil {
+		return fmt.Errorf("%w: field %q: no item buffer", ErrTypeMismatch, l.n.f.Name)
+	}
+	ioff := items.Data().Offset()
+	raw := ibufs[1].Bytes()
+	nulls, itemNulls := a.NullN() > 0, items.NullN() > 0
+	count := to - from
+	l.fixed = grow(l.fixed, count*dim*w)
+	if !nulls && !itemNulls {
+		// one contiguous run of items: copy it whole
+		s, _ := fa.ValueOffsets(from)
+		l.fixed = append(l.fixed, raw[(ioff+int(s))*w:(ioff+int(s)+count*dim)*w]...)
+		l.growItemValid((l.nvis+count)*dim, true, l.nvis*dim)
+		l.nvalid += count
+		return nil
+	}
+	for i := from; i < to; i++ {
+		slot := l.nvis + i - from
+		if nulls && fa.IsNull(i) {
+			l.fixed = append(l.fixed, make([]byte, dim*w)...)
 			l.growItemValid((slot+1)*dim, true, slot*dim)
-			if itemNulls {
-				for k := 0; k < dim; k++ {
-					if items.IsNull(int(s) + k) {
-						bitutil.ClearBit(l.itemValid, slot*dim+k)
-						clear(l.fixed[start+k*w : start+(k+1)*w])
-						l.itemNulls = true
-					}
+			continue
+		}
+		l.nvalid++
+		s, _ := fa.ValueOffsets(i)
+		src := raw[(ioff+int(s))*w : (ioff+int(s)+dim)*w]
+		start := len(l.fixed)
+		l.fixed = append(l.fixed, src...)
+		l.growItemValid((slot+1)*dim, true, slot*dim)
+		if itemNulls {
+			for k := 0; k < dim; k++ {
+				if items.IsNull(int(s) + k) {
+					bitutil.ClearBit(l.itemValid, slot*dim+k)
+					clear(l.fixed[start+k*w : start+(k+1)*w])
+					l.itemNulls = true
 				}
 			}
 		}
 	}
-	l.nvis += count
 	return nil
 }
 
