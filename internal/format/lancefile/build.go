@@ -233,25 +233,7 @@ func buildLeaf(dt arrow.DataType, v *values, va, vb int, valid *bitmap) (arrow.A
 	}
 	switch t := dt.(type) {
 	case *arrow.DictionaryType:
-		// Values are stored materialized (the page dictionary is applied at
-		// decode); re-encode them as an Arrow dictionary array.
-		vd, err := buildLeaf(t.ValueType, v, va, vb, valid)
-		if err != nil {
-			return nil, err
-		}
-		defer vd.Release()
-		va := array.MakeFromData(vd)
-		defer va.Release()
-		bld := array.NewDictionaryBuilder(memory.DefaultAllocator, t)
-		defer bld.Release()
-		if err := bld.AppendArray(va); err != nil {
-			return nil, fmt.Errorf("%w: dictionary-encode %s: %v", ErrUnsupportedEncoding, dt, err)
-		}
-		out := bld.NewArray()
-		defer out.Release()
-		d := out.Data()
-		d.Retain()
-		return d, nil
+		return buildDictLeaf(t, v, va, vb, valid)
 	case *arrow.BooleanType:
 		if v.kind != kindBool && n > 0 {
 			return nil, fmt.Errorf("%w: bool column stored as %d-byte values", ErrCorrupt, v.width)
@@ -264,72 +246,16 @@ func buildLeaf(dt arrow.DataType, v *values, va, vb int, valid *bitmap) (arrow.A
 		}
 		return array.NewData(dt, n, []*memory.Buffer{valid.buffer(), memory.NewBufferBytes(bits)}, nil, valid.nullCount(), 0), nil
 	case *arrow.StringType, *arrow.BinaryType:
-		if v.kind != kindVariable && n > 0 {
-			return nil, fmt.Errorf("%w: %s column stored as fixed values", ErrCorrupt, dt)
-		}
-		offs := make([]int32, n+1)
-		var base int64
-		if n > 0 {
-			base = v.offs[va]
-			if v.offs[vb]-base > 1<<31-1 {
-				return nil, fmt.Errorf("%w: %d bytes of %s in one batch exceed 32-bit offsets", ErrUnsupportedEncoding, v.offs[vb]-base, dt)
-			}
-			for i := range offs {
-				offs[i] = int32(v.offs[va+i] - base)
-			}
-		}
-		data := []byte{}
-		if n > 0 {
-			data = append(data, v.data[base:v.offs[vb]]...)
-		}
-		return array.NewData(dt, n, []*memory.Buffer{valid.buffer(), memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offs)), memory.NewBufferBytes(data)}, nil, valid.nullCount(), 0), nil
+		return buildVariableLeaf(dt, v, va, vb, valid)
 	case *arrow.LargeStringType, *arrow.LargeBinaryType:
-		if v.kind != kindVariable && n > 0 {
-			return nil, fmt.Errorf("%w: %s column stored as fixed values", ErrCorrupt, dt)
-		}
-		offs := make([]int64, n+1)
-		data := []byte{}
-		if n > 0 {
-			base := v.offs[va]
-			for i := range offs {
-				offs[i] = v.offs[va+i] - base
-			}
-			data = append(data, v.data[base:v.offs[vb]]...)
-		}
-		return array.NewData(dt, n, []*memory.Buffer{valid.buffer(), memory.NewBufferBytes(arrow.Int64Traits.CastToBytes(offs)), memory.NewBufferBytes(data)}, nil, valid.nullCount(), 0), nil
+		return buildLargeVariableLeaf(dt, v, va, vb, valid)
 	case *arrow.FixedSizeListType:
 		if v.kind != kindFixed && n > 0 {
 			return nil, fmt.Errorf("%w: fixed size list stored as variable values", ErrCorrupt)
 		}
 		return buildFSL(t, v, 0, va, vb, valid)
 	case *arrow.StructType:
-		// Packed struct: row-major fixed-width children.
-		if v.kind != kindFixed && n > 0 {
-			return nil, fmt.Errorf("%w: packed struct stored as variable values", ErrCorrupt)
-		}
-		children := make([]arrow.ArrayData, t.NumFields())
-		off := 0
-		for ci, cf := range t.Fields() {
-			w := byteWidth(cf.Type)
-			if w == 0 {
-				return nil, fmt.Errorf("%w: packed struct child %q of type %s", ErrUnsupportedEncoding, cf.Name, cf.Type)
-			}
-			buf := make([]byte, 0, n*w)
-			for i := va; i < vb; i++ {
-				row := v.fixedAt(i)
-				if off+w > len(row) {
-					return nil, fmt.Errorf("%w: packed struct row of %d bytes", ErrCorrupt, len(row))
-				}
-				buf = append(buf, row[off:off+w]...)
-			}
-			off += w
-			children[ci] = array.NewData(cf.Type, n, []*memory.Buffer{nil, memory.NewBufferBytes(buf)}, nil, 0, 0)
-		}
-		d := array.NewData(dt, n, []*memory.Buffer{valid.buffer()}, children, valid.nullCount(), 0)
-		for _, c := range children {
-			c.Release()
-		}
-		return d, nil
+		return buildPackedStruct(t, v, va, vb, valid)
 	case arrow.FixedWidthDataType:
 		w := byteWidth(dt)
 		if w == 0 {
@@ -343,6 +269,102 @@ func buildLeaf(dt arrow.DataType, v *values, va, vb int, valid *bitmap) (arrow.A
 		return array.NewData(dt, n, []*memory.Buffer{valid.buffer(), memory.NewBufferBytes(data)}, nil, valid.nullCount(), 0), nil
 	}
 	return nil, fmt.Errorf("%w: leaf type %s", ErrUnsupportedEncoding, dt)
+}
+
+// buildDictLeaf makes an Arrow dictionary array of values [va,vb). Values
+// are stored materialized (the page dictionary is applied at decode), so
+// they are dictionary-encoded again here.
+func buildDictLeaf(t *arrow.DictionaryType, v *values, va, vb int, valid *bitmap) (arrow.ArrayData, error) {
+	vd, err := buildLeaf(t.ValueType, v, va, vb, valid)
+	if err != nil {
+		return nil, err
+	}
+	defer vd.Release()
+	vals := array.MakeFromData(vd)
+	defer vals.Release()
+	bld := array.NewDictionaryBuilder(memory.DefaultAllocator, t)
+	defer bld.Release()
+	if err := bld.AppendArray(vals); err != nil {
+		return nil, fmt.Errorf("%w: dictionary-encode %s: %v", ErrUnsupportedEncoding, t, err)
+	}
+	out := bld.NewArray()
+	defer out.Release()
+	d := out.Data()
+	d.Retain()
+	return d, nil
+}
+
+// buildVariableLeaf makes a string or binary array (32-bit offsets) of
+// values [va,vb).
+func buildVariableLeaf(dt arrow.DataType, v *values, va, vb int, valid *bitmap) (arrow.ArrayData, error) {
+	n := vb - va
+	if v.kind != kindVariable && n > 0 {
+		return nil, fmt.Errorf("%w: %s column stored as fixed values", ErrCorrupt, dt)
+	}
+	offs := make([]int32, n+1)
+	data := []byte{}
+	if n > 0 {
+		base := v.offs[va]
+		if v.offs[vb]-base > 1<<31-1 {
+			return nil, fmt.Errorf("%w: %d bytes of %s in one batch exceed 32-bit offsets", ErrUnsupportedEncoding, v.offs[vb]-base, dt)
+		}
+		for i := range offs {
+			offs[i] = int32(v.offs[va+i] - base)
+		}
+		data = append(data, v.data[base:v.offs[vb]]...)
+	}
+	return array.NewData(dt, n, []*memory.Buffer{valid.buffer(), memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offs)), memory.NewBufferBytes(data)}, nil, valid.nullCount(), 0), nil
+}
+
+// buildLargeVariableLeaf makes a large string or large binary array (64-bit
+// offsets) of values [va,vb).
+func buildLargeVariableLeaf(dt arrow.DataType, v *values, va, vb int, valid *bitmap) (arrow.ArrayData, error) {
+	n := vb - va
+	if v.kind != kindVariable && n > 0 {
+		return nil, fmt.Errorf("%w: %s column stored as fixed values", ErrCorrupt, dt)
+	}
+	offs := make([]int64, n+1)
+	data := []byte{}
+	if n > 0 {
+		base := v.offs[va]
+		for i := range offs {
+			offs[i] = v.offs[va+i] - base
+		}
+		data = append(data, v.data[base:v.offs[vb]]...)
+	}
+	return array.NewData(dt, n, []*memory.Buffer{valid.buffer(), memory.NewBufferBytes(arrow.Int64Traits.CastToBytes(offs)), memory.NewBufferBytes(data)}, nil, valid.nullCount(), 0), nil
+}
+
+// buildPackedStruct makes a struct array of values [va,vb) of a packed
+// struct: each value is one row of the fixed-width children, row-major.
+func buildPackedStruct(t *arrow.StructType, v *values, va, vb int, valid *bitmap) (arrow.ArrayData, error) {
+	n := vb - va
+	if v.kind != kindFixed && n > 0 {
+		return nil, fmt.Errorf("%w: packed struct stored as variable values", ErrCorrupt)
+	}
+	children := make([]arrow.ArrayData, t.NumFields())
+	off := 0
+	for ci, cf := range t.Fields() {
+		w := byteWidth(cf.Type)
+		if w == 0 {
+			return nil, fmt.Errorf("%w: packed struct child %q of type %s", ErrUnsupportedEncoding, cf.Name, cf.Type)
+		}
+		buf := make([]byte, 0, n*w)
+		for i := va; i < vb; i++ {
+			row := v.fixedAt(i)
+			if off+w > len(row) {
+				return nil, fmt.Errorf("%w: packed struct row of %d bytes", ErrCorrupt, len(row))
+			}
+			buf = append(buf, row[off:off+w]...)
+		}
+		off += w
+		children[ci] = array.NewData(cf.Type, n, []*memory.Buffer{nil, memory.NewBufferBytes(buf)}, nil, 0, 0)
+	}
+	d := array.NewData(t, n, []*memory.Buffer{valid.buffer()}, children, valid.nullCount(), 0)
+	for _, c := range children {
+		c.Release()
+	}
+	return d, nil
 }
 
 // buildFSL builds a (nested) fixed-size list of rows [va,vb) at FSL depth
