@@ -2,6 +2,7 @@ package lancefile
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -246,9 +247,9 @@ func buildLeaf(dt arrow.DataType, v *values, va, vb int, valid *bitmap) (arrow.A
 		}
 		return array.NewData(dt, n, []*memory.Buffer{valid.buffer(), memory.NewBufferBytes(bits)}, nil, valid.nullCount(), 0), nil
 	case *arrow.StringType, *arrow.BinaryType:
-		return buildVariableLeaf(dt, v, va, vb, valid)
+		return buildVariableLeaf(dt, v, va, vb, valid, 1<<31-1, arrow.Int32Traits.CastToBytes)
 	case *arrow.LargeStringType, *arrow.LargeBinaryType:
-		return buildLargeVariableLeaf(dt, v, va, vb, valid)
+		return buildVariableLeaf(dt, v, va, vb, valid, math.MaxInt64, arrow.Int64Traits.CastToBytes)
 	case *arrow.FixedSizeListType:
 		if v.kind != kindFixed && n > 0 {
 			return nil, fmt.Errorf("%w: fixed size list stored as variable values", ErrCorrupt)
@@ -294,45 +295,27 @@ func buildDictLeaf(t *arrow.DictionaryType, v *values, va, vb int, valid *bitmap
 	return d, nil
 }
 
-// buildVariableLeaf makes a string or binary array (32-bit offsets) of
-// values [va,vb).
-func buildVariableLeaf(dt arrow.DataType, v *values, va, vb int, valid *bitmap) (arrow.ArrayData, error) {
+// buildVariableLeaf makes a string or binary array of values [va,vb) with
+// offsets of type O (int32, or int64 for the large types); more than
+// maxBytes bytes do not fit O.
+func buildVariableLeaf[O int32 | int64](dt arrow.DataType, v *values, va, vb int, valid *bitmap, maxBytes int64, offsetBytes func([]O) []byte) (arrow.ArrayData, error) {
 	n := vb - va
 	if v.kind != kindVariable && n > 0 {
 		return nil, fmt.Errorf("%w: %s column stored as fixed values", ErrCorrupt, dt)
 	}
-	offs := make([]int32, n+1)
+	offs := make([]O, n+1)
 	data := []byte{}
 	if n > 0 {
 		base := v.offs[va]
-		if v.offs[vb]-base > 1<<31-1 {
+		if v.offs[vb]-base > maxBytes {
 			return nil, fmt.Errorf("%w: %d bytes of %s in one batch exceed 32-bit offsets", ErrUnsupportedEncoding, v.offs[vb]-base, dt)
 		}
 		for i := range offs {
-			offs[i] = int32(v.offs[va+i] - base)
+			offs[i] = O(v.offs[va+i] - base)
 		}
 		data = append(data, v.data[base:v.offs[vb]]...)
 	}
-	return array.NewData(dt, n, []*memory.Buffer{valid.buffer(), memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offs)), memory.NewBufferBytes(data)}, nil, valid.nullCount(), 0), nil
-}
-
-// buildLargeVariableLeaf makes a large string or large binary array (64-bit
-// offsets) of values [va,vb).
-func buildLargeVariableLeaf(dt arrow.DataType, v *values, va, vb int, valid *bitmap) (arrow.ArrayData, error) {
-	n := vb - va
-	if v.kind != kindVariable && n > 0 {
-		return nil, fmt.Errorf("%w: %s column stored as fixed values", ErrCorrupt, dt)
-	}
-	offs := make([]int64, n+1)
-	data := []byte{}
-	if n > 0 {
-		base := v.offs[va]
-		for i := range offs {
-			offs[i] = v.offs[va+i] - base
-		}
-		data = append(data, v.data[base:v.offs[vb]]...)
-	}
-	return array.NewData(dt, n, []*memory.Buffer{valid.buffer(), memory.NewBufferBytes(arrow.Int64Traits.CastToBytes(offs)), memory.NewBufferBytes(data)}, nil, valid.nullCount(), 0), nil
+	return array.NewData(dt, n, []*memory.Buffer{valid.buffer(), memory.NewBufferBytes(offsetBytes(offs)), memory.NewBufferBytes(data)}, nil, valid.nullCount(), 0), nil
 }
 
 // buildPackedStruct makes a struct array of values [va,vb) of a packed
