@@ -231,6 +231,9 @@ func decodeValue(sp *spec, attr *hcl.Attribute) (any, hcl.Diagnostics) {
 				return s, nil
 			}
 		}
+		if why, ok := sp.refused[s]; ok {
+			return nil, attrErr(attr, "Unsupported value", why)
+		}
 		return nil, attrErr(attr, "Invalid value", fmt.Sprintf("%s must be one of %s; got %q.", sp.name, quoteAll(sp.enum), s))
 	case kSize:
 		val, d := attr.Expr.Value(nil)

@@ -279,6 +279,26 @@ func TestRemapIsAcceptedAndTheDefault(t *testing.T) {
 	}
 }
 
+// TestDeferIsRefusedWithTheReason: "defer" is a known mode that lanced
+// refuses; the error names the alternatives instead of listing the enum.
+func TestDeferIsRefusedWithTheReason(t *testing.T) {
+	src := []byte("table \"s3://x/*\" {\n  compaction {\n    index_coverage = \"defer\"\n  }\n}\n")
+	_, diags := LoadDir(fstest.MapFS{"d.hcl": {Data: src}})
+	if len(diags) != 1 {
+		t.Fatalf("diags %v", diags)
+	}
+	msg := diags.Error()
+	for _, want := range []string{"d.hcl:3", "Unsupported value", "fragment reuse index", `Use "remap"`, `"keep"`} {
+		if !strings.Contains(msg, want) {
+			t.Fatalf("error %q does not say %q", msg, want)
+		}
+	}
+	_, diags = LoadDir(fstest.MapFS{"b.hcl": {Data: []byte("defaults {\n  compaction {\n    index_coverage = \"later\"\n  }\n}\n")}})
+	if msg := diags.Error(); !strings.Contains(msg, "must be one of") {
+		t.Fatalf("unknown value: %q", msg)
+	}
+}
+
 func TestLoadDirNamedKeepsTheDirectoryInNames(t *testing.T) {
 	for _, dir := range []string{"../../policies", "./../../policies/", "../../policies/."} {
 		set, diags := LoadDirNamed(os.DirFS(dir), dir)

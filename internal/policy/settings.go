@@ -31,6 +31,9 @@ type spec struct {
 	kind    kind
 	min     uint64   // kCount only
 	enum    []string // kEnum only
+	// refused are values a kEnum setting recognizes but does not accept
+	// yet, each with the reason and what to use instead.
+	refused map[string]string
 	// configKey is the manifest config key that sets it, if any.
 	configKey string
 	set       func(e *Effective, v any, s Source)
@@ -91,7 +94,8 @@ var specs = []*spec{
 	{section: "compaction", name: "min_reclaim_ratio", kind: kRate,
 		set: setF(func(e *Effective) *Setting[float64] { return &e.Compaction.MinReclaimRatio })},
 	{section: "compaction", name: "index_coverage", kind: kEnum, enum: []string{CoverageKeep, CoverageUnindex, CoverageRemap},
-		set: setS(func(e *Effective) *Setting[string] { return &e.Compaction.IndexCoverage })},
+		refused: map[string]string{CoverageDefer: deferRefusal},
+		set:     setS(func(e *Effective) *Setting[string] { return &e.Compaction.IndexCoverage })},
 	{section: "compaction", name: "commit_batch_tasks", kind: kCount, min: 1,
 		set: setU(func(e *Effective) *Setting[uint64] { return &e.Compaction.CommitBatchTasks })},
 

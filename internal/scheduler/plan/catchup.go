@@ -57,6 +57,10 @@ func catchUpDecisions(ic *indexCoverage, frags []*tablepb.DataFragment, decision
 	scope := pol.Scope.Value
 	inScope := scope == policy.ScopeAll || scope == policy.ScopeIndex
 	_, segs := nameGroups(ic)
+	reuse := false
+	for _, k := range ic.kinds {
+		reuse = reuse || k == index.KindFragReuse
+	}
 	for i := range decisions {
 		d := &decisions[i]
 		s := segs[d.Name]
@@ -72,6 +76,15 @@ func catchUpDecisions(ic *indexCoverage, frags []*tablepb.DataFragment, decision
 			continue
 		}
 		decideCatchUp(cu, kind, len(s), pol.Index)
+		if reuse && cu.Action == CatchUpPlanned {
+			// Lance reads index bitmaps through the fragment reuse index
+			// (a deferred remap): rows in its new fragments are indexed
+			// although the manifest's bitmaps name the old fragments.
+			// This backlog does not translate them, so adding its rows
+			// would index them twice.
+			cu.Action = CatchUpDue
+			cu.Reason += "; but the table carries a fragment reuse index (Lance's deferred index remap), which lanced's catch-up does not read through: run Lance's optimize()"
+		}
 	}
 }
 

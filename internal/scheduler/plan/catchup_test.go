@@ -111,3 +111,22 @@ func TestCatchUpScopeIndexAndPlanned(t *testing.T) {
 		t.Fatalf("vec_idx: %+v", cu)
 	}
 }
+
+// A table with a fragment reuse index (Lance's deferred remap) is not
+// caught up by lanced: its bitmaps would have to be read through the
+// reuse index, or rows Lance counts as indexed would be indexed again.
+func TestCatchUpNotPlannedUnderFragmentReuse(t *testing.T) {
+	m := manifest(3, ab, small(0, 100), small(1, 100))
+	fri := indexMeta(t, "__lance_frag_reuse", 1)
+	fri.Fields = nil
+	idx := []*tablepb.IndexMetadata{vectorIndex(t, "vec_idx", 0), fri}
+	p := Compute(Input{Table: "t", Manifest: m, Indices: idx, Policy: pol(func(e *policy.Effective) {
+		set(&e.Scope, policy.ScopeIndex)
+	})})
+	if cu := indexDecision(t, p, "vec_idx").CatchUp; cu.Action != CatchUpDue || !strings.Contains(cu.Reason, "fragment reuse index") || len(p.CatchUps) != 0 {
+		t.Fatalf("vec_idx: %+v, tasks %+v", cu, p.CatchUps)
+	}
+	if cu := indexDecision(t, p, "__lance_frag_reuse").CatchUp; cu.Action != CatchUpSkipped {
+		t.Fatalf("reuse index: %+v", cu)
+	}
+}
