@@ -41,24 +41,10 @@ func buildIndexed(spec, work, cache, oracleDir string) string {
 	if _, err := fmt.Sscanf(spec, "%dx%d", &frags, &rows); err != nil || frags < 1 || rows < 1 {
 		log.Fatalf("-indexed %q: want FRAGSxROWS, e.g. 100x10000", spec)
 	}
-	name := "indexed-" + spec
-	dir := filepath.Join(work, name)
-	if cache != "" {
-		dir = filepath.Join(cache, name)
-		if _, err := os.Stat(filepath.Join(dir, ".done")); err == nil {
-			log.Printf("reusing %s from %s", name, dir)
-			return filepath.Join(dir, "t.lance")
-		}
-		_ = os.RemoveAll(dir)
-	}
-	log.Printf("building indexed table %s (real Lance: appends, BTree, IVF_PQ, FTS, 10%% deleted, one append)", name)
-	measure(oracleDir, "node", "../bench/genindexed.mjs", filepath.Join(dir, "t.lance"), fmt.Sprint(frags), fmt.Sprint(rows))
-	if cache != "" {
-		if err := os.WriteFile(filepath.Join(dir, ".done"), nil, 0o644); err != nil {
-			log.Fatal(err)
-		}
-	}
-	return filepath.Join(dir, "t.lance")
+	return cachedTable("indexed-"+spec, work, cache, func(table string) {
+		log.Printf("building indexed table indexed-%s (real Lance: appends, BTree, IVF_PQ, FTS, 10%% deleted, one append)", spec)
+		measure(oracleDir, "node", "../bench/genindexed.mjs", table, fmt.Sprint(frags), fmt.Sprint(rows))
+	})
 }
 
 func verifyIndexed(oracleDir, table string) indexedCheck {

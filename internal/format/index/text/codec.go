@@ -134,47 +134,64 @@ func readPacked(out []uint32, src []byte) (int, error) {
 	return n, nil
 }
 
-// decodePostings decodes a posting list of length docs stored in blocks
-// (block max scores are skipped) into docs and freqs.
+// decodePostings appends the documents and frequencies of a posting list
+// of length documents, stored in blocks, to docs and freqs (block max
+// scores are skipped).
 func decodePostings(docs, freqs []uint32, blocks [][]byte, length int, scratch []uint32) ([]uint32, []uint32, error) {
-	full, tail := length/blockSize, length%blockSize
-	want := full
-	if tail > 0 {
-		want++
-	}
-	if len(blocks) != want {
-		return docs, freqs, fmt.Errorf("%d blocks for %d docs, want %d", len(blocks), length, want)
+	if err := checkBlockCount(len(blocks), length); err != nil {
+		return docs, freqs, err
 	}
 	for i, b := range blocks {
-		if len(b) < 4 {
-			return docs, freqs, fmt.Errorf("posting block %d has %d bytes", i, len(b))
+		var err error
+		if docs, freqs, err = decodeBlock(docs, freqs, b, i, length, scratch); err != nil {
+			return docs, freqs, err
 		}
-		b = b[4:]
-		if i < full {
-			n, err := readSorted(scratch, b)
-			if err != nil {
-				return docs, freqs, fmt.Errorf("posting block %d doc ids: %w", i, err)
-			}
-			docs = append(docs, scratch[:blockSize]...)
-			m, err := readPacked(scratch, b[n:])
-			if err != nil {
-				return docs, freqs, fmt.Errorf("posting block %d frequencies: %w", i, err)
-			}
-			if n+m != len(b) {
-				return docs, freqs, fmt.Errorf("posting block %d has %d trailing bytes", i, len(b)-n-m)
-			}
-			freqs = append(freqs, scratch[:blockSize]...)
-			continue
+	}
+	return docs, freqs, nil
+}
+
+// checkBlockCount checks that a posting list of length documents has n
+// blocks: one per blockSize documents and one for the rest.
+func checkBlockCount(n, length int) error {
+	want := (length + blockSize - 1) / blockSize
+	if n != want {
+		return fmt.Errorf("%d blocks for %d docs, want %d", n, length, want)
+	}
+	return nil
+}
+
+// decodeBlock appends the documents and frequencies of block i of a
+// posting list of length documents to docs and freqs: a full block of
+// blockSize documents (bit-packed), or the last, shorter one (plain).
+func decodeBlock(docs, freqs []uint32, b []byte, i, length int, scratch []uint32) ([]uint32, []uint32, error) {
+	full, tail := length/blockSize, length%blockSize
+	if len(b) < 4 {
+		return docs, freqs, fmt.Errorf("posting block %d has %d bytes", i, len(b))
+	}
+	b = b[4:]
+	if i < full {
+		n, err := readSorted(scratch, b)
+		if err != nil {
+			return docs, freqs, fmt.Errorf("posting block %d doc ids: %w", i, err)
 		}
-		if len(b) != 8*tail {
-			return docs, freqs, fmt.Errorf("tail block of %d docs has %d bytes, want %d", tail, len(b), 8*tail)
+		docs = append(docs, scratch[:blockSize]...)
+		m, err := readPacked(scratch, b[n:])
+		if err != nil {
+			return docs, freqs, fmt.Errorf("posting block %d frequencies: %w", i, err)
 		}
-		for k := 0; k < tail; k++ {
-			docs = append(docs, binary.LittleEndian.Uint32(b[4*k:]))
+		if n+m != len(b) {
+			return docs, freqs, fmt.Errorf("posting block %d has %d trailing bytes", i, len(b)-n-m)
 		}
-		for k := 0; k < tail; k++ {
-			freqs = append(freqs, binary.LittleEndian.Uint32(b[4*(tail+k):]))
-		}
+		return docs, append(freqs, scratch[:blockSize]...), nil
+	}
+	if len(b) != 8*tail {
+		return docs, freqs, fmt.Errorf("tail block of %d docs has %d bytes, want %d", tail, len(b), 8*tail)
+	}
+	for k := 0; k < tail; k++ {
+		docs = append(docs, binary.LittleEndian.Uint32(b[4*k:]))
+	}
+	for k := 0; k < tail; k++ {
+		freqs = append(freqs, binary.LittleEndian.Uint32(b[4*(tail+k):]))
 	}
 	return docs, freqs, nil
 }

@@ -367,7 +367,9 @@ func readInvertBatch(f *lancefile.File, rec arrow.RecordBatch, cols invertColumn
 
 // invertRemap carries the state of one remap through the posting lists:
 // the documents removed, the scoring inputs, the token numbering and the
-// token groups of the output.
+// token groups of the output. A posting list is streamed block by block
+// (a frequent token's list holds most documents of the segment, so
+// decoding it whole would make memory grow with the table).
 type invertRemap struct {
 	f         *lancefile.File
 	removed   *roaring.Bitmap
@@ -382,23 +384,21 @@ type invertRemap struct {
 	groupStarts           []uint32
 	groupSize, groupCount int
 
+	// docs/freqs: one decoded input block; kdocs/kfreqs: the kept
+	// documents not yet encoded (at most one output block).
 	docs, freqs, kdocs, kfreqs, scratch []uint32
-	kept                                []int
 	blockBuf                            []byte
 }
 
 // token remaps the posting list of row i of in and appends it to o, or
-// records the token as removed when none of its documents is kept.
+// records the token as removed when none of its documents is kept. The
+// list is read twice, a block at a time: once to count the kept documents
+// (every block score depends on the token's idf, which depends on that
+// count), once to renumber and encode them.
 func (rm *invertRemap) token(in invertBatch, i int, o *invertOutput) error {
 	a, b := in.post.ValueOffsets(i)
-	bl := make([][]byte, 0, b-a)
-	for k := a; k < b; k++ {
-		bl = append(bl, in.blocks.Value(int(k)))
-	}
 	length := int(in.lens.Value(i))
-	var err error
-	rm.docs, rm.freqs, err = decodePostings(rm.docs[:0], rm.freqs[:0], bl, length, rm.scratch)
-	if err != nil {
+	if err := checkBlockCount(int(b-a), length); err != nil {
 		return errorf(rm.f, ErrCorrupt, "token %d: %v", rm.read, err)
 	}
 	var posStart int64
@@ -409,46 +409,78 @@ func (rm *invertRemap) token(in invertBatch, i int, o *invertOutput) error {
 		}
 		posStart = pa
 	}
-	if err := rm.keepDocs(); err != nil {
+	kept, err := rm.countKept(in, a, b, length)
+	if err != nil {
 		return err
 	}
 	rm.read++
-	if len(rm.kdocs) == 0 {
+	if kept == 0 {
 		rm.removedTokens.Add(uint32(rm.read - 1))
 		return nil
 	}
-	size := o.appendPostings(rm)
+	o.startPostings()
 	if in.pos != nil {
-		o.appendPositions(in, posStart, rm.kept)
+		o.pos.Append(true)
 	}
+	idfScale := float32(idf(kept, rm.numDocs) * (bm25K1 + 1))
+	maxScore := float32(-math.MaxFloat32)
+	size := 0
+	rm.kdocs, rm.kfreqs = rm.kdocs[:0], rm.kfreqs[:0]
+	doc := 0 // the document's index in the token's list
+	for k := a; k < b; k++ {
+		rm.docs, rm.freqs, _ = decodeBlock(rm.docs[:0], rm.freqs[:0], in.blocks.Value(int(k)), int(k-a), length, rm.scratch)
+		for j, d := range rm.docs {
+			if !rm.removed.Contains(d) {
+				rm.kdocs = append(rm.kdocs, d-uint32(rm.removed.Rank(d)))
+				rm.kfreqs = append(rm.kfreqs, rm.freqs[j])
+				if in.pos != nil {
+					o.appendPositions(in, posStart+int64(doc))
+				}
+				if len(rm.kdocs) == blockSize {
+					size += o.appendBlock(rm, idfScale, &maxScore)
+				}
+			}
+			doc++
+		}
+	}
+	if len(rm.kdocs) > 0 {
+		size += o.appendBlock(rm, idfScale, &maxScore)
+	}
+	o.maxScore.Append(maxScore)
+	o.length.Append(uint32(kept))
 	rm.group(size)
 	rm.written++
 	o.rows++
 	return nil
 }
 
-// keepDocs fills kdocs/kfreqs/kept with the documents of docs that are not
-// removed, renumbered to their rank among the kept ones.
-func (rm *invertRemap) keepDocs() error {
-	rm.kdocs, rm.kfreqs, rm.kept = rm.kdocs[:0], rm.kfreqs[:0], rm.kept[:0]
+// countKept decodes the blocks a..b of a posting list of length documents
+// and returns how many of its documents are not removed, checking that doc
+// ids increase and stay below the segment's documents.
+func (rm *invertRemap) countKept(in invertBatch, a, b int64, length int) (int, error) {
+	kept := 0
 	prev := int64(-1)
-	for k, d := range rm.docs {
-		if int64(d) <= prev {
-			return errorf(rm.f, ErrCorrupt, "token %d: doc ids not increasing (%d after %d)", rm.read, d, prev)
+	for k := a; k < b; k++ {
+		var err error
+		rm.docs, rm.freqs, err = decodeBlock(rm.docs[:0], rm.freqs[:0], in.blocks.Value(int(k)), int(k-a), length, rm.scratch)
+		if err != nil {
+			return 0, errorf(rm.f, ErrCorrupt, "token %d: %v", rm.read, err)
 		}
-		prev = int64(d)
-		if rm.removed.Contains(d) {
-			continue
+		for _, d := range rm.docs {
+			if int64(d) <= prev {
+				return 0, errorf(rm.f, ErrCorrupt, "token %d: doc ids not increasing (%d after %d)", rm.read, d, prev)
+			}
+			prev = int64(d)
+			if rm.removed.Contains(d) {
+				continue
+			}
+			if nd := d - uint32(rm.removed.Rank(d)); int(nd) >= rm.numDocs {
+				return 0, errorf(rm.f, ErrCorrupt, "token %d: doc %d past the %d docs", rm.read, d, rm.numDocs+int(rm.removed.GetCardinality()))
+			}
+			kept++
 		}
-		nd := d - uint32(rm.removed.Rank(d))
-		if int(nd) >= rm.numDocs {
-			return errorf(rm.f, ErrCorrupt, "token %d: doc %d past the %d docs", rm.read, d, rm.numDocs+int(rm.removed.GetCardinality()))
-		}
-		rm.kdocs = append(rm.kdocs, nd)
-		rm.kfreqs = append(rm.kfreqs, rm.freqs[k])
-		rm.kept = append(rm.kept, k)
 	}
-	return nil
+	return kept, nil
 }
 
 // group counts a written posting list of size bytes into the current token
@@ -503,45 +535,35 @@ func (o *invertOutput) release() {
 	}
 }
 
-// appendPostings encodes the kept documents of rm as one posting list in
-// blocks of blockSize, with its block and maximum scores and its length,
-// and returns the encoded size.
-func (o *invertOutput) appendPostings(rm *invertRemap) int {
-	idfScale := float32(idf(len(rm.kdocs), rm.numDocs) * (bm25K1 + 1))
-	maxScore := float32(-math.MaxFloat32)
-	o.post.Append(true)
-	size := 0
-	for s := 0; s < len(rm.kdocs); s += blockSize {
-		e := min(s+blockSize, len(rm.kdocs))
-		docs, freqs := rm.kdocs[s:e], rm.kfreqs[s:e]
-		score := blockScore(docs, freqs, rm.numTokens, rm.avgdl, idfScale)
-		maxScore = max(maxScore, score)
-		if e-s == blockSize {
-			rm.blockBuf = encodeFull(rm.blockBuf[:0], docs, freqs, score, rm.scratch)
-		} else {
-			rm.blockBuf = encodeTail(rm.blockBuf[:0], docs, freqs, score)
-		}
-		size += len(rm.blockBuf)
-		o.postBlocks.Append(rm.blockBuf)
-		o.batchBytes += len(rm.blockBuf)
+// startPostings starts the next posting list.
+func (o *invertOutput) startPostings() { o.post.Append(true) }
+
+// appendBlock encodes rm's pending kept documents as the posting list's
+// next block (a full one, or the last, shorter one), raises maxScore to its
+// score, empties the pending documents and returns the encoded size.
+func (o *invertOutput) appendBlock(rm *invertRemap, idfScale float32, maxScore *float32) int {
+	score := blockScore(rm.kdocs, rm.kfreqs, rm.numTokens, rm.avgdl, idfScale)
+	*maxScore = max(*maxScore, score)
+	if len(rm.kdocs) == blockSize {
+		rm.blockBuf = encodeFull(rm.blockBuf[:0], rm.kdocs, rm.kfreqs, score, rm.scratch)
+	} else {
+		rm.blockBuf = encodeTail(rm.blockBuf[:0], rm.kdocs, rm.kfreqs, score)
 	}
-	o.maxScore.Append(maxScore)
-	o.length.Append(uint32(len(rm.kdocs)))
-	return size
+	o.postBlocks.Append(rm.blockBuf)
+	o.batchBytes += len(rm.blockBuf)
+	rm.kdocs, rm.kfreqs = rm.kdocs[:0], rm.kfreqs[:0]
+	return len(rm.blockBuf)
 }
 
-// appendPositions copies the position lists of the kept documents (indices
-// into the token's documents, which start at row start of in.posDocs).
-func (o *invertOutput) appendPositions(in invertBatch, start int64, kept []int) {
-	o.pos.Append(true)
-	for _, k := range kept {
-		qa, qb := in.posDocs.ValueOffsets(int(start) + k)
-		o.posDocs.Append(true)
-		for q := qa; q < qb; q++ {
-			v := in.posBin.Value(int(q))
-			o.batchBytes += len(v)
-			o.posBin.Append(v)
-		}
+// appendPositions copies the position list of one kept document (row doc
+// of in.posDocs) into the current token's positions.
+func (o *invertOutput) appendPositions(in invertBatch, doc int64) {
+	qa, qb := in.posDocs.ValueOffsets(int(doc))
+	o.posDocs.Append(true)
+	for q := qa; q < qb; q++ {
+		v := in.posBin.Value(int(q))
+		o.batchBytes += len(v)
+		o.posBin.Append(v)
 	}
 }
 

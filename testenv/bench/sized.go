@@ -1,0 +1,107 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+)
+
+// The issue-sized rewrite tables (oracle Sized scenarios, 10% of rows
+// deleted): 200 × 5000 rows with 128-d float32 vectors, a short text and
+// float64 columns (~0.5 GB); 180 × 5000 rows of 40-120-word prose (~0.4 GB,
+// text-heavy); and 800 × 5000 rows like the first (~2 GB).
+var (
+	largeTables = []string{"sized-200x5000-v128-t5-d10", "sized-180x5000-v0-t80-d10"}
+	hugeTable   = "sized-800x5000-v128-t5-d10"
+)
+
+// newDataFiles lists the data files of table that are not in base.
+func newDataFiles(base, table string) (files []string, bytes int64) {
+	old := map[string]bool{}
+	ents, _ := os.ReadDir(filepath.Join(base, "data"))
+	for _, e := range ents {
+		old[e.Name()] = true
+	}
+	ents, _ = os.ReadDir(filepath.Join(table, "data"))
+	for _, e := range ents {
+		if old[e.Name()] {
+			continue
+		}
+		if info, err := e.Info(); err == nil {
+			files = append(files, filepath.Join(table, "data", e.Name()))
+			bytes += info.Size()
+		}
+	}
+	return files, bytes
+}
+
+// sizedRewrite times Lance's optimize() and lanced's rewrite on fresh
+// copies of one Sized table, and cp + fsync of the files lanced wrote.
+func sizedRewrite(name, work, cache, oracleDir, root, bin string, reps int) map[string]any {
+	sb := buildSized(name, work, cache, oracleDir)
+	var lanceOut, oursOut int64
+	l := best(reps, func(i int) run {
+		c := filepath.Join(work, fmt.Sprintf("%s-lance%d", name, i), "t.lance")
+		copyTree(sb, c)
+		defer os.RemoveAll(filepath.Dir(c))
+		r := measure(oracleDir, "node", "../bench/optimize.mjs", c)
+		_, lanceOut = newDataFiles(sb, c)
+		return r
+	})
+	var sum struct {
+		Copied    int             `json:"files_page_copied"`
+		Reencoded int             `json:"files_reencoded"`
+		Pages     json.RawMessage `json:"pages"`
+	}
+	var cpSync run
+	o := best(reps, func(i int) run {
+		c := filepath.Join(work, fmt.Sprintf("%s-ours%d", name, i), "t.lance")
+		copyTree(sb, c)
+		defer os.RemoveAll(filepath.Dir(c))
+		r := measure(root, bin, "compact", "--scope", "rewrite", "--json", "file://"+c)
+		_ = json.Unmarshal(r.out, &sum)
+		files, n := newDataFiles(sb, c)
+		oursOut = n
+		// the durable physical limit: cp of the same bytes, each file fsynced
+		dst := filepath.Join(work, fmt.Sprintf("%s-cp%d", name, i))
+		_ = os.MkdirAll(dst, 0o755)
+		script := "for f in \"$@\"; do cp \"$f\" " + dst + "/ && dd if=/dev/null of=" + dst + "/$(basename \"$f\") conv=notrunc,fsync status=none; done"
+		c2 := measure(root, "sh", append([]string{"-c", script, "sh"}, files...)...)
+		if i == 0 || c2.wall < cpSync.wall {
+			cpSync = c2
+		}
+		_ = os.RemoveAll(dst)
+		return r
+	})
+	return map[string]any{
+		"table":                      fmt.Sprintf("%s, %.1f MiB", name, float64(dirBytes(sb))/(1<<20)),
+		"lance_optimize_seconds":     l.wall.Seconds(),
+		"lance_optimize_cpu_seconds": l.cpu.Seconds(),
+		"lance_optimize_rss_mib":     float64(l.rssKB) / 1024,
+		"lanced_rewrite_seconds":     o.wall.Seconds(),
+		"lanced_rewrite_cpu_seconds": o.cpu.Seconds(),
+		"lanced_rewrite_rss_mib":     float64(o.rssKB) / 1024,
+		"cp_fsync_written_seconds":   cpSync.wall.Seconds(),
+		"rewrite_time_ratio":         o.wall.Seconds() / l.wall.Seconds(),
+		"rewrite_cpu_ratio":          o.cpu.Seconds() / l.cpu.Seconds(),
+		"rewrite_rss_ratio":          float64(o.rssKB) / float64(l.rssKB),
+		"rewrite_vs_cp_fsync_ratio":  o.wall.Seconds() / cpSync.wall.Seconds(),
+		"output_bytes_ratio":         float64(oursOut) / float64(lanceOut),
+		"lance_output_mib":           float64(lanceOut) / (1 << 20),
+		"lanced_output_mib":          float64(oursOut) / (1 << 20),
+		"files_page_copied":          sum.Copied,
+		"files_reencoded":            sum.Reencoded,
+		"pages":                      sum.Pages,
+	}
+}
+
+// buildSized builds a Sized table with real Lance (testenv/oracle/build.mjs),
+// or reuses the one in cache.
+func buildSized(name, work, cache, oracleDir string) string {
+	return cachedTable(name, work, cache, func(table string) {
+		log.Printf("building rewrite table %s", name)
+		measure(oracleDir, "node", "build.mjs", name, table)
+	})
+}
