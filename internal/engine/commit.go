@@ -203,9 +203,10 @@ func (c *committer) rebase(ce *table.ConflictError, attempt int, readVersion uin
 	for i, t := range ce.Committed {
 		committed[i] = job.Committed{Version: t.Version, Txn: t.Txn, Err: t.Err}
 	}
+	sets := committedSets(committed)
 	var keep []job.Job
 	for _, j := range c.live {
-		if v := alreadyCommitted(j, committed); v != 0 {
+		if v := alreadyCommitted(j, sets); v != 0 {
 			c.opts.Logger.Warn("task already committed, not committed again", "table", c.opts.Name, "task_id", j.Task().Key(), "version", v)
 			c.rep.Committed = append(c.rep.Committed, j.Task().Key())
 			continue

@@ -62,20 +62,34 @@ func committedFiles(txn *tablepb.Transaction) map[string]bool {
 	return out
 }
 
+// committedSet is the files one committed transaction references.
+type committedSet struct {
+	version uint64
+	files   map[string]bool
+}
+
+// committedSets walks each committed transaction once for the files it
+// references; transactions that reference none are left out.
+func committedSets(committed []job.Committed) []committedSet {
+	var out []committedSet
+	for _, c := range committed {
+		if files := committedFiles(c.Txn); len(files) > 0 {
+			out = append(out, committedSet{version: c.Version, files: files})
+		}
+	}
+	return out
+}
+
 // alreadyCommitted returns the version of a committed transaction that
 // references a file j wrote: j's own earlier commit (its result delivered
 // again, e.g. to a new coordinator after the old one committed and died
 // before removing it). Such a job is neither committed again nor dropped:
 // dropping would delete files the table references. 0 when none does.
-func alreadyCommitted(j job.Job, committed []job.Committed) uint64 {
+func alreadyCommitted(j job.Job, committed []committedSet) uint64 {
 	for _, c := range committed {
-		files := committedFiles(c.Txn)
-		if len(files) == 0 {
-			continue
-		}
 		for _, key := range j.Written() {
-			if files[key] || files[path.Dir(key)] {
-				return c.Version
+			if c.files[key] || c.files[path.Dir(key)] {
+				return c.version
 			}
 		}
 	}
