@@ -11,30 +11,7 @@ type Summary struct {
 	Table             string   `json:"table"`
 	ReadVersion       uint64   `json:"read_version"`
 	VersionsCommitted []uint64 `json:"versions_committed"`
-	FragmentsRemoved  int      `json:"fragments_removed"`
-	FragmentsAdded    int      `json:"fragments_added"`
-	FragmentsRepacked int      `json:"fragments_repacked"`
-	FilesRemoved      int      `json:"files_removed"`
-	FilesAdded        int      `json:"files_added"`
-	FilesCopied       int      `json:"files_page_copied"`
-	FilesReencoded    int      `json:"files_reencoded"`
-	// Pages counts the pages of page-copied rewrite files by path.
-	Pages         lancewrite.PathStats `json:"pages"`
-	RowsRewritten uint64               `json:"rows_rewritten"`
-	// RowsIndexed are the rows index catch-ups added to indices;
-	// IndexSegments the segments they wrote.
-	RowsIndexed    uint64 `json:"rows_indexed,omitempty"`
-	IndexSegments  int    `json:"index_segments_written,omitempty"`
-	BytesRead      int64  `json:"bytes_read"`
-	BytesWritten   int64  `json:"bytes_written"`
-	TasksCommitted int    `json:"tasks_committed"`
-	TasksStale     int    `json:"tasks_stale"`
-	TasksFailed    int    `json:"tasks_failed"`
-	Conflicts      struct {
-		Rebased      int `json:"rebased"`
-		Retryable    int `json:"retryable"`
-		Incompatible int `json:"incompatible"`
-	} `json:"conflicts"`
+	Counts
 	Dropped []Dropped `json:"dropped,omitempty"`
 	// Quarantined are fragments found corrupt in this run.
 	Quarantined []quarantine.Mark `json:"quarantined,omitempty"`
@@ -43,6 +20,60 @@ type Summary struct {
 	QuarantinedIndices []quarantine.IndexMark `json:"quarantined_indices,omitempty"`
 	Errors             []string               `json:"errors,omitempty"`
 	Duration           string                 `json:"duration"`
+}
+
+// Counts are the counters of a Compact run (in its JSON, inline).
+type Counts struct {
+	FragmentsRemoved  int `json:"fragments_removed"`
+	FragmentsAdded    int `json:"fragments_added"`
+	FragmentsRepacked int `json:"fragments_repacked"`
+	FilesRemoved      int `json:"files_removed"`
+	FilesAdded        int `json:"files_added"`
+	FilesCopied       int `json:"files_page_copied"`
+	FilesReencoded    int `json:"files_reencoded"`
+	// Pages counts the pages of page-copied rewrite files by path.
+	Pages         lancewrite.PathStats `json:"pages"`
+	RowsRewritten uint64               `json:"rows_rewritten"`
+	// RowsIndexed are the rows index catch-ups added to indices;
+	// IndexSegments the segments they wrote.
+	RowsIndexed    uint64    `json:"rows_indexed,omitempty"`
+	IndexSegments  int       `json:"index_segments_written,omitempty"`
+	BytesRead      int64     `json:"bytes_read"`
+	BytesWritten   int64     `json:"bytes_written"`
+	TasksCommitted int       `json:"tasks_committed"`
+	TasksStale     int       `json:"tasks_stale"`
+	TasksFailed    int       `json:"tasks_failed"`
+	Conflicts      Conflicts `json:"conflicts"`
+}
+
+// Conflicts counts the commit conflicts of a run by their outcome.
+type Conflicts struct {
+	Rebased      int `json:"rebased"`
+	Retryable    int `json:"retryable"`
+	Incompatible int `json:"incompatible"`
+}
+
+// Add accumulates o into c.
+func (c *Counts) Add(o Counts) {
+	c.FragmentsRemoved += o.FragmentsRemoved
+	c.FragmentsAdded += o.FragmentsAdded
+	c.FragmentsRepacked += o.FragmentsRepacked
+	c.FilesRemoved += o.FilesRemoved
+	c.FilesAdded += o.FilesAdded
+	c.FilesCopied += o.FilesCopied
+	c.FilesReencoded += o.FilesReencoded
+	c.Pages.Add(o.Pages)
+	c.RowsRewritten += o.RowsRewritten
+	c.RowsIndexed += o.RowsIndexed
+	c.IndexSegments += o.IndexSegments
+	c.BytesRead += o.BytesRead
+	c.BytesWritten += o.BytesWritten
+	c.TasksCommitted += o.TasksCommitted
+	c.TasksStale += o.TasksStale
+	c.TasksFailed += o.TasksFailed
+	c.Conflicts.Rebased += o.Conflicts.Rebased
+	c.Conflicts.Retryable += o.Conflicts.Retryable
+	c.Conflicts.Incompatible += o.Conflicts.Incompatible
 }
 
 func (s *Summary) noteReport(r *CommitReport) {
@@ -67,25 +98,29 @@ func (s *Summary) noteReport(r *CommitReport) {
 
 // noteJob adds a committed job's work to the summary.
 func (s *Summary) noteJob(j job.Job) {
+	s.Counts.Add(jobCounts(j))
+}
+
+// jobCounts is the work a committed job did.
+func jobCounts(j job.Job) Counts {
+	var c Counts
 	switch o := j.(type) {
 	case *job.RewriteOutput:
-		s.FragmentsRemoved += len(o.Group.Old)
-		s.FragmentsAdded += len(o.Group.New)
+		c.FragmentsRemoved = len(o.Group.Old)
+		c.FragmentsAdded = len(o.Group.New)
 		for _, f := range o.Group.Old {
-			s.FilesRemoved += len(f.GetFiles())
+			c.FilesRemoved += len(f.GetFiles())
 			if f.GetDeletionFile() != nil {
-				s.FilesRemoved++
+				c.FilesRemoved++
 			}
 		}
-		s.FilesAdded += len(o.Group.New)
-		s.FilesCopied += o.Copied
-		s.FilesReencoded += o.Reencoded
-		s.Pages.Add(o.Paths)
-		s.RowsRewritten += o.RowsWritten
-		s.BytesRead += o.BytesRead
-		s.BytesWritten += o.BytesWritten
+		c.FilesAdded = len(o.Group.New)
+		c.FilesCopied, c.FilesReencoded = o.Copied, o.Reencoded
+		c.Pages = o.Paths
+		c.RowsRewritten = o.RowsWritten
+		c.BytesRead, c.BytesWritten = o.BytesRead, o.BytesWritten
 	case *job.RepackOutput:
-		s.FragmentsRepacked++
+		c.FragmentsRepacked = 1
 		before := map[string]bool{}
 		for _, f := range o.Result.Base.GetFiles() {
 			before[f.GetPath()] = true
@@ -94,45 +129,25 @@ func (s *Summary) noteJob(j job.Job) {
 			if before[f.GetPath()] {
 				delete(before, f.GetPath())
 			} else {
-				s.FilesAdded++
+				c.FilesAdded++
 			}
 		}
-		s.FilesRemoved += len(before)
-		s.FilesCopied += o.Copied
-		s.FilesReencoded += o.Reencoded
-		s.BytesRead += o.BytesRead
-		s.BytesWritten += o.BytesWritten
+		c.FilesRemoved = len(before)
+		c.FilesCopied, c.FilesReencoded = o.Copied, o.Reencoded
+		c.BytesRead, c.BytesWritten = o.BytesRead, o.BytesWritten
 	case *job.CatchUpOutput:
-		s.RowsIndexed += o.Rows
-		s.IndexSegments++
-		s.BytesRead += o.BytesRead
-		s.BytesWritten += o.BytesWritten
+		c.RowsIndexed = o.Rows
+		c.IndexSegments = 1
+		c.BytesRead, c.BytesWritten = o.BytesRead, o.BytesWritten
 	}
+	return c
 }
 
 // Add adds a later run's counts on the same table to s (the read version
 // stays s's).
 func (s *Summary) Add(o *Summary) {
 	s.VersionsCommitted = append(s.VersionsCommitted, o.VersionsCommitted...)
-	s.FragmentsRemoved += o.FragmentsRemoved
-	s.FragmentsAdded += o.FragmentsAdded
-	s.FragmentsRepacked += o.FragmentsRepacked
-	s.FilesRemoved += o.FilesRemoved
-	s.FilesAdded += o.FilesAdded
-	s.FilesCopied += o.FilesCopied
-	s.FilesReencoded += o.FilesReencoded
-	s.Pages.Add(o.Pages)
-	s.RowsRewritten += o.RowsRewritten
-	s.RowsIndexed += o.RowsIndexed
-	s.IndexSegments += o.IndexSegments
-	s.BytesRead += o.BytesRead
-	s.BytesWritten += o.BytesWritten
-	s.TasksCommitted += o.TasksCommitted
-	s.TasksStale += o.TasksStale
-	s.TasksFailed += o.TasksFailed
-	s.Conflicts.Rebased += o.Conflicts.Rebased
-	s.Conflicts.Retryable += o.Conflicts.Retryable
-	s.Conflicts.Incompatible += o.Conflicts.Incompatible
+	s.Counts.Add(o.Counts)
 	s.Dropped = append(s.Dropped, o.Dropped...)
 	s.Quarantined = append(s.Quarantined, o.Quarantined...)
 	s.QuarantinedIndices = append(s.QuarantinedIndices, o.QuarantinedIndices...)
