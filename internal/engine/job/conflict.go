@@ -80,54 +80,97 @@ func intersects(ids []uint64, set map[uint64]bool) (uint64, bool) {
 	return 0, false
 }
 
+// opClass groups the operations of a committed transaction by what they
+// do to the fragments of the table; both job kinds' conflict rules are
+// written against these groups.
+type opClass int
+
+const (
+	opUnknown opClass = iota
+	// opKeepsFragments adds or reserves fragments, or changes the schema
+	// projection, configuration or base paths: existing fragments keep
+	// their files.
+	opKeepsFragments
+	// opTouchesFragments modifies or removes existing fragments (the ids
+	// touchedFragments lists).
+	opTouchesFragments
+	opCreateIndex
+	opMerge
+	opReplacesTable
+	opMemWalState
+)
+
+func classOf(t *tablepb.Transaction) opClass {
+	switch t.GetOperation().(type) {
+	case *tablepb.Transaction_Append_, *tablepb.Transaction_ReserveFragments_,
+		*tablepb.Transaction_Project_, *tablepb.Transaction_Clone_,
+		*tablepb.Transaction_UpdateConfig_, *tablepb.Transaction_UpdateBases_:
+		return opKeepsFragments
+	case *tablepb.Transaction_Delete_, *tablepb.Transaction_Update_,
+		*tablepb.Transaction_Rewrite_, *tablepb.Transaction_DataReplacement_:
+		return opTouchesFragments
+	case *tablepb.Transaction_CreateIndex_:
+		return opCreateIndex
+	case *tablepb.Transaction_Merge_:
+		return opMerge
+	case *tablepb.Transaction_Overwrite_, *tablepb.Transaction_Restore_:
+		return opReplacesTable
+	case *tablepb.Transaction_UpdateMemWalState_:
+		return opMemWalState
+	}
+	return opUnknown
+}
+
 // ClassifyForRewrite checks a committed transaction against our Rewrite whose
 // old fragments are oldIDs (Lance's check_rewrite_txn, table A, for a Rewrite
 // that carries no fragment-reuse index).
 func ClassifyForRewrite(oldIDs map[uint64]bool, theirs *tablepb.Transaction) (Verdict, string) {
 	name := format.OperationName(theirs)
-	switch op := theirs.GetOperation().(type) {
-	case *tablepb.Transaction_Append_, *tablepb.Transaction_ReserveFragments_,
-		*tablepb.Transaction_Project_, *tablepb.Transaction_Clone_,
-		*tablepb.Transaction_UpdateConfig_, *tablepb.Transaction_UpdateMemWalState_,
-		*tablepb.Transaction_UpdateBases_:
+	switch classOf(theirs) {
+	case opKeepsFragments, opMemWalState:
 		return Compatible, name + " does not touch rewritten fragments"
-	case *tablepb.Transaction_Delete_, *tablepb.Transaction_Update_,
-		*tablepb.Transaction_Rewrite_, *tablepb.Transaction_DataReplacement_:
+	case opTouchesFragments:
 		if id, ok := intersects(touchedFragments(theirs), oldIDs); ok {
 			return Retryable, fmt.Sprintf("%s modified fragment %d that the rewrite replaces", name, id)
 		}
 		return Compatible, name + " touched other fragments"
-	case *tablepb.Transaction_Merge_:
+	case opMerge:
 		return Retryable, "Merge replaced the fragment list and schema"
-	case *tablepb.Transaction_CreateIndex_:
-		ci := op.CreateIndex
-		for _, idx := range ci.GetNewIndices() {
-			if idx.GetName() == fragReuseIndexName {
-				if len(ci.GetNewIndices()) == 1 && len(ci.GetRemovedIndices()) == 1 {
-					return Compatible, "CreateIndex swapped the fragment-reuse index one for one"
-				}
-				return Incompatible, "CreateIndex changed the fragment-reuse index"
-			}
-		}
-		for _, idx := range ci.GetNewIndices() {
-			if len(idx.GetFragmentBitmap()) == 0 {
-				return Retryable, fmt.Sprintf("CreateIndex %q has no fragment bitmap", idx.GetName())
-			}
-			bm, err := decodeBitmap(idx.GetFragmentBitmap())
-			if err != nil {
-				return Retryable, fmt.Sprintf("CreateIndex %q has an unreadable fragment bitmap: %v", idx.GetName(), err)
-			}
-			for id := range oldIDs {
-				if id <= 0xffffffff && bm.Contains(uint32(id)) {
-					return Retryable, fmt.Sprintf("CreateIndex %q covers rewritten fragment %d", idx.GetName(), id)
-				}
-			}
-		}
-		return Compatible, "CreateIndex covers other fragments"
-	case *tablepb.Transaction_Overwrite_, *tablepb.Transaction_Restore_:
+	case opCreateIndex:
+		return classifyIndexForRewrite(oldIDs, theirs.GetCreateIndex())
+	case opReplacesTable:
 		return Incompatible, name + " replaced the table"
 	}
 	return Incompatible, "unknown operation " + name
+}
+
+// classifyIndexForRewrite checks a committed CreateIndex against our
+// Rewrite of oldIDs: an index built over a rewritten fragment would point
+// at rows the rewrite moves.
+func classifyIndexForRewrite(oldIDs map[uint64]bool, ci *tablepb.Transaction_CreateIndex) (Verdict, string) {
+	for _, idx := range ci.GetNewIndices() {
+		if idx.GetName() == fragReuseIndexName {
+			if len(ci.GetNewIndices()) == 1 && len(ci.GetRemovedIndices()) == 1 {
+				return Compatible, "CreateIndex swapped the fragment-reuse index one for one"
+			}
+			return Incompatible, "CreateIndex changed the fragment-reuse index"
+		}
+	}
+	for _, idx := range ci.GetNewIndices() {
+		if len(idx.GetFragmentBitmap()) == 0 {
+			return Retryable, fmt.Sprintf("CreateIndex %q has no fragment bitmap", idx.GetName())
+		}
+		bm, err := decodeBitmap(idx.GetFragmentBitmap())
+		if err != nil {
+			return Retryable, fmt.Sprintf("CreateIndex %q has an unreadable fragment bitmap: %v", idx.GetName(), err)
+		}
+		for id := range oldIDs {
+			if id <= 0xffffffff && bm.Contains(uint32(id)) {
+				return Retryable, fmt.Sprintf("CreateIndex %q covers rewritten fragment %d", idx.GetName(), id)
+			}
+		}
+	}
+	return Compatible, "CreateIndex covers other fragments"
 }
 
 // ClassifyForRepack checks a committed transaction against our repack of the
@@ -139,23 +182,18 @@ func ClassifyForRewrite(oldIDs map[uint64]bool, theirs *tablepb.Transaction) (Ve
 // replace the table, or that we do not know, are final here.
 func ClassifyForRepack(frags map[uint64]bool, theirs *tablepb.Transaction) (Verdict, string) {
 	name := format.OperationName(theirs)
-	switch theirs.GetOperation().(type) {
-	case *tablepb.Transaction_Append_, *tablepb.Transaction_ReserveFragments_,
-		*tablepb.Transaction_Project_, *tablepb.Transaction_Clone_,
-		*tablepb.Transaction_UpdateConfig_, *tablepb.Transaction_UpdateBases_,
-		*tablepb.Transaction_CreateIndex_:
+	switch classOf(theirs) {
+	case opKeepsFragments, opCreateIndex:
 		return Compatible, name + " keeps fragment files"
-	case *tablepb.Transaction_Delete_, *tablepb.Transaction_Update_,
-		*tablepb.Transaction_DataReplacement_, *tablepb.Transaction_Rewrite_:
+	case opTouchesFragments:
 		if id, ok := intersects(touchedFragments(theirs), frags); ok {
 			// Decided by the fragment's state in the latest manifest.
 			return Compatible, fmt.Sprintf("%s touched fragment %d: rebase checks its files", name, id)
 		}
 		return Compatible, name + " touched other fragments"
-	case *tablepb.Transaction_Merge_:
+	case opMerge:
 		return Retryable, "Merge replaced the fragment list and schema"
-	case *tablepb.Transaction_Overwrite_, *tablepb.Transaction_Restore_,
-		*tablepb.Transaction_UpdateMemWalState_:
+	case opReplacesTable, opMemWalState:
 		return Incompatible, name + " replaced the table or its write state"
 	}
 	return Incompatible, "unknown operation " + name
