@@ -51,49 +51,58 @@ func (r remapper) Remap(ctx context.Context, req index.RemapRequest) (index.Rema
 	if err := r.Check(req.Segment); err != nil {
 		return out, err
 	}
+	names, remap, err := openRemap(ctx, req)
+	if err != nil {
+		return out, noRemapper(err)
+	}
 	var res RemapResult
+	err = index.WriteFiles(ctx, req.New, names, func(w []io.Writer) error {
+		var err error
+		res, err = remap(w)
+		return err
+	})
+	if err != nil {
+		return out, noRemapper(err)
+	}
+	out.Rows, out.Dropped = res.Rows, res.Dropped
+	return out, nil
+}
+
+// openRemap opens the old segment of req as its kind and returns the
+// names of the new segment's files and the remap that writes them, in
+// that order.
+func openRemap(ctx context.Context, req index.RemapRequest) ([]string, func([]io.Writer) (RemapResult, error), error) {
 	switch req.Kind {
 	case index.KindBTree:
 		lf, err := index.OpenSegmentFile(ctx, req.Old, BTreeLookupFileName)
 		if err != nil {
-			return out, noRemapper(err)
+			return nil, nil, err
 		}
 		df, err := index.OpenSegmentFile(ctx, req.Old, BTreeDataFileName)
 		if err != nil {
-			return out, noRemapper(err)
+			return nil, nil, err
 		}
 		bt, err := OpenBTree(lf, df)
 		if err != nil {
-			return out, noRemapper(err)
+			return nil, nil, err
 		}
-		err = index.WriteFiles(ctx, req.New, []string{BTreeDataFileName, BTreeLookupFileName}, func(w []io.Writer) error {
-			res, err = RemapBTree(ctx, bt, req.Mapping, w[0], w[1])
-			return err
-		})
-		if err != nil {
-			return out, noRemapper(err)
-		}
+		return []string{BTreeDataFileName, BTreeLookupFileName}, func(w []io.Writer) (RemapResult, error) {
+			return RemapBTree(ctx, bt, req.Mapping, w[0], w[1])
+		}, nil
 	case index.KindBitmap, index.KindLabelList:
 		f, err := index.OpenSegmentFile(ctx, req.Old, BitmapFileName)
 		if err != nil {
-			return out, noRemapper(err)
+			return nil, nil, err
 		}
 		bm, err := OpenBitmap(f)
 		if err != nil {
-			return out, noRemapper(err)
+			return nil, nil, err
 		}
-		err = index.WriteFiles(ctx, req.New, []string{BitmapFileName}, func(w []io.Writer) error {
-			res, err = RemapBitmap(ctx, bm, req.Mapping, w[0])
-			return err
-		})
-		if err != nil {
-			return out, noRemapper(err)
-		}
-	default:
-		return out, fmt.Errorf("%w: scalar kind %s", index.ErrNoRemapper, req.Kind)
+		return []string{BitmapFileName}, func(w []io.Writer) (RemapResult, error) {
+			return RemapBitmap(ctx, bm, req.Mapping, w[0])
+		}, nil
 	}
-	out.Rows, out.Dropped = res.Rows, res.Dropped
-	return out, nil
+	return nil, nil, fmt.Errorf("%w: scalar kind %s", index.ErrNoRemapper, req.Kind)
 }
 
 // noRemapper marks the layouts this package, the Lance file reader or the
