@@ -8,38 +8,11 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/lanced-dev/lanced/internal/store/storetest"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
-
-// gcsOpRecorder records the GCS API method of every request before the
-// emulator serves it, with the object name or list prefix it touched.
-type gcsOpRecorder struct {
-	next http.Handler
-	mu   sync.Mutex
-	ops  map[string]int
-	keys []string
-}
-
-func (r *gcsOpRecorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	op, key := gcsOperation(req)
-	r.mu.Lock()
-	if r.ops != nil {
-		r.ops[op]++
-		r.keys = append(r.keys, key)
-	}
-	r.mu.Unlock()
-	r.next.ServeHTTP(w, req)
-}
-
-func (r *gcsOpRecorder) start() {
-	r.mu.Lock()
-	r.ops, r.keys = map[string]int{}, nil
-	r.mu.Unlock()
-}
 
 // gcsOperation names a request's JSON-API method
 // (https://cloud.google.com/storage/docs/json_api/v1/objects) and the
@@ -152,7 +125,10 @@ func documentedGCSRole(t *testing.T) (perms []string, condition string) {
 // condition requires.
 func TestGCSOperationsMatchDocumentedLeastPrivilege(t *testing.T) {
 	oracle.Require(t)
-	rec := &gcsOpRecorder{}
+	rec := &opRecorder{name: func(req *http.Request) (string, []string) {
+		op, key := gcsOperation(req)
+		return op, []string{key}
+	}}
 	gcs := storetest.StartGCSWith(t, func(h http.Handler) http.Handler {
 		rec.next = h
 		return rec
@@ -167,9 +143,7 @@ func TestGCSOperationsMatchDocumentedLeastPrivilege(t *testing.T) {
 
 	rec.start()
 	compactAndCleanup(t, uris)
-	rec.mu.Lock()
-	ops, keys := rec.ops, rec.keys
-	rec.mu.Unlock()
+	ops, keys := rec.recorded()
 	t.Logf("GCS operations during compact + cleanup: %v", ops)
 	documented, cond := documentedGCSRole(t)
 	checkPrivileges(t, ops, func(op string) []string { return gcsPermissions[op] },

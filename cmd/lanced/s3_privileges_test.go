@@ -21,31 +21,19 @@ import (
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
-// s3OpRecorder records the S3 API operation of every request before the
-// emulator serves it, with the object key or list prefix it touched.
-type s3OpRecorder struct {
+// opRecorder records the API operation of every request before the
+// emulator serves it, with the object keys or list prefix it touched, as
+// name says them.
+type opRecorder struct {
 	next http.Handler
+	name func(*http.Request) (op string, keys []string)
 	mu   sync.Mutex
 	ops  map[string]int
 	keys []string // bucket-relative keys and list prefixes
 }
 
-func (r *s3OpRecorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	op, key := s3Operation(req)
-	keys := []string{key}
-	if op == "DeleteObjects" {
-		// The keys are in the body: read them and hand the body on.
-		body, _ := io.ReadAll(req.Body)
-		req.Body = io.NopCloser(bytes.NewReader(body))
-		var del struct {
-			Objects []struct{ Key string } `xml:"Object"`
-		}
-		_ = xml.Unmarshal(body, &del)
-		keys = keys[:0]
-		for _, o := range del.Objects {
-			keys = append(keys, o.Key)
-		}
-	}
+func (r *opRecorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	op, keys := r.name(req)
 	r.mu.Lock()
 	if r.ops != nil {
 		r.ops[op]++
@@ -55,10 +43,39 @@ func (r *s3OpRecorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.next.ServeHTTP(w, req)
 }
 
-func (r *s3OpRecorder) start() {
+// start clears what was recorded and starts recording.
+func (r *opRecorder) start() {
 	r.mu.Lock()
 	r.ops, r.keys = map[string]int{}, nil
 	r.mu.Unlock()
+}
+
+// recorded is what was recorded since start.
+func (r *opRecorder) recorded() (map[string]int, []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ops, r.keys
+}
+
+// s3Keys names a request's S3 operation and the keys it touched: the key
+// or list prefix, or for DeleteObjects the keys in its body (read and
+// handed on).
+func s3Keys(req *http.Request) (string, []string) {
+	op, key := s3Operation(req)
+	if op != "DeleteObjects" {
+		return op, []string{key}
+	}
+	body, _ := io.ReadAll(req.Body)
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	var del struct {
+		Objects []struct{ Key string } `xml:"Object"`
+	}
+	_ = xml.Unmarshal(body, &del)
+	keys := []string{}
+	for _, o := range del.Objects {
+		keys = append(keys, o.Key)
+	}
+	return op, keys
 }
 
 // s3Operation names a path-style request's S3 API operation and the key
@@ -177,7 +194,7 @@ func TestS3OperationsMatchDocumentedLeastPrivilege(t *testing.T) {
 	if err := mem.CreateBucket(storetest.BucketName); err != nil {
 		t.Fatal(err)
 	}
-	rec := &s3OpRecorder{next: gofakes3.New(mem, gofakes3.WithAutoBucket(false)).Server()}
+	rec := &opRecorder{next: gofakes3.New(mem, gofakes3.WithAutoBucket(false)).Server(), name: s3Keys}
 	srv := httptest.NewServer(rec)
 	defer srv.Close()
 	s3 := &storetest.S3Server{Endpoint: srv.URL}
@@ -191,9 +208,7 @@ func TestS3OperationsMatchDocumentedLeastPrivilege(t *testing.T) {
 
 	rec.start()
 	compactAndCleanup(t, uris)
-	rec.mu.Lock()
-	ops, keys := rec.ops, rec.keys
-	rec.mu.Unlock()
+	ops, keys := rec.recorded()
 	t.Logf("S3 operations during compact + cleanup: %v", ops)
 	documented, resources := documentedS3Policy(t)
 	checkPrivileges(t, ops, func(op string) []string {
