@@ -36,7 +36,7 @@ func TestCompactCatchUpSurvivesKill9(t *testing.T) {
 		{"op": "delete", "where": "id >= 3000 AND id % 9 = 1"},
 	})
 	pre := oracle.Inspect(t, base, 0)
-	if ix := indexByNameReport(t, pre, "vec_idx"); ix.UnindexedRows == 0 {
+	if ix := pre.Index(t, "vec_idx"); ix.UnindexedRows == 0 {
 		t.Fatalf("setup: nothing unindexed: %+v", ix)
 	}
 	wantDigest, wantRows := rowsDigest(oracle.Scan(t, base, 0, nil))
@@ -79,7 +79,7 @@ func TestCompactCatchUpSurvivesKill9(t *testing.T) {
 					t.Fatalf("version %d reads %d rows (want %d) or other content after the kill", v, n, wantRows)
 				}
 			}
-			ix := indexByNameReport(t, after, "vec_idx")
+			ix := after.Index(t, "vec_idx")
 			if ix.IndexedRows+ix.UnindexedRows != int64(wantRows) {
 				t.Fatalf("after the kill: %+v, %d rows", ix, wantRows)
 			}
@@ -122,7 +122,7 @@ func TestCompactCatchUpSurvivesKill9(t *testing.T) {
 				t.Fatalf("compact after the crash: %s", out.String())
 			}
 			final := oracle.Inspect(t, path, 0)
-			if ix := indexByNameReport(t, final, "vec_idx"); ix.UnindexedRows != 0 || ix.IndexedRows != int64(wantRows) {
+			if ix := final.Index(t, "vec_idx"); ix.UnindexedRows != 0 || ix.IndexedRows != int64(wantRows) {
 				t.Fatalf("after the follow-up run: %+v", ix)
 			}
 			if d, n := rowsDigest(oracle.Scan(t, path, 0, nil)); n != wantRows || d != wantDigest {
@@ -130,21 +130,10 @@ func TestCompactCatchUpSurvivesKill9(t *testing.T) {
 			}
 			search(path)
 			oracle.RunOps(t, path, []oracle.Op{{"op": "add", "rows": 50, "seed": 9}, {"op": "optimize"}})
-			if ix := indexByNameReport(t, oracle.Inspect(t, path, 0), "vec_idx"); ix.UnindexedRows != 0 {
+			if ix := oracle.Inspect(t, path, 0).Index(t, "vec_idx"); ix.UnindexedRows != 0 {
 				t.Fatalf("after real Lance's append and optimize: %+v", ix)
 			}
 			t.Logf("%s: unindexed after the kill %d; %d orphan file(s) removed, %d referenced kept", point, ix.UnindexedRows, len(orphans), len(kept))
 		})
 	}
-}
-
-func indexByNameReport(t *testing.T, r oracle.Report, name string) oracle.Index {
-	t.Helper()
-	for _, ix := range r.Indices {
-		if ix.Name == name {
-			return ix
-		}
-	}
-	t.Fatalf("real Lance lists no index %s: %+v", name, r.Indices)
-	return oracle.Index{}
 }

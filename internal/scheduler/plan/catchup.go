@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/RoaringBitmap/roaring/v2"
 
@@ -150,6 +151,43 @@ func joinAll(s []string) string {
 	out := ""
 	for _, v := range s {
 		out = joinReason(out, v)
+	}
+	return out
+}
+
+// catchUpFirst returns excluded with, added, the unindexed fragments of every
+// index whose explicit bound (max_unindexed_rows or max_unindexed_fraction)
+// is passed and that lanced catches up: those are caught up by this plan
+// and compacted once indexed (their rewrite remaps the index). Compacting
+// them first, as Lance's optimize() orders it, lets a live writer starve
+// the catch-up: each plan rewrites the last rewrite's unindexed output
+// together with the newest appends, so those rows are never indexed. With
+// no bound set the rewrite comes first.
+func catchUpFirst(ic *indexCoverage, frags []*tablepb.DataFragment, pol policy.Effective, mode string, excluded []string) []string {
+	if pol.Index.MaxUnindexedRows.Value == 0 && pol.Index.MaxUnindexedFraction.Value == 0 {
+		return excluded
+	}
+	pre := indexDecisions(ic, frags, make([]bool, len(frags)), mode, false)
+	catchUpDecisions(ic, frags, pre, pol)
+	pos := map[uint64]int{}
+	for i, f := range frags {
+		pos[f.GetId()] = i
+	}
+	out, cloned := excluded, false
+	for _, d := range pre {
+		if d.CatchUp == nil || d.CatchUp.Action != CatchUpPlanned {
+			continue
+		}
+		for _, id := range d.CatchUp.Fragments {
+			i, ok := pos[id]
+			if !ok || out[i] != "" {
+				continue
+			}
+			if !cloned {
+				out, cloned = slices.Clone(excluded), true
+			}
+			out[i] = fmt.Sprintf("caught up into %s before it is compacted (%s)", d.Name, d.CatchUp.Reason)
+		}
 	}
 	return out
 }

@@ -171,18 +171,22 @@ func planRewrites(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []s
 	}
 	costs := make([]*Cost, len(frags))
 	density := rowDensity(frags)
+	binExcluded := excluded
+	if !stable && pol.Scope.Value == policy.ScopeAll {
+		binExcluded = catchUpFirst(ic, frags, pol, coverage, excluded)
+	}
 	tasks := planBins(frags, ic, rewriteOpts{
 		target:      target,
 		materialize: c.MaterializeDeletions.Value && threshold < 1,
 		threshold:   float32(threshold),
 		minReclaim:  c.MinReclaimRatio.Value,
-	}, excluded, reasons, costs)
+	}, binExcluded, reasons, costs)
 	for i, cost := range costs {
 		if cost != nil {
 			p.Decisions[i].Cost = cost
 		}
 	}
-	tasks = protectLastCoverage(ic, frags, tasks, coverage, stable, excluded, reasons)
+	tasks = protectLastCoverage(ic, frags, tasks, coverage, stable, binExcluded, reasons)
 	for _, task := range tasks {
 		var ids []uint64
 		var rows, physical, bytes uint64

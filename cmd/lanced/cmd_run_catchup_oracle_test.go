@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lanced-dev/lanced/testenv/oracle"
+)
+
+// TestDaemonKeepsIndexCaughtUpUnderRealLanceWriter runs `lanced run`
+// (embedded NATS, poll source every second, debounce 100ms) with the policy
+// bound index.max_unindexed_rows = 300 over a table real Lance built with an
+// IVF_PQ on vec and a BTree on id, while a real-Lance writer appends 60
+// rows about every second. Unindexed rows are sampled through real Lance's
+// indexStats over the run. Every sample of the vector index must be within
+// the bound plus the rows appended in the settle window before it (what the
+// daemon has had no time yet to see: poll, debounce, catch-up, commit);
+// after the writer stops and one settle window passes, the vector index
+// must be within the bound itself. The figures (unindexed rows over time)
+// are in the test log. The BTree's figures are logged; its bound is
+// asserted when lanced catches BTree indices up. 40 s of writing by
+// default; LANCED_SOAK=1 writes for 5 minutes.
+func TestDaemonKeepsIndexCaughtUpUnderRealLanceWriter(t *testing.T) {
+	oracle.Require(t)
+	const bound, batch = 300, 60
+	settle := 12 * time.Second
+	writing := 40 * time.Second
+	if os.Getenv("LANCED_SOAK") == "1" {
+		writing = 5 * time.Minute
+	}
+	root := t.TempDir()
+	tables := filepath.Join(root, "tables")
+	path := oracle.Build(t, "sized-1x3000-v32-t0-d0", tables)
+	oracle.RunOps(t, path, []oracle.Op{
+		{"op": "create_index", "column": "vec", "type": "ivf_pq", "name": "vec_idx", "options": map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}},
+		{"op": "create_index", "column": "id", "type": "btree", "name": "id_idx"},
+	})
+	pols := filepath.Join(root, "policies")
+	if err := os.MkdirAll(pols, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(pols, "p.hcl"), []byte(fmt.Sprintf("defaults {\n  index {\n    max_unindexed_rows = %d\n  }\n}\n", bound)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logs, stop := startInProcessDaemon(t, "--config", writeTestDaemonConfig(t, root, ""))
+	defer stop()
+
+	type appended struct {
+		at   time.Time
+		rows int
+	}
+	var mu sync.Mutex
+	var appends []appended
+	ctx, cancel := context.WithTimeout(context.Background(), writing)
+	defer cancel()
+	werr := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		defer close(werr)
+		for seed := 100; ctx.Err() == nil; seed++ {
+			if _, err := oracle.RunOpsContext(context.Background(), path, []oracle.Op{{"op": "add", "rows": batch, "seed": seed}}); err != nil {
+				werr <- err
+				return
+			}
+			mu.Lock()
+			appends = append(appends, appended{time.Now(), batch})
+			mu.Unlock()
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}()
+	// recentRows is the rows appended in the settle window before at.
+	recentRows := func(at time.Time) (n int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, a := range appends {
+			if a.at.After(at.Add(-settle)) && !a.at.After(at) {
+				n += int64(a.rows)
+			}
+		}
+		return n
+	}
+	type sample struct {
+		at                   time.Duration
+		rows, vec, id, allow int64
+		vecSegs              int
+	}
+	var samples []sample
+	check := func(final bool) sample {
+		r := oracle.Inspect(t, path, 0)
+		now := time.Now()
+		v, b := r.Index(t, "vec_idx"), r.Index(t, "id_idx")
+		s := sample{at: now.Sub(start), rows: r.Rows, vec: v.UnindexedRows, id: b.UnindexedRows, vecSegs: int(v.Segments), allow: bound + recentRows(now)}
+		if final {
+			s.allow = bound
+		}
+		samples = append(samples, s)
+		t.Logf("t=%5.1fs rows %6d  vec_idx unindexed %4d (%d segments, allowed %4d)  id_idx unindexed %4d", s.at.Seconds(), s.rows, s.vec, s.vecSegs, s.allow, s.id)
+		return s
+	}
+	var over []sample
+	for ctx.Err() == nil {
+		if s := check(false); s.vec > s.allow {
+			over = append(over, s)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(2 * time.Second):
+		}
+	}
+	for err := range werr {
+		t.Fatalf("real-Lance writer: %v", err)
+	}
+	time.Sleep(settle)
+	final := check(true)
+	stop()
+
+	catchUps := 0
+	for _, l := range logs.lines() {
+		msg, _ := l["msg"].(string)
+		kind, _ := l["kind"].(string)
+		if msg == "version committed" {
+			t.Logf("%v: version %v committed: %s, read version %v, %v task(s)", l["time"], l["version"], kind, l["read_version"], l["tasks"])
+			if kind == "create_index" {
+				catchUps++
+			}
+		}
+		if l["level"] == "ERROR" {
+			t.Errorf("daemon log: %v", l)
+		}
+	}
+	var peak int64
+	for _, s := range samples {
+		peak = max(peak, s.vec)
+	}
+	mu.Lock()
+	n := len(appends)
+	mu.Unlock()
+	t.Logf("writer: %d appends of %d rows in %s; %d samples, vec_idx unindexed peak %d, final %d (bound %d); %d catch-up commits", n, batch, writing, len(samples), peak, final.vec, bound, catchUps)
+	if len(over) > 0 {
+		t.Fatalf("vec_idx over the bound plus the settle window's appends: %+v", over)
+	}
+	if final.vec > bound {
+		t.Fatalf("vec_idx %d unindexed %s after the writer stopped (bound %d)", final.vec, settle, bound)
+	}
+	if catchUps == 0 || n*batch <= bound {
+		t.Fatalf("no catch-up committed (%d) or too few appends (%d)", catchUps, n)
+	}
+}
