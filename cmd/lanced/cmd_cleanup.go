@@ -14,6 +14,7 @@ import (
 	"github.com/lanced-dev/lanced/internal/engine/cleanup"
 	"github.com/lanced-dev/lanced/internal/engine/hold"
 	"github.com/lanced-dev/lanced/internal/engine/journal"
+	"github.com/lanced-dev/lanced/internal/engine/progress"
 	"github.com/lanced-dev/lanced/internal/store"
 )
 
@@ -36,8 +37,10 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.Var(durationFlag{&unverified}, "unverified-after", "delete never-referenced files only once they are this old; 0 = at once, only safe with no other writer (default 7d)")
 	rateFlag := fs.Float64("delete-rate", 0, "maximum deletes per second (0: unlimited)")
 	errTagged := fs.Bool("error-if-tagged", false, "fail instead of silently keeping tagged versions that are old enough to clean")
+	progressEvery := defaultProgressEvery
+	fs.Var(durationFlag{&progressEvery}, "progress-every", "without a terminal (or with --json), log a progress line this often; 0: no progress")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: lanced cleanup URI [--dry-run] [--json] [--older-than D] [--keep-versions N] [--unverified-after D] [--delete-rate N]")
+		fmt.Fprintln(stderr, "usage: lanced cleanup URI [--dry-run] [--json] [--older-than D] [--keep-versions N] [--unverified-after D] [--delete-rate N] [--progress-every D]")
 		fs.PrintDefaults()
 	}
 	arg, err := oneArg(fs, args)
@@ -83,7 +86,14 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	plan, res, err := c.Run(ctx, b, opts, *dryRun)
+	// Progress counts the deletes (files and bytes), known once planned.
+	prog := progress.NewCounter()
+	stop := func() {}
+	if !*dryRun {
+		stop = showProgress(stderr, prog, "cleanup", "files", *asJSON, progressEvery)
+	}
+	plan, res, err := c.Run(progress.With(ctx, prog), b, opts, *dryRun)
+	stop()
 	if plan == nil {
 		return err
 	}

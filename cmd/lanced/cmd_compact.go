@@ -13,6 +13,7 @@ import (
 	"github.com/lanced-dev/lanced/internal/engine/hold"
 	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/engine/journal"
+	"github.com/lanced-dev/lanced/internal/engine/progress"
 	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/scheduler/plan"
@@ -36,8 +37,10 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	batch := fs.Int("commit-batch", 0, "commit every N tasks of a kind (default: the policy's commit_batch_tasks, else all at once)")
 	verbose := fs.Bool("v", false, "log progress to stderr")
 	dryRun := fs.Bool("dry-run", false, "plan only and change nothing (the same as lanced plan)")
+	progressEvery := defaultProgressEvery
+	fs.Var(durationFlag{&progressEvery}, "progress-every", "without a terminal (or with --json), log a progress line this often; 0: no progress")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: lanced compact URI [--policy DIR] [--scope all|rewrite|repack|index] [--json] [--commit-batch N] [-v] [--dry-run]")
+		fmt.Fprintln(stderr, "usage: lanced compact URI [--policy DIR] [--scope all|rewrite|repack|index] [--json] [--commit-batch N] [-v] [--dry-run] [--progress-every D]")
 		fs.PrintDefaults()
 	}
 	arg, err := oneArg(fs, args)
@@ -96,6 +99,14 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	keeper := journal.NewKeeper("lanced-compact", "", log)
 	opts := engine.CompactOptions{CommitBatchTasks: n, Logger: log, Journal: keeper}
+	// Progress counts the rows and bytes the tasks read (see
+	// engine.TaskSize); a run after the first adds its own.
+	prog := progress.NewCounter()
+	stop := func() {}
+	if len(p.Tasks()) > 0 {
+		stop = showProgress(stderr, prog, "compact", "rows", *asJSON, progressEvery)
+	}
+	ctx = progress.With(ctx, prog)
 	sum, err := engine.Compact(ctx, tbl, m, p.Tasks(), opts)
 	if err == nil && len(sum.QuarantinedIndices) > 0 {
 		// The rewrites an unremappable index segment covered were
@@ -109,6 +120,7 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		// indexes after it compacts.
 		err = compactAgain(ctx, tbl, uri, set, *scope, sum, p, opts, true)
 	}
+	stop()
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

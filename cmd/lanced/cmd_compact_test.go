@@ -164,8 +164,9 @@ func TestCompactSurvivesKill9(t *testing.T) {
 		t.Logf("%s: %d orphan file(s) removed", point, len(orphans))
 		// The next run finishes the job.
 		out.Reset()
-		if code := runMain([]string{"compact", "--policy", polDir, "--json", uri}, &out, &out); code != 0 {
-			t.Fatalf("%s: compact after the crash: %s", point, out.String())
+		var errb bytes.Buffer
+		if code := runMain([]string{"compact", "--policy", polDir, "--json", uri}, &out, &errb); code != 0 {
+			t.Fatalf("%s: compact after the crash: %s%s", point, out.String(), errb.String())
 		}
 		var sum engine.Summary
 		if err := json.Unmarshal(out.Bytes(), &sum); err != nil {

@@ -56,6 +56,7 @@ type runFlags struct {
 	workload                                                                           string
 	checkConfig                                                                        bool
 	taskDelay                                                                          time.Duration
+	progressEvery                                                                      time.Duration
 }
 
 func parseRunFlags(args []string, stderr io.Writer) (*runFlags, *flag.FlagSet, error) {
@@ -79,6 +80,8 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, *flag.FlagSet, e
 	fs.BoolVar(&f.checkConfig, "check-config", false, "validate the config file and policies, then exit")
 	fs.Var(durationFlag{&f.taskDelay}, "debug-task-delay", "testing aid: each task waits this long before working")
 	hideFlag("debug-task-delay")
+	fs.Var(durationFlag{&f.progressEvery}, "debug-progress-every", `testing aid: how often a running task logs "task in progress" (default 30s)`)
+	hideFlag("debug-progress-every")
 	fs.Usage = func() { printUsage(stderr, commands["run"], fs) }
 	if err := fs.Parse(args); err != nil {
 		return nil, fs, err
@@ -335,10 +338,12 @@ func (d *daemon) run(ctx context.Context) error {
 		TableInFlight: q.TableInFlight, MaxQueueDepth: q.MaxQueueDepth, CommitBatchTasks: q.CommitBatchTasks,
 		CommitMaxWait: q.CommitMaxWait, Replicas: q.Replicas,
 		Classify: engineClassify, Logger: baseLog, Registerer: reg, Holds: hold.Tables{Open: roots.OpenURI},
+		ProgressEvery: d.flags.progressEvery,
 	}, planner, exec, committer)
 	if err != nil {
 		return err
 	}
+	st.SetRunning(runningTasks(node))
 
 	stopPolicies, stopHUP := d.watchPolicies(log)
 	defer stopPolicies()
@@ -488,7 +493,7 @@ func (d *daemon) workload(nodeID string, log *slog.Logger, reg *prometheus.Regis
 		w := &inspectWorkload{stateDir: d.cfg.StateDir, node: func() string { return nodeID }, policies: d.currentPolicies, delay: d.flags.taskDelay, open: roots.OpenURI}
 		return w, w, w, func() {}, nil
 	}
-	w := &maintainWorkload{policies: d.currentPolicies, log: log, open: roots.OpenURI, reg: reg,
+	w := &maintainWorkload{policies: d.currentPolicies, log: log, open: roots.OpenURI, reg: reg, delay: d.flags.taskDelay,
 		quarantined: prometheus.NewCounter(prometheus.CounterOpts{Name: "lanced_fragments_quarantined_total",
 			Help: "Fragments found corrupt and quarantined (left out of maintenance until they change)."})}
 	if err := reg.Register(w.quarantined); err != nil {
@@ -498,7 +503,7 @@ func (d *daemon) workload(nodeID string, log *slog.Logger, reg *prometheus.Regis
 	if w.journal, w.cleanup, err = d.cleanupParts(nc, reg, log, roots.OpenURI); err != nil {
 		return nil, nil, nil, nil, err
 	}
-	return w, delayed{w, d.flags.taskDelay}, w, w.cleanup.Close, nil
+	return w, w, w, w.cleanup.Close, nil
 }
 
 // watchPolicies reloads the policies on fsnotify and SIGHUP (a bad edit
@@ -606,21 +611,4 @@ func (d *daemon) logReload(diags hcl.Diagnostics, applied bool) {
 		}
 		d.log.Error("policy reload rejected, keeping previous policies", "at", loc, "err", dg.Summary+": "+dg.Detail)
 	}
-}
-
-// delayed holds every task for d before running it (--debug-task-delay).
-type delayed struct {
-	scheduler.Executor
-	d time.Duration
-}
-
-func (x delayed) Execute(ctx context.Context, t scheduler.Task) (scheduler.Result, error) {
-	if x.d > 0 {
-		select {
-		case <-time.After(x.d):
-		case <-ctx.Done():
-			return scheduler.Result{}, context.Cause(ctx)
-		}
-	}
-	return x.Executor.Execute(ctx, t)
 }

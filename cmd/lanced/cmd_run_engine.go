@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/lanced-dev/lanced/internal/engine/cleanup"
 	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/engine/journal"
+	"github.com/lanced-dev/lanced/internal/engine/progress"
 	"github.com/lanced-dev/lanced/internal/engine/quarantine"
 	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
@@ -41,6 +43,9 @@ type maintainWorkload struct {
 	quarantined prometheus.Counter
 	// reg, if set, receives the tables' object-store metrics.
 	reg prometheus.Registerer
+	// delay holds each task this long after its size is known, before it
+	// works (--debug-task-delay: lets tests see a running task).
+	delay time.Duration
 }
 
 func (w *maintainWorkload) openTable(ctx context.Context, uri string) (*table.Table, *store.Bucket, error) {
@@ -145,6 +150,15 @@ func (w *maintainWorkload) Execute(ctx context.Context, st scheduler.Task) (sche
 	m, err := r.LoadReadVersion(ctx, t)
 	if err != nil {
 		return scheduler.Result{}, err
+	}
+	rows, bytes := engine.TaskSize(m.PB, t)
+	progress.Expect(ctx, rows, bytes)
+	if w.delay > 0 {
+		select {
+		case <-time.After(w.delay):
+		case <-ctx.Done():
+			return scheduler.Result{}, context.Cause(ctx)
+		}
 	}
 	p, err := r.Execute(ctx, m.PB, t)
 	if err != nil {

@@ -116,6 +116,14 @@ func printStatus(w io.Writer, s status.Snapshot, daemon bool) {
 			fmt.Fprintf(w, "root %s: %d tables, %s\n", r.URI, r.Tables, state)
 		}
 		fmt.Fprintf(w, "queue: %g pending, %g running, %g dead letters; %d lease(s)\n", s.Queue.Pending, s.Queue.Running, s.Queue.DeadLetters, len(s.Leases))
+		for _, rt := range s.Running {
+			eta := rt.ETA
+			if eta == "" {
+				eta = "-"
+			}
+			fmt.Fprintf(w, "running %s: %.1f%%, %d/%d rows, %s/%s, eta %s\n", rt.ID, rt.Percent, rt.RowsDone, rt.RowsTotal,
+				status.HumanBytes(rt.BytesDone), status.HumanBytes(rt.BytesTotal), eta)
+		}
 	}
 	for _, t := range s.Tables {
 		line := t.Summary()

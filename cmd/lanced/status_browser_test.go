@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -71,7 +72,10 @@ func artifactDir(t *testing.T) string {
 // DOM: both tables with the fragment counts `lanced stats` prints (and that
 // `lanced status` reports), a hold placed with `lanced holds place` shown
 // with its reason, gone after `lanced holds release`; the page's release
-// action is refused without an admin token. A screenshot is saved.
+// action is refused without an admin token. A screenshot is saved. While
+// a task runs (each is held 15s by --debug-task-delay) its progress shows in
+// the per-task gauges of /metrics, the page's running tasks and the "task
+// in progress" log lines; the gauges and the row go once none runs.
 func TestStatusPageInChromium(t *testing.T) {
 	oracle.Require(t)
 	browser := findBrowser()
@@ -87,11 +91,77 @@ func TestStatusPageInChromium(t *testing.T) {
 	}
 	addr := freeAddr(t)
 	cfgPath := writeTestDaemonConfig(t, root, addr)
-	logs, stop := startInProcessDaemon(t, "--config", cfgPath)
+	// Each task waits 15s once its size is known, so its progress can be
+	// seen; running tasks log their progress every 300ms.
+	logs, stop := startInProcessDaemon(t, "--config", cfgPath, "--debug-task-delay", "15s", "--debug-progress-every", "300ms")
 	defer stop()
 	base := "http://" + addr
 	waitUntil(t, 60*time.Second, "daemon ready", func() bool { code, _ := httpGet(base + "/readyz"); return code == 200 })
 	uris := []string{"file://" + a, "file://" + b}
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.NoFirstRun, chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 1600))
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(alloc)
+	defer cancelBrowser()
+	bctx, cancelTimeout := context.WithTimeout(bctx, 5*time.Minute)
+	defer cancelTimeout()
+
+	// load navigates to the page and evaluates expr in it.
+	load := func(expr string) string {
+		if _, err := chromedp.Run(bctx, chromedp.Navigate(base+"/")); err != nil {
+			t.Fatalf("load page: %v", err)
+		}
+		return evalJS[string](t, bctx, expr)
+	}
+	// Start the browser now: the first page load must not take a running
+	// task's window.
+	if _, err := chromedp.Run(bctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("start browser: %v", err)
+	}
+
+	// A running task shows its progress in /metrics (per-task gauges), on
+	// the page and in its "task in progress" log lines.
+	taskMetric := func() (string, float64) {
+		_, body := httpGet(base + "/metrics")
+		for _, l := range strings.Split(body, "\n") {
+			if rest, ok := strings.CutPrefix(l, "lanced_task_rows_total{"); ok {
+				i := strings.LastIndexByte(rest, ' ')
+				v, _ := strconv.ParseFloat(rest[i+1:], 64)
+				return rest[:i], v
+			}
+		}
+		return "", 0
+	}
+	var labels string
+	waitUntil(t, 60*time.Second, "a running task's lanced_task_rows_total", func() bool {
+		var v float64
+		labels, v = taskMetric()
+		return v > 0
+	})
+	if !strings.Contains(labels, `task_id="`) || !strings.Contains(labels, `table="file://`) || strings.Contains(labels, "?") {
+		t.Fatalf("task progress labels: %s", labels)
+	}
+	var rowsCell string
+	waitUntil(t, 30*time.Second, "a running task on the page", func() bool {
+		rowsCell = load(`Array.from(document.querySelectorAll('#running tr.task td.rows')).map(e => e.textContent).join(";")`)
+		return rowsCell != ""
+	})
+	var done, total int
+	if _, err := fmt.Sscanf(strings.Split(rowsCell, ";")[0], "%d / %d", &done, &total); err != nil || total <= 0 || done > total {
+		t.Fatalf("running task rows on the page: %q", rowsCell)
+	}
+	waitUntil(t, 30*time.Second, `"task in progress" with rows_total`, func() bool {
+		return logs.find("task in progress", func(l map[string]any) bool {
+			rt, _ := l["rows_total"].(float64)
+			_, hasDone := l["rows_done"]
+			_, hasBytes := l["bytes_total"]
+			return rt > 0 && hasDone && hasBytes
+		}) != nil
+	})
+
 	// Let maintenance settle: both tables committed by lanced, then quiet.
 	waitUntil(t, 90*time.Second, "both tables maintained", func() bool {
 		for _, u := range uris {
@@ -102,24 +172,12 @@ func TestStatusPageInChromium(t *testing.T) {
 		return true
 	})
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.NoFirstRun, chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 1600))
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(alloc)
-	defer cancelBrowser()
-	bctx, cancelTimeout := context.WithTimeout(bctx, 3*time.Minute)
-	defer cancelTimeout()
-
-	// load navigates to the page and evaluates expr in it.
-	load := func(expr string) string {
-		if _, err := chromedp.Run(bctx, chromedp.Navigate(base+"/")); err != nil {
-			t.Fatalf("load page: %v", err)
-		}
-		return evalJS[string](t, bctx, expr)
-	}
+	// Once maintenance is quiet no task runs: the series are gone and the
+	// page says so.
+	waitUntil(t, 120*time.Second, "no running task", func() bool {
+		l, _ := taskMetric()
+		return l == "" && load(`String(!!document.getElementById('no-running'))`) == "true"
+	})
 	fragmentsOnPage := func(uri string) (int, bool) {
 		txt := load(`(document.querySelector('tr[data-table="` + uri + `"] td.fragments') || {textContent: ""}).textContent`)
 		n, err := strconv.Atoi(strings.TrimSpace(txt))

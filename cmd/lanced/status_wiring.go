@@ -133,3 +133,22 @@ func natsLeases(nc *nats.Conn) func(ctx context.Context) ([]status.Lease, error)
 		return out, nil
 	}
 }
+
+// runningTasks maps the scheduler node's running tasks to the status
+// page's.
+func runningTasks(node *scheduler.Node) func() []status.Task {
+	return func() []status.Task {
+		var out []status.Task
+		for _, rt := range node.Running() {
+			p := rt.Progress
+			t := status.Task{Table: rt.Task.Table, ID: rt.Task.Key, Kind: rt.Task.Kind, Started: rt.Started,
+				RowsDone: uint64(p.ItemsDone), RowsTotal: uint64(p.ItemsTotal), BytesDone: uint64(p.BytesDone),
+				BytesTotal: uint64(p.BytesTotal), Percent: 100 * p.Fraction()}
+			if eta, ok := p.ETA(); ok {
+				t.ETA = eta.String()
+			}
+			out = append(out, t)
+		}
+		return out
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lanced-dev/lanced/internal/engine/progress"
 	"io"
 
 	"github.com/lanced-dev/lanced/internal/engine/failpoint"
@@ -102,6 +103,12 @@ func ExecuteRepack(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, t
 			out.Reencoded++
 		}
 		sourceOf[pf.Sources[0]] = df
+		var srcBytes int64
+		for _, sf := range srcs {
+			srcBytes += int64(sf.GetFileSizeBytes())
+		}
+		rows := int64(frag.GetPhysicalRows())
+		progress.Add(ctx, rows*int64(i+1)/int64(len(t.Files))-rows*int64(i)/int64(len(t.Files)), srcBytes)
 	}
 	removes := map[string]bool{}
 	for _, p := range t.Removes {

@@ -284,6 +284,7 @@ func (rw *rewriteRun) closeCur() error {
 func (rw *rewriteRun) reencode(frags []*tablepb.DataFragment) error {
 	items, stop := scanFragments(rw.ctx, rw.tbl, rw.fields, frags)
 	defer stop()
+	var fp *fragmentProgress
 	for it := range items {
 		switch {
 		case it.err != nil:
@@ -292,7 +293,13 @@ func (rw *rewriteRun) reencode(frags []*tablepb.DataFragment) error {
 			if err := rw.takeFragment(it.frag, it.deleted); err != nil {
 				return err
 			}
+			var dead uint64
+			if it.deleted != nil {
+				dead = it.deleted.GetCardinality()
+			}
+			fp = startFragment(rw.ctx, it.frag, dead)
 		default:
+			fp.add(it.rec.NumRows())
 			rw.out.RowsRead += uint64(it.rec.NumRows())
 			err := writeSplit(it.rec, rw.target, rw.maxBytes, &rw.cur, rw.openCur, rw.closeCur)
 			it.rec.Release()

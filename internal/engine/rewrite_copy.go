@@ -242,6 +242,7 @@ func filterGroup(ctx context.Context, tbl *table.Table, fields []*filepb.Field, 
 		srcs = append(srcs, lancewrite.FilterSource{CopySource: lancewrite.CopySource{R: ra, Size: ra.Size(), Name: key, File: df}, Deleted: d})
 	}
 	if live == 0 {
+		groupDone(ctx, g)
 		return true, newFragment(g, dels, "", lancewrite.Result{})
 	}
 	var paths lancewrite.PathStats
@@ -260,6 +261,7 @@ func filterGroup(ctx context.Context, tbl *table.Table, fields []*filepb.Field, 
 	if err := newFragment(g, dels, name, res); err != nil {
 		return false, err
 	}
+	groupDone(ctx, g)
 	out.Paths.Add(paths)
 	if paths.ColsCopied > 0 {
 		out.Copied++
@@ -318,6 +320,7 @@ func copyGroup(ctx context.Context, b *store.Bucket, g []*tablepb.DataFragment, 
 	if err := newFragment(g, name, res); err != nil {
 		return false, err
 	}
+	groupDone(ctx, g)
 	out.Copied++
 	return true, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/engine/journal"
+	"github.com/lanced-dev/lanced/internal/engine/progress"
 	"github.com/lanced-dev/lanced/internal/engine/quarantine"
 	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
@@ -83,6 +84,8 @@ func (r *Runner) Execute(ctx context.Context, m *tablepb.Manifest, t job.Task) (
 		return Pending{}, err
 	}
 	b := r.Table.Bucket()
+	tp := &taskProgress{next: ctx}
+	ctx = progress.With(ctx, tp)
 	jctx, jid := r.Journal.Begin(ctx, r.name(), b, t.Key())
 	stop := r.Journal.KeepAlive(ctx, b, jid)
 	defer stop()
@@ -118,6 +121,7 @@ func (r *Runner) Execute(ctx context.Context, m *tablepb.Manifest, t job.Task) (
 		}
 		return Pending{}, r.quarantine(ctx, m, t, err)
 	}
+	tp.finish(TaskSize(m, t))
 	return Pending{Job: j, JournalID: jid}, nil
 }
 
@@ -343,6 +347,10 @@ func Compact(ctx context.Context, tbl *table.Table, m *format.Manifest, tasks []
 	defer func() { sum.Duration = time.Since(start).Round(time.Millisecond).String() }()
 	if err := job.CheckDisjoint(tasks); err != nil {
 		return sum, err
+	}
+	for _, t := range tasks {
+		rows, bytes := TaskSize(m.PB, t)
+		progress.Expect(ctx, rows, bytes)
 	}
 	batch := opts.CommitBatchTasks
 	if batch <= 0 {

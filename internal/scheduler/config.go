@@ -77,6 +77,10 @@ type Config struct {
 	// engine and format sentinels). Optional.
 	Classify Classifier
 
+	// ProgressEvery is how often a running task logs "task in progress"
+	// with its rows and bytes done, totals and ETA. Default 30s.
+	ProgressEvery time.Duration
+
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 	// Now is the clock for leases. Default time.Now.
@@ -106,6 +110,7 @@ func (c *Config) setDefaults() {
 	def(&c.RetryBase, 2*time.Second)
 	def(&c.RetryMax, 5*time.Minute)
 	def(&c.TaskTimeout, 6*time.Hour)
+	def(&c.ProgressEvery, 30*time.Second)
 	def(&c.DrainTimeout, 30*time.Second)
 	def(&c.LeaseTTL, 30*time.Second)
 	def(&c.LeaseLinger, c.LeaseTTL/2)

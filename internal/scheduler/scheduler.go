@@ -77,6 +77,8 @@ type Node struct {
 	wake   chan struct{}
 	ready  atomic.Bool
 	depth  atomic.Int64
+
+	running running
 }
 
 // New sets up the streams, buckets and consumer on nc's JetStream and
@@ -114,6 +116,11 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config, p Planner, e Executor, 
 		wake:   make(chan struct{}, 1),
 	}
 	n.leases = &leaser{kv: q.leases, node: cfg.NodeID, ttl: cfg.LeaseTTL, now: cfg.Now}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(newProgressCollector(&n.running)); err != nil {
+			return nil, fmt.Errorf("register task progress metrics: %w", err)
+		}
+	}
 	return n, nil
 }
 

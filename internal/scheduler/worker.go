@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lanced-dev/lanced/internal/engine/progress"
 )
 
 // Executor runs one task. It must honour ctx (cancellation means: stop,
@@ -18,9 +20,6 @@ import (
 type Executor interface {
 	Execute(ctx context.Context, t Task) (Result, error)
 }
-
-// progressEvery is how often a long task logs that it is still running.
-const progressEvery = 30 * time.Second
 
 // runWorker pulls and executes tasks one at a time until stop is closed.
 // Executions started before stop run on taskBase, which the node cancels
@@ -80,12 +79,16 @@ func (n *Node) handle(base context.Context, m jetstream.Msg) {
 
 	ctx, cancel := context.WithCancelCause(base)
 	ctx, cancelTimeout := context.WithTimeout(ctx, n.cfg.TaskTimeout)
+	prog := n.running.add(t)
+	defer n.running.remove(t.Key)
+	ctx = progress.With(ctx, prog)
 	hbDone := make(chan struct{})
 	go func() {
 		defer close(hbDone)
 		tick := time.NewTicker(n.cfg.AckWait / 3)
 		defer tick.Stop()
-		began, lastLog := time.Now(), time.Now()
+		logTick := time.NewTicker(n.cfg.ProgressEvery)
+		defer logTick.Stop()
 		for {
 			select {
 			case <-ctx.Done():
@@ -95,10 +98,9 @@ func (n *Node) handle(base context.Context, m jetstream.Msg) {
 					cancel(fmt.Errorf("heartbeat: %w", err))
 					return
 				}
-				if time.Since(lastLog) >= progressEvery {
-					lastLog = time.Now()
-					log.Info("task in progress", "duration", time.Since(began).Round(time.Second))
-				}
+			case <-logTick.C:
+				s := prog.Snapshot()
+				log.Info("task in progress", append([]any{"duration", s.Elapsed.Round(time.Second)}, progressAttrs(s)...)...)
 			}
 		}
 	}()

@@ -29,6 +29,9 @@ type Config struct {
 	Leases func(ctx context.Context) ([]Lease, error)
 	// Ready is the daemon's readiness check (nil: always ready).
 	Ready func() error
+	// Running lists the tasks this node executes now, with their progress
+	// (nil: none shown; SetRunning sets it later).
+	Running func() []Task
 	// AdminToken enables the page's mutating actions and is then required
 	// by them; empty leaves the page read-only.
 	AdminToken string
@@ -66,6 +69,23 @@ type Queue struct {
 	LeasesHeld  float64 `json:"leases_held"`
 }
 
+// Task is one task this node executes now and how far it has come: rows
+// and bytes of input done of the totals (see package progress).
+type Task struct {
+	Table      string    `json:"table"`
+	ID         string    `json:"task_id"`
+	Kind       string    `json:"kind"`
+	Started    time.Time `json:"started"`
+	RowsDone   uint64    `json:"rows_done"`
+	RowsTotal  uint64    `json:"rows_total"`
+	BytesDone  uint64    `json:"bytes_done"`
+	BytesTotal uint64    `json:"bytes_total"`
+	// Percent done (by bytes when a byte total is known, else rows).
+	Percent float64 `json:"percent"`
+	// ETA is the estimated time left ("" until some work is done).
+	ETA string `json:"eta,omitempty"`
+}
+
 // Root is one configured table root and its last sweep.
 type Root struct {
 	URI       string    `json:"uri"`
@@ -84,6 +104,7 @@ type Snapshot struct {
 	Roots     []Root    `json:"roots"`
 	Tables    []Table   `json:"tables"`
 	Queue     Queue     `json:"queue"`
+	Running   []Task    `json:"running"`
 	Leases    []Lease   `json:"leases"`
 	Timeline  []Event   `json:"timeline"`
 	Errors    []Event   `json:"errors"`
@@ -133,6 +154,14 @@ func New(cfg Config) *Collector {
 	}
 	return &Collector{cfg: cfg, tables: map[string]*Table{}, seen: map[string]uint64{}, roots: map[string]*Root{},
 		lastMaint: map[string]time.Time{}, kick: make(chan string, 256), getHold: hold.Tables{}.Get}
+}
+
+// SetRunning sets the source of the running tasks shown (the scheduler
+// node, which is made after the collector).
+func (c *Collector) SetRunning(f func() []Task) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cfg.Running = f
 }
 
 // Seen records that a source announced version of table; a new table or
@@ -291,6 +320,15 @@ func (c *Collector) Snapshot(ctx context.Context) Snapshot {
 	slices.Reverse(s.Errors)
 	if c.cfg.Gatherer != nil {
 		s.Queue = queueFrom(c.cfg.Gatherer)
+	}
+	c.mu.Lock()
+	running := c.cfg.Running
+	c.mu.Unlock()
+	if running != nil {
+		s.Running = running()
+	}
+	if s.Running == nil {
+		s.Running = []Task{}
 	}
 	if c.cfg.Leases != nil {
 		if ls, err := c.cfg.Leases(ctx); err == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lanced-dev/lanced/internal/engine/progress"
 	"log/slog"
 	"strings"
 	"sync"
@@ -288,6 +289,13 @@ func (c *Cleaner) Execute(ctx context.Context, b *store.Bucket, plan *CleanupPla
 		lim = rate.NewLimiter(rate.Limit(opts.DeleteRate), max(1, int(opts.DeleteRate)))
 	}
 	total := len(plan.Files) + len(plan.Manifests)
+	var totalBytes int64
+	for _, ds := range [][]FileDecision{plan.Files, plan.Manifests} {
+		for _, d := range ds {
+			totalBytes += d.Size
+		}
+	}
+	progress.Expect(ctx, int64(total), totalBytes)
 	done := 0
 	size := c.batchSize
 	if lim != nil {
@@ -310,7 +318,9 @@ func (c *Cleaner) Execute(ctx context.Context, b *store.Bucket, plan *CleanupPla
 			if err := b.DeleteMany(ctx, keys); err != nil {
 				return err
 			}
+			var batchBytes int64
 			for _, d := range batch {
+				batchBytes += d.Size
 				res.BytesRemoved += d.Size
 				if manifests {
 					res.ManifestsDeleted++
@@ -326,6 +336,7 @@ func (c *Cleaner) Execute(ctx context.Context, b *store.Bucket, plan *CleanupPla
 				}
 			}
 			done += len(batch)
+			progress.Add(ctx, int64(len(batch)), batchBytes)
 			c.log.Info("cleanup progress", "table", b.URI(), "deleted", done, "total", total)
 		}
 		return nil
