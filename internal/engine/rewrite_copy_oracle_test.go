@@ -70,6 +70,12 @@ func TestRewriteCopyOracle(t *testing.T) {
 				t.Fatalf("want filtered and re-chunked or re-encoded pages, none copied: %+v", sum.Pages)
 			}
 
+			// file:// sources and outputs on one filesystem: the kept
+			// pages and surviving rows are copied in the kernel
+			// (copy_file_range), not read into lanced
+			if c.copied && sum.Pages.KernelBytes == 0 {
+				t.Fatalf("no bytes copied in the kernel: %+v", sum.Pages)
+			}
 			after := oracle.Inspect(t, path, 0)
 			if after.Rows != before.Rows || after.Fragments >= before.Fragments {
 				t.Fatalf("rows %d -> %d, fragments %d -> %d", before.Rows, after.Rows, before.Fragments, after.Fragments)

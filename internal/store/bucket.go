@@ -520,7 +520,7 @@ func (b *Bucket) NewWriter(ctx context.Context, key string) (io.WriteCloser, err
 		if err != nil {
 			return nil, done(err)
 		}
-		return &errWriter{w: w, b: b, key: key}, done(nil)
+		return &localErrWriter{errWriter{w: w, b: b, key: key}, w}, done(nil)
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	w, err := b.bkt.NewWriter(wctx, b.prefix+key, &blob.WriterOptions{ContentType: "application/octet-stream"})
@@ -590,6 +590,27 @@ func (e *errWriter) Close() error {
 	}
 	e.b.metrics.observe("write_close", start, err)
 	return err
+}
+
+// localErrWriter is a file:// writer: an errWriter that can also copy
+// byte ranges of local files in the kernel (lancewrite.RangeWriter).
+type localErrWriter struct {
+	errWriter
+	lw *localWriter
+}
+
+// CopyRange appends n bytes of src from off without them passing through
+// this process when src is a local file; false (nothing written) when it
+// cannot.
+func (e *localErrWriter) CopyRange(src io.ReaderAt, off, n int64) (bool, error) {
+	if e.closed {
+		return false, e.b.wrap("write", e.key, errors.New("writer already closed"))
+	}
+	ok, err := e.lw.CopyRange(src, off, n)
+	if err != nil {
+		err = e.b.wrap("write", e.key, err)
+	}
+	return ok, err
 }
 
 func (e *errWriter) Abort() error {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -23,6 +24,7 @@ type localWriter struct {
 	failed  bool
 	written int64 // bytes written
 	flushed int64 // bytes handed to startWriteback
+	noRange bool  // copy_file_range(2) refused this file: CopyRange says no
 }
 
 // writebackWindow is how many written bytes are handed to the kernel's
@@ -56,12 +58,61 @@ func (w *localWriter) Write(p []byte) (int, error) {
 	if err != nil {
 		w.failed = true
 	}
-	w.written += int64(n)
+	w.advance(int64(n))
+	return n, err
+}
+
+// advance counts n more bytes written and hands every writebackWindow of
+// them to the kernel's writeback.
+func (w *localWriter) advance(n int64) {
+	w.written += n
 	if w.written-w.flushed >= writebackWindow {
 		startWriteback(w.f, w.flushed, w.written-w.flushed)
 		w.flushed = w.written
 	}
-	return n, err
+}
+
+// maxCopyRange bounds one copy_file_range(2) call.
+const maxCopyRange = 1 << 30
+
+// CopyRange appends n bytes of src from offset off to the file without
+// them passing through this process (copy_file_range(2)), when src is a
+// local file (a ReaderAt of a file:// bucket, or an *os.File). It returns
+// false, having written nothing, when src is not a local file or the
+// kernel cannot copy between the two files (another filesystem, no
+// support): the caller then writes the bytes itself. A copy that fails
+// midway fails the writer, like a failed Write.
+func (w *localWriter) CopyRange(src io.ReaderAt, off, n int64) (bool, error) {
+	var sf *os.File
+	switch s := src.(type) {
+	case *fileReaderAt:
+		sf = s.f
+	case *os.File:
+		sf = s
+	}
+	if sf == nil || w.noRange || w.failed {
+		return false, nil
+	}
+	var done int64
+	for done < n {
+		at := off + done
+		k, err := copyFileRange(sf, &at, w.f, int(min(n-done, maxCopyRange)))
+		if err != nil && done == 0 && copyRangeUnsupported(err) {
+			w.noRange = true
+			return false, nil
+		}
+		if err == nil && k == 0 {
+			err = fmt.Errorf("copy [%d,+%d): source ends at %d: %w", off, n, off+done, io.ErrUnexpectedEOF)
+		}
+		if err != nil {
+			w.failed = true
+			w.advance(done)
+			return true, err
+		}
+		done += int64(k)
+	}
+	w.advance(n)
+	return true, nil
 }
 
 func (w *localWriter) Close() error {

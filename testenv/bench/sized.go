@@ -8,12 +8,14 @@ import (
 	"path/filepath"
 )
 
-// The issue-sized rewrite tables (oracle Sized scenarios, 10% of rows
-// deleted): 200 × 5000 rows with 128-d float32 vectors, a short text and
-// float64 columns (~0.5 GB); 180 × 5000 rows of 40-120-word prose (~0.4 GB,
-// text-heavy); and 800 × 5000 rows like the first (~2 GB).
+// The issue-sized rewrite tables (oracle Sized scenarios): 200 × 5000 rows
+// with 128-d float32 vectors, a short text and float64 columns, 10% of rows
+// deleted (~0.5 GB); 480 × 5000 rows of 40-120-word prose, 10% deleted
+// (text-heavy, ~0.4 GB as Lance stores it); the first table without
+// deletions (a clean rewrite: page copy, against cp + fsync); and 800 × 5000
+// rows like the first (~2 GB).
 var (
-	largeTables = []string{"sized-200x5000-v128-t5-d10", "sized-180x5000-v0-t80-d10"}
+	largeTables = []string{"sized-200x5000-v128-t5-d10", "sized-480x5000-v0-t80-d10", "sized-200x5000-v128-t5-d0"}
 	hugeTable   = "sized-800x5000-v128-t5-d10"
 )
 

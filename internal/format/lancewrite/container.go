@@ -44,16 +44,19 @@ func directEncoding(anyBytes []byte) *file2pb.Encoding {
 // container tracks the position in the output stream and writes aligned
 // buffers, then the metadata tail.
 type container struct {
-	w   io.Writer
-	pos int64
-	pad [bufferAlign]byte
-	err error
+	w      io.Writer
+	rw     RangeWriter // w, when it copies ranges of sources itself
+	kernel int64       // bytes w copied from sources itself (RangeWriter)
+	pos    int64
+	pad    [bufferAlign]byte
+	err    error
 	// extra holds the global buffers after buffer 0, in order (offset, size).
 	extra [][2]uint64
 }
 
 func newContainer(w io.Writer) *container {
 	c := &container{w: w}
+	c.rw, _ = w.(RangeWriter)
 	for i := range c.pad {
 		c.pad[i] = padByte
 	}
@@ -152,4 +155,23 @@ func (c *container) finish(fields []*filepb.Field, schemaMeta map[string][]byte,
 	copy(f[36:], magic)
 	c.write(tail[:])
 	return c.err
+}
+
+// pageRuns writes a page whose buffer 0 is runs of src (copied, see
+// copyRuns) and whose other buffers are bufs[1:], and returns its
+// metadata.
+func (c *container) pageRuns(src io.ReaderAt, name string, runs []byteRun, bufs [][]byte, rows, priority uint64, encodingAny []byte, buf []byte) *file2pb.ColumnMetadata_Page {
+	p := c.page(nil, rows, priority, encodingAny)
+	c.align()
+	p.BufferOffsets = append(p.BufferOffsets, uint64(c.pos))
+	start := c.pos
+	if err := c.copyRuns(src, name, runs, buf); err != nil && c.err == nil {
+		c.err = err
+	}
+	p.BufferSizes = append(p.BufferSizes, uint64(c.pos-start))
+	for _, b := range bufs[1:] {
+		p.BufferOffsets = append(p.BufferOffsets, c.buffer(b))
+		p.BufferSizes = append(p.BufferSizes, uint64(len(b)))
+	}
+	return p
 }

@@ -203,18 +203,8 @@ func (cp *copier) copyPage(src *openSource, p *file2pb.ColumnMetadata_Page, prio
 		size := p.GetBufferSizes()[i]
 		cp.c.align()
 		np.BufferOffsets[i] = uint64(cp.c.pos)
-		if cp.c.err != nil {
-			return nil, cp.c.err
-		}
-		n, err := io.CopyBuffer(writerFunc(func(b []byte) (int, error) {
-			cp.c.write(b)
-			return len(b), cp.c.err
-		}), io.NewSectionReader(src.R, int64(off), int64(size)), cp.buf)
-		if err != nil {
-			return nil, fmt.Errorf("lancewrite: copy %s buffer [%d,+%d): %w", src.Name, off, size, err)
-		}
-		if uint64(n) != size {
-			return nil, fmt.Errorf("lancewrite: copy %s buffer [%d,+%d): short read of %d bytes: %w", src.Name, off, size, n, io.ErrUnexpectedEOF)
+		if err := cp.c.copyRuns(src.R, src.Name, []byteRun{{off, size}}, cp.buf); err != nil {
+			return nil, err
 		}
 	}
 	return np, nil
@@ -297,6 +287,7 @@ func (cp *copier) finish(first *openSource, fields []*filepb.Field, rows uint64,
 		return Result{}, err
 	}
 	res.Size = cp.c.pos
+	res.KernelBytes = cp.c.kernel
 	res.Major, res.Minor = 2, 1
 	if first.f.Format == lancefile.Format20 {
 		res.Minor = 0

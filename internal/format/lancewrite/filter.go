@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"slices"
 	"sync"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -53,6 +52,7 @@ import (
 // ErrCopyUnsupported before anything is written to dst.
 func FilterConcat(ctx context.Context, dst io.Writer, fields []*filepb.Field, srcs []FilterSource, opts FilterOptions) (FilterResult, error) {
 	opts.defaults()
+	_, opts.direct = dst.(RangeWriter)
 	cs := make([]CopySource, len(srcs))
 	for i, s := range srcs {
 		cs[i] = s.CopySource
@@ -114,6 +114,8 @@ func FilterConcat(ctx context.Context, dst io.Writer, fields []*filepb.Field, sr
 	w.closed = true
 	res.NumRows = rows
 	res.Size = w.c.pos
+	res.KernelBytes = w.c.kernel
+	res.Paths.KernelBytes = w.c.kernel
 	res.Major, res.Minor = 2, 1
 	return res, nil
 }
@@ -167,6 +169,9 @@ type PathStats struct {
 	Reencoded  PathCount `json:"reencoded"`
 	Dropped    PathCount `json:"dropped"`
 	ColsCopied int       `json:"columns_copied"` // columns handled page by page (the others were re-encoded whole)
+	// KernelBytes of the output were copied from the sources by the
+	// destination itself (copy_file_range on local files), never read.
+	KernelBytes int64 `json:"kernel_copied_bytes"`
 }
 
 // Add accumulates o into s.
@@ -182,6 +187,7 @@ func (s *PathStats) Add(o PathStats) {
 	s.Dropped.Pages += o.Dropped.Pages
 	s.Dropped.Bytes += o.Dropped.Bytes
 	s.ColsCopied += o.ColsCopied
+	s.KernelBytes += o.KernelBytes
 }
 
 func (s *PathStats) count(p PagePath, bytes int64) {
@@ -235,6 +241,11 @@ type FilterOptions struct {
 	// OnPage, if set, is called for every output page and dropped source
 	// page (serially).
 	OnPage func(PageEvent)
+
+	// direct: the destination copies byte ranges of sources itself
+	// (RangeWriter), so filtered pages keep their surviving bytes as runs
+	// of the source instead of reading them.
+	direct bool
 }
 
 // DefaultTaskBudget is FilterOptions.BudgetBytes' default.
@@ -347,6 +358,8 @@ type outPage struct {
 	layout   []byte // Any(PageLayout) for bufs
 	src      *filterSrc
 	srcPage  *file2pb.ColumnMetadata_Page
+	runs     []byteRun  // buffer 0 is these bytes of runsOf (bufs[0] is nil)
+	runsOf   *filterSrc // the source of runs
 	rows     uint64
 	priority uint64
 	cost     int64 // bytes of bufs, held from the budget (dropped pages: source bytes, not held)
@@ -496,6 +509,8 @@ func runColumns(ctx context.Context, w *Writer, plans []*colPlan, opts FilterOpt
 				continue
 			}
 			np.Length = op.rows
+		} else if op.runs != nil {
+			np = w.c.pageRuns(op.runsOf.R, op.runsOf.Name, op.runs, op.bufs, op.rows, op.priority, op.layout, cp.buf)
 		} else if op.bufs != nil || op.layout != nil {
 			np = w.c.page(op.bufs, op.rows, op.priority, op.layout)
 		}
@@ -647,7 +662,7 @@ func (p *colPlan) run(ctx context.Context, out chan<- *outPage, bud *budget, opt
 				}
 				continue
 			}
-			ops, path, err := cutPage(s, pg, a, n)
+			ops, path, err := cutPage(s, pg, a, n, opts.direct)
 			if err != nil {
 				return fmt.Errorf("%s column %d page %d: %w", s.Name, p.srcCol[si], pi, err)
 			}
@@ -713,7 +728,7 @@ func addSlice(l *leaf, col arrow.Array, a, b uint64) error {
 // decode of the page: a full-zip page by its zipped rows (PathFilter), a
 // mini-block page by its chunks (PathRechunk). It returns nil when the page
 // must be re-encoded.
-func cutPage(s *filterSrc, pg *file2pb.ColumnMetadata_Page, a, n uint64) ([]*outPage, PagePath, error) {
+func cutPage(s *filterSrc, pg *file2pb.ColumnMetadata_Page, a, n uint64, direct bool) ([]*outPage, PagePath, error) {
 	anyEnc, err := lancefile.PageEncoding(pg.GetEncoding())
 	if err != nil {
 		return nil, 0, err
@@ -726,7 +741,7 @@ func cutPage(s *filterSrc, pg *file2pb.ColumnMetadata_Page, a, n uint64) ([]*out
 		ops, err := rechunkPage(s, pg, &pl, a, n)
 		return ops, PathRechunk, err
 	}
-	op, err := filterPage(s, pg, &pl, a, n)
+	op, err := filterPage(s, pg, &pl, a, n, direct)
 	if op == nil || err != nil {
 		return nil, 0, err
 	}
@@ -735,9 +750,11 @@ func cutPage(s *filterSrc, pg *file2pb.ColumnMetadata_Page, a, n uint64) ([]*out
 
 // filterPage cuts the deleted rows out of a full-zip page without
 // repetition (rows [a, a+n) of the source, some of them deleted). It
-// returns nil when the page's layout needs a decode.
-func filterPage(s *filterSrc, pg *file2pb.ColumnMetadata_Page, pl *enc21pb.PageLayout, a, n uint64) (*outPage, error) {
-	var err error
+// returns nil when the page's layout needs a decode. With direct, the
+// surviving rows' bytes stay in the source as runs for the destination to
+// copy itself; otherwise they are read (runs close together in one
+// request).
+func filterPage(s *filterSrc, pg *file2pb.ColumnMetadata_Page, pl *enc21pb.PageLayout, a, n uint64, direct bool) (*outPage, error) {
 	fz := pl.GetFullZipLayout()
 	if fz == nil || fz.GetBitsRep() != 0 || uint64(fz.GetNumItems()) != n || (fz.GetNumVisibleItems() != 0 && fz.GetNumVisibleItems() != fz.GetNumItems()) {
 		return nil, nil
@@ -754,85 +771,98 @@ func filterPage(s *filterSrc, pg *file2pb.ColumnMetadata_Page, pl *enc21pb.PageL
 		return nil, nil
 	}
 	live := n - s.deadIn(a, a+n)
-	runs := liveRuns(s, a, n)
-	// read appends the bytes of b to dst (read in place: no copy)
-	read := func(dst []byte, b lancefile.Buffer) ([]byte, error) {
-		at := len(dst)
-		dst = slices.Grow(dst, int(b.Size))[:at+int(b.Size)]
-		if _, err := s.R.ReadAt(dst[at:], int64(b.Offset)); err != nil {
-			return nil, fmt.Errorf("lancewrite: read %s [%d,+%d): %w", s.Name, b.Offset, b.Size, err)
-		}
-		return dst, nil
-	}
-	nz := proto.Clone(fz).(*enc21pb.FullZipLayout)
-	nz.NumItems = uint32(live)
-	if fz.GetNumVisibleItems() != 0 {
-		nz.NumVisibleItems = uint32(live)
-	}
-	var out [][]byte
+	rows := liveRuns(s, a, n)
+	var runs []byteRun
+	var index []byte // the rebuilt repetition index (variable width)
 	switch {
 	case fz.GetBitsPerValue() != 0 && len(bufs) == 1:
 		row := cw + uint64(fz.GetBitsPerValue()/8)
 		if bufs[0].Size != n*row {
 			return nil, fmt.Errorf("%w: full-zip page of %d rows × %d bytes has %d bytes", lancefile.ErrCorrupt, n, row, bufs[0].Size)
 		}
-		data := getPageBuf(int(live * row))
-		for _, r := range runs {
-			if data, err = read(data, lancefile.Buffer{Offset: bufs[0].Offset + r[0]*row, Size: (r[1] - r[0]) * row}); err != nil {
-				return nil, err
-			}
+		runs = make([]byteRun, len(rows))
+		for i, r := range rows {
+			runs[i] = byteRun{bufs[0].Offset + r[0]*row, (r[1] - r[0]) * row}
 		}
-		out = [][]byte{data}
 	case fz.GetBitsPerOffset() != 0 && len(bufs) == 2:
-		w := bufs[1].Size / (n + 1)
-		if w*(n+1) != bufs[1].Size || (w != 1 && w != 2 && w != 4 && w != 8) {
-			return nil, fmt.Errorf("%w: full-zip repetition index of %d bytes for %d rows", lancefile.ErrCorrupt, bufs[1].Size, n)
-		}
-		ix, err := read(nil, bufs[1])
-		if err != nil {
+		var err error
+		if runs, index, err = zippedRuns(s, bufs, rows, n, live); err != nil {
 			return nil, err
 		}
-		at := func(i uint64) uint64 {
-			switch w {
-			case 1:
-				return uint64(ix[i])
-			case 2:
-				return uint64(binary.LittleEndian.Uint16(ix[2*i:]))
-			case 4:
-				return uint64(binary.LittleEndian.Uint32(ix[4*i:]))
-			}
-			return binary.LittleEndian.Uint64(ix[8*i:])
-		}
-		var total uint64
-		for _, r := range runs {
-			if at(r[0]) > at(r[1]) || at(r[1]) > bufs[0].Size {
-				return nil, fmt.Errorf("%w: full-zip repetition index out of order", lancefile.ErrCorrupt)
-			}
-			total += at(r[1]) - at(r[0])
-		}
-		data := getPageBuf(int(total))
-		starts := make([]uint64, 0, live+1)
-		for _, r := range runs {
-			base := uint64(len(data)) - at(r[0])
-			for i := r[0]; i < r[1]; i++ {
-				starts = append(starts, at(i)+base)
-			}
-			if data, err = read(data, lancefile.Buffer{Offset: bufs[0].Offset + at(r[0]), Size: at(r[1]) - at(r[0])}); err != nil {
-				return nil, err
-			}
-		}
-		starts = append(starts, uint64(len(data)))
-		out = [][]byte{data, bytepacked(starts, uint64(len(data)))}
 	default:
 		return nil, nil
+	}
+	nz := proto.Clone(fz).(*enc21pb.FullZipLayout)
+	nz.NumItems = uint32(live)
+	if fz.GetNumVisibleItems() != 0 {
+		nz.NumVisibleItems = uint32(live)
 	}
 	lb, err := marshalOpts.Marshal(&enc21pb.PageLayout{Layout: &enc21pb.PageLayout_FullZipLayout{FullZipLayout: nz}})
 	if err != nil {
 		return nil, fmt.Errorf("lancewrite: marshal page layout: %w", err)
 	}
-	var cost int64
-	for _, b := range out {
-		cost += int64(len(b))
+	op := &outPage{layout: mustAny(pageLayoutURL, lb), rows: live, priority: s.outRow(a)}
+	out := [][]byte{nil}
+	if index != nil {
+		out = append(out, index)
 	}
-	return &outPage{bufs: out, layout: mustAny(pageLayoutURL, lb), rows: live, priority: s.outRow(a), cost: cost, pooled: out[0]}, nil
+	if direct {
+		op.runs, op.runsOf = runs, s
+	} else {
+		var size uint64
+		for _, r := range runs {
+			size += r[1]
+		}
+		data, err := readRuns(getPageBuf(int(size)), s.R, s.Name, runs)
+		if err != nil {
+			return nil, err
+		}
+		out[0], op.pooled = data, data
+	}
+	op.bufs = out
+	for _, b := range out {
+		op.cost += int64(len(b))
+	}
+	return op, nil
+}
+
+// zippedRuns reads the repetition index of a variable-width full-zip page
+// (bufs: zipped rows, index) and returns the byte runs of the live rows
+// (rows: runs of live row numbers) and the index of the filtered page.
+func zippedRuns(s *filterSrc, bufs []lancefile.Buffer, rows [][2]uint64, n, live uint64) ([]byteRun, []byte, error) {
+	w := bufs[1].Size / (n + 1)
+	if w*(n+1) != bufs[1].Size || (w != 1 && w != 2 && w != 4 && w != 8) {
+		return nil, nil, fmt.Errorf("%w: full-zip repetition index of %d bytes for %d rows", lancefile.ErrCorrupt, bufs[1].Size, n)
+	}
+	ix, err := readRuns(nil, s.R, s.Name, []byteRun{{bufs[1].Offset, bufs[1].Size}})
+	if err != nil {
+		return nil, nil, err
+	}
+	at := func(i uint64) uint64 {
+		switch w {
+		case 1:
+			return uint64(ix[i])
+		case 2:
+			return uint64(binary.LittleEndian.Uint16(ix[2*i:]))
+		case 4:
+			return uint64(binary.LittleEndian.Uint32(ix[4*i:]))
+		}
+		return binary.LittleEndian.Uint64(ix[8*i:])
+	}
+	runs := make([]byteRun, 0, len(rows))
+	starts := make([]uint64, 0, live+1)
+	var total uint64
+	for _, r := range rows {
+		if at(r[0]) > at(r[1]) || at(r[1]) > bufs[0].Size {
+			return nil, nil, fmt.Errorf("%w: full-zip repetition index out of order", lancefile.ErrCorrupt)
+		}
+		base := total - at(r[0])
+		for i := r[0]; i < r[1]; i++ {
+			starts = append(starts, at(i)+base)
+		}
+		runs = append(runs, byteRun{bufs[0].Offset + at(r[0]), at(r[1]) - at(r[0])})
+		total += at(r[1]) - at(r[0])
+	}
+	starts = append(starts, total)
+	return runs, bytepacked(starts, total), nil
 }

@@ -1,0 +1,129 @@
+package lancewrite
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"testing"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// rangeDst is a destination that copies source ranges itself
+// (RangeWriter), by reading them straight into its buffer; with refuse it
+// declines every range, as a store does for a source it cannot reach.
+type rangeDst struct {
+	bytes.Buffer
+	refuse bool
+	copied int64
+	calls  int
+}
+
+func (d *rangeDst) CopyRange(src io.ReaderAt, off, n int64) (bool, error) {
+	d.calls++
+	if d.refuse {
+		return false, nil
+	}
+	b := make([]byte, n)
+	if _, err := src.ReadAt(b, off); err != nil {
+		return true, err
+	}
+	d.Write(b)
+	d.copied += n
+	return true, nil
+}
+
+// TestFilterConcatRangeWriter: with a destination that copies ranges
+// itself, the copied pages and the surviving rows of filtered full-zip
+// pages are handed to it as source ranges, and the file is byte for byte
+// the one written through memory; a destination that declines gets the
+// same bytes written through memory.
+func TestFilterConcatRangeWriter(t *testing.T) {
+	d1 := roaring.New()
+	for i := uint32(3); i < 2000; i += 7 {
+		d1.Add(i)
+	}
+	d2 := roaring.New()
+	d2.AddRange(0, 1200)
+	d2.Add(1500)
+	opts := FilterOptions{PageCost: -1, Workers: 1, BudgetBytes: 1 << 20, PageBytes: 64 << 10}
+	base := filterRun(t, []*roaring.Bitmap{nil, d1, d2}, opts)
+	if base.diff != "" {
+		t.Fatalf("rows differ: %s", base.diff)
+	}
+	if base.res.KernelBytes != 0 {
+		t.Fatalf("a bytes.Buffer copied %d bytes itself", base.res.KernelBytes)
+	}
+	fields, err := FieldsFromArrow(testSchema(true), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, refuse := range []bool{false, true} {
+		dst := &rangeDst{refuse: refuse}
+		res, err := FilterConcat(context.Background(), dst, fields, base.srcs, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(dst.Bytes(), base.out) {
+			t.Fatalf("refuse=%v: %d bytes differ from the %d written through memory", refuse, dst.Len(), len(base.out))
+		}
+		if res.KernelBytes != dst.copied || res.Paths.KernelBytes != dst.copied {
+			t.Fatalf("refuse=%v: result counts %d/%d bytes copied by the destination, it copied %d", refuse, res.KernelBytes, res.Paths.KernelBytes, dst.copied)
+		}
+		// filtered pages hold a little metadata (the repetition index of
+		// variable-width rows) beside their copied rows
+		if !refuse && (dst.copied < res.Paths.Copied.Bytes/2 || dst.copied < res.Paths.Filtered.Bytes/2 || dst.copied > res.Paths.Copied.Bytes+res.Paths.Filtered.Bytes) {
+			t.Fatalf("destination copied %d bytes; copied pages %+v, filtered %+v", dst.copied, res.Paths.Copied, res.Paths.Filtered)
+		}
+		if dst.calls == 0 {
+			t.Fatalf("refuse=%v: no range was offered", refuse)
+		}
+		t.Logf("refuse=%v: %d ranges offered, %d bytes copied by the destination, paths %+v", refuse, dst.calls, dst.copied, res.Paths)
+	}
+}
+
+// TestConcatRowsRangeWriter: ConcatRows and CopyColumns hand whole page
+// buffers to a destination that copies ranges itself; same bytes.
+func TestConcatRowsRangeWriter(t *testing.T) {
+	schema := testSchema(true)
+	all, err := FieldsFromArrow(schema, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range schema.Fields() {
+		names = append(names, f.Name)
+	}
+	opts := Options{Version: V2_1, PageBytes: 8 << 10}
+	recs := randomRecords(schema, 9, 2, 400, 0.2, true)
+	var parts []CopySource
+	for _, r := range recs {
+		parts = append(parts, writeMem(t, all, names, []arrow.RecordBatch{r}, opts))
+	}
+	a := writeMem(t, all, names[:6], recs, opts)
+	b := writeMem(t, all, names[6:], recs, opts)
+	for _, tc := range []struct {
+		name string
+		run  func(io.Writer) (Result, error)
+	}{
+		{"concat", func(w io.Writer) (Result, error) { return ConcatRows(context.Background(), w, parts...) }},
+		{"columns", func(w io.Writer) (Result, error) { return CopyColumns(context.Background(), w, []CopySource{b, a}, all) }},
+	} {
+		var plain bytes.Buffer
+		if _, err := tc.run(&plain); err != nil {
+			t.Fatal(err)
+		}
+		dst := &rangeDst{}
+		res, err := tc.run(dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(dst.Bytes(), plain.Bytes()) {
+			t.Fatalf("%s: output differs from the copy through memory", tc.name)
+		}
+		if dst.copied == 0 || res.KernelBytes != dst.copied || res.Size < dst.copied {
+			t.Fatalf("%s: destination copied %d bytes, result says %d of %d", tc.name, dst.copied, res.KernelBytes, res.Size)
+		}
+	}
+}
