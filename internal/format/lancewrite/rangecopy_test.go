@@ -108,7 +108,9 @@ func TestConcatRowsRangeWriter(t *testing.T) {
 		run  func(io.Writer) (Result, error)
 	}{
 		{"concat", func(w io.Writer) (Result, error) { return ConcatRows(context.Background(), w, parts...) }},
-		{"columns", func(w io.Writer) (Result, error) { return CopyColumns(context.Background(), w, []CopySource{b, a}, all) }},
+		{"columns", func(w io.Writer) (Result, error) {
+			return CopyColumns(context.Background(), w, []CopySource{b, a}, all)
+		}},
 	} {
 		var plain bytes.Buffer
 		if _, err := tc.run(&plain); err != nil {
