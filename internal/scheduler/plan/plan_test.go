@@ -12,6 +12,8 @@ import (
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/policy"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 )
 
 var ab = fields(top(0, "a"), top(1, "b"))
@@ -441,5 +443,47 @@ func TestUnknownWriterFeaturesPlanNothing(t *testing.T) {
 	p := Compute(Input{Table: "t", Manifest: m, Policy: pol(nil)})
 	if !p.Empty() || len(p.Warnings) != 1 || !strings.Contains(p.Decisions[0].Reason, "not writable") {
 		t.Fatalf("plan %+v", p)
+	}
+}
+
+// A fragment lanced does not support (a data file on an external base
+// path, fields this release does not know) is planned as a skip with its
+// reason and never put in a task, by rewrites or repacks; the fragments
+// around it are still planned.
+func TestUnsupportedFragmentsAreSkippedNotPlanned(t *testing.T) {
+	e := pol(func(e *policy.Effective) {
+		set(&e.Compaction.TargetRowsPerFragment, uint64(1000))
+		set(&e.Repack.MaxDataFilesPerFragment, uint64(1))
+	})
+	twoFiles := func(id uint64) *tablepb.DataFragment {
+		return frag(id, 10, 0, v20(fmt.Sprintf("%d-a.lance", id), 100, 0), v20(fmt.Sprintf("%d-b.lance", id), 100, 1))
+	}
+	external := twoFiles(3)
+	external.Files[1].BaseId = proto.Uint32(1)
+	unknown := twoFiles(4)
+	unknown.ProtoReflect().SetUnknown(protowire.AppendVarint(protowire.AppendTag(nil, 999, protowire.VarintType), 7))
+	m := manifest(5, ab, small(0, 10), small(1, 10), small(2, 10), external, unknown, twoFiles(5))
+	p := Compute(Input{Table: "t", Manifest: m, Policy: e})
+	if got := rewriteGroups(p); !reflect.DeepEqual(got, [][]uint64{{0, 1, 2}}) {
+		t.Fatalf("rewrites %v, want [[0 1 2]]\n%s", got, decisionsText(p))
+	}
+	var repacked []uint64
+	for _, r := range p.Repacks {
+		repacked = append(repacked, r.Fragment)
+	}
+	if !reflect.DeepEqual(repacked, []uint64{5}) {
+		t.Fatalf("repacks %v, want [5] (the supported two-file fragment)\n%s", repacked, decisionsText(p))
+	}
+	for i, want := range map[int]string{3: "base path", 4: "unknown fields"} {
+		d := p.Decisions[i]
+		if d.Action != ActionSkip || d.Task != -1 || !strings.HasPrefix(d.Reason, "unsupported: ") || !strings.Contains(d.Reason, want) {
+			t.Errorf("fragment %d: decision %+v, want a skip with an unsupported reason naming %q", d.Fragment, d, want)
+		}
+	}
+	// Planning again (nothing committed) gives the same skips: the
+	// fragments are never queued, however often the table is planned.
+	again := Compute(Input{Table: "t", Manifest: m, Policy: e})
+	if !reflect.DeepEqual(again.Decisions[3], p.Decisions[3]) || !reflect.DeepEqual(again.Decisions[4], p.Decisions[4]) {
+		t.Errorf("second plan decided %+v %+v", again.Decisions[3], again.Decisions[4])
 	}
 }
