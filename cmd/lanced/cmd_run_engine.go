@@ -49,30 +49,22 @@ type maintainWorkload struct {
 }
 
 func (w *maintainWorkload) openTable(ctx context.Context, uri string) (*table.Table, *store.Bucket, error) {
-	if w.reg == nil {
-		return openEngineTable(ctx, w.open(uri))
-	}
-	b, err := store.Open(ctx, w.open(uri))
-	if err != nil {
-		return nil, nil, fmt.Errorf("open table %s: %w", uri, err)
-	}
-	// lanced_store_* metrics: operations, failures by code (throttled,
-	// unavailable, ...) and latency of every table's object-store calls.
-	if b, err = store.Instrument(b, w.reg); err != nil {
-		return nil, nil, fmt.Errorf("open table %s: %w", uri, err)
-	}
-	tbl, err := table.OpenTable(ctx, b)
-	if err != nil {
-		_ = b.Close()
-		return nil, nil, fmt.Errorf("open table %s: %w", uri, err)
-	}
-	return tbl, b, nil
+	return openEngineTable(ctx, uri, w.open(uri), w.reg)
 }
 
-func openEngineTable(ctx context.Context, uri string) (*table.Table, *store.Bucket, error) {
-	b, err := store.Open(ctx, uri)
+// openEngineTable opens the table at openURI (uri with its root's
+// connection query); errors name uri. With reg set, the bucket's calls are
+// counted: lanced_store_* metrics of operations, failures by code
+// (throttled, unavailable, ...) and latency.
+func openEngineTable(ctx context.Context, uri, openURI string, reg prometheus.Registerer) (*table.Table, *store.Bucket, error) {
+	b, err := store.Open(ctx, openURI)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open table %s: %w", uri, err)
+	}
+	if reg != nil {
+		if b, err = store.Instrument(b, reg); err != nil {
+			return nil, nil, fmt.Errorf("open table %s: %w", uri, err)
+		}
 	}
 	tbl, err := table.OpenTable(ctx, b)
 	if err != nil {
