@@ -18,9 +18,10 @@
 //	engine/cleanup   Lance's cleanup_old_versions, planned and executed,
 //	                 and the Scheduler that decides when it runs
 //	engine/failpoint crash points for kill tests
-//	engine (here)    executing each kind (rewrite.go, repack.go, remap.go), the one
-//	                 commit loop (CommitJobs), and the Runner that both
-//	                 `lanced compact` (Compact) and the daemon use
+//	engine (here)    executing each kind (rewrite.go, repack.go, remap.go,
+//	                 catchup.go), the one commit loop (CommitJobs), and
+//	                 the Runner that both `lanced compact` (Compact) and
+//	                 the daemon use
 //
 // Index remap (remap.go): a rewrite planned with index_coverage "remap" on
 // a table without stable row ids gets its indices remapped before its
