@@ -3,6 +3,7 @@ package lancewrite
 import (
 	"encoding/binary"
 	"fmt"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -388,12 +389,20 @@ func (l *leaf) appendFSL(a arrow.Array, from, to int) error {
 // grow makes room for n more elements, at least doubling the capacity when
 // it must reallocate. A page buffer fills batch by batch up to PageBytes;
 // append's growth for large slices (~1.25x) copied each buffer about five
-// times over on the way there, doubling copies it about once.
+// times over on the way there, doubling copies it about once. Doubling past
+// DefaultPageBytes would leave a buffer that becomes a page just above it
+// with twice the memory it needs (kept for every later page of the
+// column), so a doubling that crosses it stops at DefaultPageBytes + 1/8.
 func grow[E any](s []E, n int) []E {
 	if n <= cap(s)-len(s) {
 		return s
 	}
-	ns := make([]E, len(s), max(len(s)+n, 2*cap(s), 512))
+	c := max(len(s)+n, 2*cap(s), 512)
+	var e E
+	if page := DefaultPageBytes / max(1, int(unsafe.Sizeof(e))); c > page && len(s)+n <= page+page/8 {
+		c = page + page/8
+	}
+	ns := make([]E, len(s), c)
 	copy(ns, s)
 	return ns
 }
