@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -109,11 +110,14 @@ func TestCleanupKilledThenResumed(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond)
-	_ = cmd.Process.Kill()
-	err := cmd.Wait()
-	if err == nil {
-		t.Fatalf("the cleanup finished before it was killed:\n%s", childOut.String())
+	// Kill once the run has deleted something (it deletes in batches of
+	// --delete-rate a second, so the kill lands between batches): a fixed
+	// delay fell before the first delete when the machine was loaded, as
+	// the child is a new process that still has to open and plan.
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	if err := killAfterFirstDelete(cmd, exited, table, len(filesBefore), 2*time.Minute); err != nil {
+		t.Fatalf("%v:\n%s", err, childOut.String())
 	}
 	mid := oracle.TreeFiles(t, table)
 	if len(mid) >= len(filesBefore) || len(filesBefore)-len(mid) >= total {
@@ -208,4 +212,44 @@ func cleanupVersionRows(t *testing.T, uri string, versions []uint64) []int64 {
 		rows = append(rows, x.Rows)
 	}
 	return rows
+}
+
+// killAfterFirstDelete kills the cleanup cmd as soon as the table at root
+// holds fewer than before files, and waits for it to end. It fails if the
+// cleanup ended by itself first or deleted nothing within timeout.
+func killAfterFirstDelete(cmd *exec.Cmd, exited <-chan error, root string, before int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("the cleanup ended before it was killed (%v)", err)
+		default:
+		}
+		if n := countFiles(root); n < before {
+			_ = cmd.Process.Kill()
+			if err := <-exited; err == nil {
+				return fmt.Errorf("the cleanup finished before it was killed")
+			}
+			return nil
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			<-exited
+			return fmt.Errorf("the cleanup deleted nothing within %v", timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// countFiles counts the files under root while a cleanup deletes them
+// (an entry gone during the walk is not counted).
+func countFiles(root string) int {
+	n := 0
+	_ = filepath.WalkDir(root, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			n++
+		}
+		return nil
+	})
+	return n
 }
