@@ -155,6 +155,8 @@ func main() {
 	cache := flag.String("cache", "", "directory where built sized and indexed tables are kept and reused (e.g. ~/.cache/lanced-bench)")
 	skipBase := flag.Bool("sized-only", false, "skip the gen.mjs rewrite table and the repack table")
 	indexed := flag.String("indexed", "", "comma-separated FRAGSxROWS indexed tables (BTree, IVF_PQ on 128-d, FTS, 10% deleted) to compact with lanced and with Lance's optimize() (e.g. 25x10000,100x10000)")
+	catchup := flag.String("catchup", "", "comma-separated FRAGSxROWS indexed tables, optimized by Lance, then FRAGS/10 appends of ROWS rows: index catch-up by lanced compact and by Lance's optimize() (e.g. 100x10000)")
+	catchupVector := flag.Bool("catchup-vector-only", false, "with -catchup, drop the BTree and FTS indices first (lanced catches up vector indices only)")
 	flag.Parse()
 	names := strings.Split(*sized, ",")
 	if *large {
@@ -181,7 +183,13 @@ func main() {
 			ix = append(ix, indexedRewrite(spec, e.work, e.cache, e.oracleDir, e.root, e.bin, e.reps))
 		}
 	}
-	res["sized_rewrites"], res["indexed_rewrites"] = extra, ix
+	var cu []map[string]any
+	for _, spec := range strings.Split(*catchup, ",") {
+		if spec = strings.TrimSpace(spec); spec != "" {
+			cu = append(cu, catchUpBench(spec, *catchupVector, e.work, e.cache, e.oracleDir, e.root, e.bin, e.reps))
+		}
+	}
+	res["sized_rewrites"], res["indexed_rewrites"], res["catchups"] = extra, ix, cu
 	if !*skipBase {
 		maps.Copy(res, e.baseRewrite(*frags, *rows))
 		maps.Copy(res, e.repack(*rfrags, *rrows, *backfills))
