@@ -20,12 +20,6 @@ func (n *Node) collect(ctx context.Context, table string, batch []batchMsg) []ba
 	}
 	now := n.cfg.Now()
 	for range 32 {
-		n.mu.Lock()
-		dirty := st.dirty
-		n.mu.Unlock()
-		if dirty {
-			break // a new version: planning goes first, the rest is read next turn
-		}
 		m, err := n.q.nextResult(ctx, table, from)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -49,6 +43,7 @@ func (n *Node) collect(ctx context.Context, table string, batch []batchMsg) []ba
 		delete(st.inflight, res.Task.Key)
 		if outcome == OutcomeStale.String() {
 			st.dirty = true
+			n.scheduleLocked(st)
 		}
 		n.mu.Unlock()
 		if outcome != OutcomeDone.String() {
@@ -136,6 +131,7 @@ func (n *Node) maybeCommit(ctx context.Context, table string, batch []batchMsg) 
 		n.mu.Lock()
 		if rep.Replan {
 			st.dirty = true
+			n.scheduleLocked(st)
 		}
 		st.maintained = max(st.maintained, rep.Version)
 		st.latest = max(st.latest, rep.Version)
@@ -156,6 +152,7 @@ func (n *Node) maybeCommit(ctx context.Context, table string, batch []batchMsg) 
 			n.m.commitConflict.WithLabelValues("stale").Inc()
 			n.mu.Lock()
 			st.dirty = true
+			n.scheduleLocked(st)
 			n.mu.Unlock()
 		} else {
 			n.m.commitConflict.WithLabelValues("abandoned").Inc()

@@ -44,6 +44,9 @@ type Config struct {
 	// versions is planned without taking the lease again. Default
 	// LeaseTTL/2.
 	LeaseLinger time.Duration
+	// Planners is how many tables this node plans at once (plans read the
+	// table's manifest from the object store). Default 16.
+	Planners int
 	// TableInFlight caps one table's tasks in the queue or running. Default 4.
 	TableInFlight int
 	// MaxQueueDepth stops this node's coordinators from enqueueing while the
@@ -114,6 +117,7 @@ func (c *Config) setDefaults() {
 	def(&c.DrainTimeout, 30*time.Second)
 	def(&c.LeaseTTL, 30*time.Second)
 	def(&c.LeaseLinger, c.LeaseTTL/2)
+	defInt(&c.Planners, 16)
 	defInt(&c.TableInFlight, 4)
 	defInt(&c.MaxQueueDepth, 1000)
 	defInt(&c.CommitBatchTasks, 8)
@@ -139,6 +143,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Workers < 0:
 		return bad("workers %d < 0", c.Workers)
+	case c.Planners < 1:
+		return bad("planners %d < 1", c.Planners)
 	case c.MaxDeliver < 1:
 		return bad("max_deliver %d < 1", c.MaxDeliver)
 	case len(c.BackOff) > c.MaxDeliver:

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -17,9 +16,27 @@ type tableState struct {
 	dirty      bool   // needs (re-)evaluation
 	running    bool   // a coordinator goroutine holds the lease
 	lease      *lease
-	pending    []Task               // planned, not yet enqueued
-	inflight   map[string]time.Time // enqueued, no final result yet
-	batchSize  int
+	// ctx and stop are the running coordinator's context and its cancel:
+	// planners plan under ctx, and stop ends the coordinator (lease lost,
+	// table held).
+	ctx  context.Context
+	stop context.CancelCauseFunc
+	// stopping is set once the coordinator decided to release the lease:
+	// no plan starts after it.
+	stopping bool
+	// leaseQueued: the table waits for, or is in, a lease attempt.
+	// planQueued: it waits in the plan queue; planning: a planner works
+	// on it and closes planDone when that plan ends.
+	leaseQueued bool
+	planQueued  bool
+	planning    bool
+	planDone    chan struct{}
+	// inherited are the previous holder's in-flight task keys, for the
+	// first plan after a takeover.
+	inherited []string
+	pending   []Task               // planned, not yet enqueued
+	inflight  map[string]time.Time // enqueued, no final result yet
+	batchSize int
 	// planFailures counts consecutive plans that failed with a transient
 	// error; the next attempt waits backoff(planFailures) and needs no event.
 	planFailures uint64
@@ -30,7 +47,7 @@ type tableState struct {
 	resultsFrom uint64
 	rereadAt    time.Time
 	// wake tells the table's coordinator that something changed: a new
-	// result on its subject, a new version.
+	// result on its subject, a plan that queued tasks.
 	wake chan struct{}
 	// heldCheckedAt is when the table was last found not held; a
 	// coordinator that keeps its lease checks again after holdRecheck.
@@ -51,20 +68,33 @@ func (n *Node) state(table string) *tableState {
 	return st
 }
 
-// noteVersion records an announced version and marks the table dirty. A
-// running coordinator is woken; otherwise the coordinate loop takes the
-// lease.
+// noteVersion records an announced version and marks the table dirty: it
+// goes to the plan queue when its coordinator runs here, to the lease
+// queue otherwise.
 func (n *Node) noteVersion(table string, version uint64) {
+	n.traced(table, "poke")
 	n.mu.Lock()
+	defer n.mu.Unlock()
 	st := n.state(table)
 	st.latest = max(st.latest, version)
 	st.dirty = true
-	running := st.running
-	n.mu.Unlock()
-	if running {
-		wake(st.wake)
-	} else {
-		n.kick()
+	n.scheduleLocked(st)
+}
+
+// scheduleLocked queues a dirty table once: for a planner when its
+// coordinator runs here (and is not stopping), for a lease attempt when
+// none does. n.mu is held.
+func (n *Node) scheduleLocked(st *tableState) {
+	switch {
+	case !st.dirty || n.planner == nil:
+	case st.running:
+		if !st.planQueued && !st.planning && !st.stopping {
+			st.planQueued = true
+			n.planQ.push(st.table)
+		}
+	case !st.leaseQueued:
+		st.leaseQueued = true
+		n.leaseQ.push(st.table)
 	}
 }
 
@@ -87,83 +117,100 @@ func wake(c chan struct{}) {
 	}
 }
 
-// startCoordinators tries to take the lease of every dirty table that has
-// no coordinator here; tables another node coordinates are left to it.
-func (n *Node) startCoordinators(ctx context.Context, wg *sync.WaitGroup) {
-	if n.planner == nil {
-		return
-	}
+// startCoordinators queues a lease attempt for every dirty table without
+// a coordinator here that is not queued yet (an attempt that failed, a
+// coordinator that stopped with the table dirty).
+func (n *Node) startCoordinators() {
 	n.mu.Lock()
-	var want []string
-	for t, st := range n.tables {
+	defer n.mu.Unlock()
+	for _, st := range n.tables {
 		if st.dirty && !st.running {
-			want = append(want, t)
+			n.scheduleLocked(st)
 		}
 	}
-	n.mu.Unlock()
-	slices.Sort(want)
-	// Lease attempts are KV round trips (hold check, get, create): run them
-	// side by side so a burst over many tables does not queue behind them.
-	sem := make(chan struct{}, leaseAttempts)
-	var attempts sync.WaitGroup
-	for _, table := range want {
-		if ctx.Err() != nil {
-			break
-		}
-		sem <- struct{}{}
-		attempts.Go(func() {
-			defer func() { <-sem }()
-			n.tryCoordinate(ctx, wg, table)
-		})
-	}
-	attempts.Wait()
 }
 
-// leaseAttempts bounds the concurrent lease attempts of one node.
+// leaseAttempts is how many lease attempts of one node run side by side:
+// each is a KV round trip, so a burst over many tables must not queue
+// behind them one by one.
 const leaseAttempts = 64
 
-// tryCoordinate takes the table's lease if nobody holds it and starts its
-// coordinator; a table another node coordinates is left to it.
-func (n *Node) tryCoordinate(ctx context.Context, wg *sync.WaitGroup, table string) {
-	if n.view.heldElsewhere(TableID(table), n.cfg.NodeID, n.cfg.Now()) {
-		// Coordinated elsewhere; that node heard the same announcement.
+// runLeaser serves the lease queue until ctx ends.
+func (n *Node) runLeaser(ctx context.Context, wg *sync.WaitGroup) {
+	for {
+		table, ok := n.leaseQ.pop(ctx)
+		if !ok {
+			return
+		}
 		n.mu.Lock()
-		n.tables[table].dirty = false
+		st := n.tables[table]
+		skip := st.running || !st.dirty
+		if skip {
+			st.leaseQueued = false
+		}
 		n.mu.Unlock()
+		if !skip {
+			n.tryCoordinate(ctx, wg, table)
+		}
+	}
+}
+
+// tryCoordinate takes the table's lease if nobody holds it and starts its
+// coordinator; a table another node coordinates is left to it. The table
+// leaves the lease queue when the attempt ends.
+func (n *Node) tryCoordinate(ctx context.Context, wg *sync.WaitGroup, table string) {
+	n.traced(table, "lease")
+	n.mu.Lock()
+	st := n.tables[table]
+	n.mu.Unlock()
+	// notOurs settles an attempt that found the table coordinated
+	// elsewhere (that node heard the same announcement) or held.
+	notOurs := func() {
+		n.mu.Lock()
+		st.dirty, st.leaseQueued = false, false
+		n.mu.Unlock()
+	}
+	if n.view.heldElsewhere(TableID(table), n.cfg.NodeID, n.cfg.Now()) {
+		notOurs()
 		return
 	}
 	if held, _ := n.isHeld(ctx, table); held {
-		n.mu.Lock()
-		n.tables[table].dirty = false
-		n.mu.Unlock()
+		notOurs()
 		n.m.plans.WithLabelValues("held").Inc()
 		return
 	}
-	n.mu.Lock()
-	n.tables[table].heldCheckedAt = n.cfg.Now()
-	n.mu.Unlock()
-	ls, prev, err := n.leases.acquire(ctx, table)
+	checked := n.cfg.Now()
+	ls, prev, err := n.leases.acquire(ctx, table, n.view.freeRevision(TableID(table)))
 	if err != nil {
+		n.mu.Lock()
+		st.leaseQueued = false // the next sweep tries again
+		n.mu.Unlock()
 		n.log.Warn("acquire lease", "table", table, "err", err)
 		return
 	}
-	n.mu.Lock()
-	st := n.tables[table]
 	if ls == nil {
-		// Coordinated elsewhere; that node heard the same poke.
-		st.dirty = false
-		n.mu.Unlock()
+		notOurs()
 		return
 	}
-	st.running, st.lease = true, ls
-	n.mu.Unlock()
-	n.m.leasesHeld.Inc()
-	var inherited []string
+	cctx, stop := context.WithCancelCause(ctx)
+	n.mu.Lock()
+	st.leaseQueued = false
+	st.running, st.lease, st.ctx, st.stop, st.stopping = true, ls, cctx, stop, false
+	st.heldCheckedAt = checked
+	st.inherited = nil
 	if prev != nil {
-		inherited = prev.InFlight
+		st.inherited = prev.InFlight
+	}
+	st.dirty = true // the first plan
+	st.resultsFrom, st.rereadAt = 0, time.Time{}
+	n.scheduleLocked(st)
+	n.mu.Unlock()
+	n.traced(table, "leased")
+	n.m.leasesHeld.Inc()
+	if prev != nil {
 		n.log.Info("lease taken over", "table", table, "previous_holder", prev.Holder)
 	}
-	wg.Go(func() { n.runTable(ctx, table, ls, inherited) })
+	wg.Go(func() { n.runTable(cctx, st, ls) })
 }
 
 // dispatch publishes pending tasks round-robin across tables, one task per
@@ -276,250 +323,4 @@ func (n *Node) nextTasks(limit int) []Task {
 	n.next = start + 1
 	n.m.pending.Set(float64(total - len(out)))
 	return out
-}
-
-// batchMsg is a successful result waiting for its micro-batch commit.
-type batchMsg struct {
-	res  Result
-	seq  uint64 // its sequence in the results stream
-	seen time.Time
-}
-
-// runTable coordinates one table while this node holds its lease: plan,
-// collect results, commit micro-batches. Once the table is idle it keeps
-// the lease for Config.LeaseLinger, so the next burst of versions is
-// planned at once, and then releases it.
-func (n *Node) runTable(parent context.Context, table string, ls *lease, inherited []string) {
-	ctx, cancel := context.WithCancelCause(parent)
-	defer cancel(nil)
-	log := n.log.With("table", table)
-	var batch []batchMsg
-	n.mu.Lock()
-	st := n.tables[table]
-	st.resultsFrom, st.rereadAt = 0, time.Time{}
-	n.mu.Unlock()
-
-	defer func() {
-		// Unfinished results stay in the results stream for the next
-		// holder; the lease is released and the table forgotten unless it
-		// became dirty again.
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_ = n.leases.release(rctx, ls)
-		rcancel()
-		n.mu.Lock()
-		st.running, st.lease, st.pending = false, nil, nil
-		clear(st.inflight)
-		n.mu.Unlock()
-		n.m.leasesHeld.Dec()
-		log.Info("coordinator stopped")
-		n.kick()
-	}()
-	log.Info("coordinator started")
-
-	// Renewal: keep the lease or stop coordinating.
-	go func() {
-		t := time.NewTicker(n.cfg.LeaseTTL / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			n.mu.Lock()
-			keys := make([]string, 0, len(st.inflight))
-			for k := range st.inflight {
-				keys = append(keys, k)
-			}
-			n.mu.Unlock()
-			err := n.leases.renew(ctx, ls, keys)
-			if errors.Is(err, ErrLeaseLost) || (err != nil && !ls.valid(n.cfg.Now(), 0)) {
-				n.m.leaseLost.Inc()
-				log.Error("lease lost", "err", err)
-				cancel(ErrLeaseLost)
-				return
-			}
-		}
-	}()
-
-	first := true
-	var idleSince time.Time
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for ctx.Err() == nil {
-		if !ls.valid(n.cfg.Now(), n.cfg.LeaseTTL/6) {
-			n.m.leaseLost.Inc()
-			log.Error("lease expired before renewal")
-			return
-		}
-		n.mu.Lock()
-		replan := st.dirty
-		st.dirty = false
-		recheck := n.cfg.Now().Sub(st.heldCheckedAt) >= holdRecheck
-		n.mu.Unlock()
-		if replan {
-			if recheck {
-				if held, _ := n.isHeld(ctx, table); held {
-					n.m.plans.WithLabelValues("held").Inc()
-					return
-				}
-				n.mu.Lock()
-				st.heldCheckedAt = n.cfg.Now()
-				n.mu.Unlock()
-			}
-			var extra []string
-			if first {
-				extra = inherited
-			}
-			n.plan(ctx, table, extra)
-			first = false
-		}
-
-		batch = n.collect(ctx, table, batch)
-		n.mu.Lock()
-		dirty := st.dirty
-		n.mu.Unlock()
-		if dirty {
-			continue // plan the new version before committing
-		}
-		batch = n.maybeCommit(ctx, table, batch)
-
-		now := n.cfg.Now()
-		n.mu.Lock()
-		busy := len(st.pending) > 0 || len(st.inflight) > 0 || len(batch) > 0
-		dirty, rereadAt := st.dirty, st.rereadAt
-		n.mu.Unlock()
-		if dirty {
-			continue
-		}
-		// Without a notification (one can be lost) a busy table looks for
-		// results every resultPoll.
-		wait := resultPoll
-		if len(batch) > 0 {
-			wait = min(wait, max(time.Millisecond, batch[0].seen.Add(n.cfg.CommitMaxWait).Sub(now)))
-		}
-		if !busy {
-			// Results nobody read yet (the previous holder's, or handed
-			// back after a failed commit) keep the table busy.
-			m, err := n.q.nextResult(ctx, table, 0)
-			switch {
-			case err != nil && ctx.Err() == nil:
-				log.Warn("read results", "err", err)
-			case m != nil:
-				idleSince = time.Time{}
-				n.mu.Lock()
-				st.resultsFrom = min(st.resultsFrom, m.Sequence)
-				n.mu.Unlock()
-				if !now.Before(rereadAt) {
-					continue
-				}
-				wait = rereadAt.Sub(now)
-			case idleSince.IsZero():
-				idleSince = now
-				wait = n.cfg.LeaseLinger
-			case now.Sub(idleSince) >= n.cfg.LeaseLinger:
-				return
-			default:
-				wait = n.cfg.LeaseLinger - now.Sub(idleSince)
-			}
-		} else {
-			idleSince = time.Time{}
-		}
-		timer.Reset(wait)
-		select {
-		case <-ctx.Done():
-		case <-st.wake:
-		case <-timer.C:
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-	}
-}
-
-// resultPoll is how often a busy coordinator reads its results without
-// being woken by a notification.
-const resultPoll = 2 * time.Second
-
-// replanLater marks the table dirty again after a backoff that grows with
-// its consecutive transient plan failures (a throttled or unreachable store
-// must not leave the table unplanned until the next event, which may never
-// come once its writer stops). It returns the delay.
-func (n *Node) replanLater(table string) time.Duration {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	st := n.state(table)
-	st.planFailures++
-	delay := backoff(st.planFailures, n.cfg.RetryBase, n.cfg.RetryMax)
-	if st.replanAt != nil {
-		st.replanAt.Stop()
-	}
-	st.replanAt = time.AfterFunc(delay, func() { n.noteVersion(table, 0) })
-	return delay
-}
-
-// plan asks the planner for the table's tasks and queues the new ones.
-func (n *Node) plan(ctx context.Context, table string, extraInFlight []string) {
-	n.mu.Lock()
-	st := n.tables[table]
-	inflight := slices.Clone(extraInFlight)
-	for k := range st.inflight {
-		inflight = append(inflight, k)
-	}
-	for _, t := range st.pending {
-		inflight = append(inflight, t.Key)
-	}
-	n.mu.Unlock()
-	slices.Sort(inflight)
-	inflight = slices.Compact(inflight)
-
-	start := time.Now()
-	p, err := n.planner.Plan(ctx, table, inflight)
-	log := n.log.With("table", table)
-	if err != nil {
-		n.m.plans.WithLabelValues("error").Inc()
-		switch disposition(err, n.cfg.Classify) {
-		case OutcomeCorrupt:
-			_ = n.hold(ctx, table, err)
-			log.Error("plan table", "err", err)
-		case OutcomeRetried:
-			delay := n.replanLater(table)
-			log.Warn("plan table failed, retrying", "retry_in", delay, "err", err)
-		default:
-			log.Error("plan table", "err", err)
-		}
-		return
-	}
-	n.mu.Lock()
-	st.planFailures = 0
-	known := map[string]bool{}
-	for _, k := range inflight {
-		known[k] = true
-	}
-	added := 0
-	for _, t := range p.Tasks {
-		if known[t.Key] {
-			continue
-		}
-		known[t.Key] = true
-		st.pending = append(st.pending, t)
-		added++
-	}
-	st.batchSize = p.CommitBatchTasks
-	if len(p.Tasks) == 0 {
-		st.maintained = max(st.maintained, p.ReadVersion)
-	}
-	st.latest = max(st.latest, p.ReadVersion)
-	n.m.lag.WithLabelValues(table).Set(float64(st.latest - min(st.latest, st.maintained)))
-	n.mu.Unlock()
-	result := "tasks"
-	if added == 0 {
-		result = "empty"
-	}
-	n.m.plans.WithLabelValues(result).Inc()
-	log.Info("table planned", "version", p.ReadVersion, "tasks", added, "duration", time.Since(start))
-	n.kick()
 }

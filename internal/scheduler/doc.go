@@ -22,7 +22,14 @@
 //     the next burst of versions is planned at once, then released; released
 //     when the node exits, taken over by CAS once its stored deadline passed).
 //     Each node watches the bucket (one watch per node) to skip tables another
-//     node coordinates without a round trip. Only the lease holder plans a
+//     node coordinates without a round trip, and takes a released lease with
+//     one compare-and-set on the delete marker it saw. Announced tables wait
+//     in two queues served by pools: a lease queue (leaseAttempts attempts
+//     side by side, each node taking a burst's tables in its own hash order
+//     so the nodes do not race for the same ones) and a plan queue
+//     (Config.Planners planners, first due first served), so planning never
+//     waits for the table's coordinator, which reads results and commits.
+//     One loop per node renews every held lease. Only the lease holder plans a
 //     table, feeds its tasks into the queue (round-robin across tables, a
 //     per-table in-flight cap, a global queue-depth cap), reads the table's
 //     results and commits them in micro-batches through the Committer.
@@ -38,7 +45,9 @@
 //     and marks those tables for evaluation, so a dead coordinator's work is
 //     finished without waiting for the table's next commit.
 //   - Holds: a table whose task reported corruption is held (all nodes skip
-//     it) and lanced_table_held{table} is 1. With Config.Holds the hold is
+//     it) and lanced_table_held{table} is 1. Each node watches LANCED_HOLDS,
+//     so without Config.Holds checking a hold before a plan costs no round
+//     trip. With Config.Holds the hold is
 //     table state (internal/engine/hold) that one-shot commands see and
 //     `lanced holds release` clears; the KV bucket LANCED_HOLDS indexes it.
 //

@@ -168,6 +168,7 @@ func BenchmarkFleet(b *testing.B) {
 	runtime.ReadMemStats(&before)
 	coalescers := make([]*watch.Coalescer, 3)
 	nodes := make([]*Node, 3)
+	clock := &stageClock{at: map[[2]string]map[string]time.Time{}}
 	for i, s := range servers {
 		nc := natstest.Connect(b, s)
 		node, err := New(ctx, nc, Config{
@@ -178,6 +179,7 @@ func BenchmarkFleet(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		node.trace = clock.record
 		nodes[i] = node
 		runs.Go(func() { _ = node.Run(ctx) })
 		co := watch.NewCoalescer(watch.CoalescerConfig{Debounce: debounce, MaxDelay: 10 * time.Second, AutoDone: true},
@@ -215,6 +217,7 @@ func BenchmarkFleet(b *testing.B) {
 			pl.mu.Lock()
 			clear(pl.planned)
 			pl.mu.Unlock()
+			clock.reset()
 			// The burst: every table gets events/rounds/tables versions, in
 			// table-interleaved order, round-robin over the nodes.
 			perTable := events / rounds / tables
@@ -253,6 +256,7 @@ func BenchmarkFleet(b *testing.B) {
 			b.Logf("round %d: %d events sent in %s, all planned %s after the last; after debounce p50 %s p99 %s",
 				r, perTable*tables, lastEvent.Sub(sent).Round(time.Millisecond), time.Since(lastEvent).Round(time.Millisecond),
 				round[len(round)/2].Round(time.Millisecond), round[len(round)*99/100].Round(time.Millisecond))
+			b.Logf("round %d stages: %s", r, clock.breakdown(lastEvent.Add(debounce)))
 			lat = append(lat, round...)
 		}
 		planned := time.Since(start)
@@ -281,6 +285,78 @@ func BenchmarkFleet(b *testing.B) {
 		b.Logf("%d tables, %d events in %d bursts: planned in %s, %d tasks committed in %s, %d plans",
 			tables, events, rounds, planned.Round(time.Millisecond), cm.tasks.Load(), elapsed.Round(time.Millisecond), pl.plans.Load())
 	}
+}
+
+// stageClock records, per node and table, when a table passed each stage
+// of the announcement-to-plan path in the current burst: the first poke
+// and plan, the last lease attempt and acquisition.
+type stageClock struct {
+	mu sync.Mutex
+	at map[[2]string]map[string]time.Time // {node, table} → stage → time
+}
+
+func (c *stageClock) record(node, table, stage string) {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := [2]string{node, table}
+	m := c.at[k]
+	if m == nil {
+		m = map[string]time.Time{}
+		c.at[k] = m
+	}
+	if _, seen := m[stage]; seen && (stage == "poke" || stage == "plan") {
+		return
+	}
+	m[stage] = now
+}
+
+func (c *stageClock) reset() {
+	c.mu.Lock()
+	clear(c.at)
+	c.mu.Unlock()
+}
+
+// breakdown splits each table's announcement-to-plan time, on the node
+// that planned it, into: delivery (debounce end to the poke reaching the
+// node), queue (poke to lease attempt), lease (the attempt's round trips),
+// start (lease to plan) and, for tables whose coordinator already ran,
+// wake (poke to plan). It returns one line of p50/p99 per stage.
+func (c *stageClock) breakdown(due time.Time) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	stages := map[string][]time.Duration{}
+	add := func(name string, from, to time.Time) {
+		if !from.IsZero() && !to.IsZero() {
+			stages[name] = append(stages[name], max(0, to.Sub(from)))
+		}
+	}
+	for _, m := range c.at {
+		plan, ok := m["plan"]
+		if !ok {
+			continue
+		}
+		poke := m["poke"]
+		add("delivery", due, poke)
+		if leased, ok := m["leased"]; ok && !leased.After(plan) {
+			add("queue", poke, m["lease"])
+			add("lease", m["lease"], leased)
+			add("start", leased, plan)
+		} else {
+			add("wake", poke, plan)
+		}
+	}
+	var out []string
+	for _, name := range []string{"delivery", "queue", "lease", "start", "wake"} {
+		d := stages[name]
+		if len(d) == 0 {
+			continue
+		}
+		slices.Sort(d)
+		out = append(out, fmt.Sprintf("%s n=%d p50 %s p99 %s", name, len(d),
+			d[len(d)/2].Round(time.Millisecond), d[len(d)*99/100].Round(time.Millisecond)))
+	}
+	return strings.Join(out, "; ")
 }
 
 // fleetState describes up to max unplanned tables as each node sees them.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -50,6 +51,7 @@ func (n *Node) hold(ctx context.Context, table string, cause error) error {
 		n.log.Error("hold table failed", "table", table, "err", err, "cause", cause)
 		return fmt.Errorf("hold table %s: %w", table, err)
 	}
+	n.holdView.set(TableID(table), true) // this node stops at once, without waiting for its watch
 	n.m.held.WithLabelValues(table).Set(1)
 	n.mu.Lock()
 	n.state(table).heldCheckedAt = time.Time{} // its coordinator sees the hold at once
@@ -77,6 +79,9 @@ func (n *Node) isHeld(ctx context.Context, table string) (bool, error) {
 		}
 		return held, nil
 	}
+	if held, ok := n.holdView.lookup(TableID(table)); ok {
+		return held, nil
+	}
 	_, err := n.q.holds.Get(ctx, TableID(table))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return false, nil
@@ -85,6 +90,62 @@ func (n *Node) isHeld(ctx context.Context, table string) (bool, error) {
 		return false, fmt.Errorf("read hold %s: %w", table, err)
 	}
 	return true, nil
+}
+
+// holdView is this node's view of LANCED_HOLDS, kept by one watch of the
+// bucket, so checking a table's hold before planning it costs no round
+// trip. It answers only while its watch runs (synced: the initial values
+// were read and the watch did not end); otherwise isHeld reads the bucket.
+// Without Config.Holds the bucket is the truth, so the view is as good as
+// a read, minus the watch's delivery delay.
+type holdView struct {
+	mu     sync.Mutex
+	synced bool
+	held   map[string]bool // TableID → held
+}
+
+// lookup returns whether the table with the given id is held, and whether
+// the view can answer.
+func (v *holdView) lookup(id string) (held, ok bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.held[id], v.synced
+}
+
+func (v *holdView) set(id string, held bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if held {
+		v.held[id] = true
+	} else {
+		delete(v.held, id)
+	}
+}
+
+// watch keeps the view current until ctx ends.
+func (v *holdView) watch(ctx context.Context, kv jetstream.KeyValue) error {
+	w, err := kv.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", HoldBucket, err)
+	}
+	go func() {
+		defer func() {
+			_ = w.Stop()
+			v.mu.Lock()
+			v.synced = false
+			v.mu.Unlock()
+		}()
+		for e := range w.Updates() {
+			if e == nil {
+				v.mu.Lock()
+				v.synced = true // the initial values are in
+				v.mu.Unlock()
+				continue
+			}
+			v.set(e.Key(), e.Operation() == jetstream.KeyValuePut)
+		}
+	}()
+	return nil
 }
 
 // refreshHolds sets lanced_table_held from the bucket, so every node

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -30,9 +31,24 @@ type lease struct {
 	table string
 	key   string
 
+	// op orders renewals and the release of this lease, so a release
+	// always names the revision of the last renewal.
+	op sync.Mutex
+	// renewing is set while the node's renewal loop has a renewal of this
+	// lease under way.
+	renewing atomic.Bool
+
 	mu      sync.Mutex
 	rev     uint64
 	expires time.Time
+}
+
+// renewDue reports whether a third of the TTL passed since the lease was
+// taken or last renewed.
+func (l *lease) renewDue(now time.Time, ttl time.Duration) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.expires.Sub(now) <= ttl-ttl/3
 }
 
 // valid reports whether the holder may still act on the lease: it stops a
@@ -66,20 +82,31 @@ func (l *leaser) record(table string, inflight []string) ([]byte, time.Time) {
 // acquire takes the table's lease if it is free or expired. It returns
 // (nil, rec, nil) when another node holds it; rec is that node's record.
 // On takeover, the previous holder's record is returned alongside the lease.
-func (l *leaser) acquire(ctx context.Context, table string) (*lease, *leaseRecord, error) {
+// freeRev, when not 0, is the revision of the delete marker the node's
+// lease view last saw for the key (a released lease): the lease is then
+// written in one compare-and-set on it.
+func (l *leaser) acquire(ctx context.Context, table string, freeRev uint64) (*lease, *leaseRecord, error) {
 	key := TableID(table)
 	val, exp := l.record(table, nil)
+	if freeRev > 0 {
+		if rev, err := l.kv.Update(ctx, key, val, freeRev); err == nil {
+			return &lease{table: table, key: key, rev: rev, expires: exp}, nil, nil
+		}
+		// Taken or released again since: the full path below decides.
+	}
+	// No lease, or a released one: one create (three round trips on a
+	// released key, one on a new one).
+	rev, err := l.kv.Create(ctx, key, val)
+	switch {
+	case err == nil:
+		return &lease{table: table, key: key, rev: rev, expires: exp}, nil, nil
+	case !errors.Is(err, jetstream.ErrKeyExists):
+		return nil, nil, fmt.Errorf("create lease %s: %w", table, err)
+	}
 	entry, err := l.kv.Get(ctx, key)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
-		rev, err := l.kv.Create(ctx, key, val)
-		if errors.Is(err, jetstream.ErrKeyExists) {
-			return nil, nil, nil // someone else won the race
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("create lease %s: %w", table, err)
-		}
-		return &lease{table: table, key: key, rev: rev, expires: exp}, nil, nil
+		return nil, nil, nil // released meanwhile: the next attempt creates it
 	case err != nil:
 		return nil, nil, fmt.Errorf("read lease %s: %w", table, err)
 	}
@@ -91,7 +118,7 @@ func (l *leaser) acquire(ctx context.Context, table string) (*lease, *leaseRecor
 	if cur.Holder != "" && l.now().UnixNano() < cur.Expires {
 		return nil, &cur, nil
 	}
-	rev, err := l.kv.Update(ctx, key, val, entry.Revision())
+	rev, err = l.kv.Update(ctx, key, val, entry.Revision())
 	if err != nil {
 		if isWrongRevision(err) {
 			return nil, nil, nil
@@ -104,6 +131,8 @@ func (l *leaser) acquire(ctx context.Context, table string) (*lease, *leaseRecor
 // renew extends a held lease with a compare-and-set on its revision and
 // records the in-flight task keys.
 func (l *leaser) renew(ctx context.Context, ls *lease, inflight []string) error {
+	ls.op.Lock()
+	defer ls.op.Unlock()
 	val, exp := l.record(ls.table, inflight)
 	rev, err := l.kv.Update(ctx, ls.key, val, ls.revision())
 	if err != nil {
@@ -120,6 +149,8 @@ func (l *leaser) renew(ctx context.Context, ls *lease, inflight []string) error 
 
 // release deletes the lease if it is still ours.
 func (l *leaser) release(ctx context.Context, ls *lease) error {
+	ls.op.Lock()
+	defer ls.op.Unlock()
 	err := l.kv.Delete(ctx, ls.key, jetstream.LastRevision(ls.revision()))
 	if err != nil && !isWrongRevision(err) {
 		return fmt.Errorf("release lease %s: %w", ls.table, err)
@@ -144,6 +175,16 @@ func isWrongRevision(err error) bool {
 type leaseView struct {
 	mu   sync.Mutex
 	recs map[string]leaseRecord // TableID → record
+	// freed holds the revision of each released lease's delete marker.
+	freed map[string]uint64
+}
+
+// freeRevision returns the revision of the table's delete marker when the
+// view last saw its lease released, else 0.
+func (v *leaseView) freeRevision(id string) uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.freed[id]
 }
 
 // heldElsewhere reports whether the view has an unexpired lease of the
@@ -185,8 +226,14 @@ func (v *leaseView) watch(ctx context.Context, kv jetstream.KeyValue) error {
 			v.mu.Lock()
 			if put {
 				v.recs[e.Key()] = r
+				delete(v.freed, e.Key())
 			} else {
 				delete(v.recs, e.Key())
+				if e.Operation() == jetstream.KeyValueDelete {
+					v.freed[e.Key()] = e.Revision()
+				} else {
+					delete(v.freed, e.Key())
+				}
 			}
 			v.mu.Unlock()
 		}

@@ -38,11 +38,11 @@ func TestLeaseIsTakenOverOnlyAfterExpiry(t *testing.T) {
 	ctx := context.Background()
 	const table = "s3://lake/events.lance"
 
-	la, _, err := a.acquire(ctx, table)
+	la, _, err := a.acquire(ctx, table, 0)
 	if err != nil || la == nil {
 		t.Fatalf("a acquire: %v %v", la, err)
 	}
-	lb, rec, err := b.acquire(ctx, table)
+	lb, rec, err := b.acquire(ctx, table, 0)
 	if err != nil || lb != nil || rec == nil || rec.Holder != "a" {
 		t.Fatalf("b acquired a held lease: lease=%v rec=%v err=%v", lb, rec, err)
 	}
@@ -51,11 +51,11 @@ func TestLeaseIsTakenOverOnlyAfterExpiry(t *testing.T) {
 		t.Fatalf("renew: %v", err)
 	}
 	clock.Add(20 * time.Second) // 40s after acquire, 20s after renewal: still held
-	if lb, _, _ := b.acquire(ctx, table); lb != nil {
+	if lb, _, _ := b.acquire(ctx, table, 0); lb != nil {
 		t.Fatal("b took a lease that was renewed and not yet expired")
 	}
 	clock.Add(11 * time.Second) // past the renewed deadline
-	lb, rec, err = b.acquire(ctx, table)
+	lb, rec, err = b.acquire(ctx, table, 0)
 	if err != nil || lb == nil {
 		t.Fatalf("b could not take over an expired lease: %v", err)
 	}
@@ -69,13 +69,13 @@ func TestLeaseIsTakenOverOnlyAfterExpiry(t *testing.T) {
 	if err := a.release(ctx, la); err != nil {
 		t.Fatal(err)
 	}
-	if lc, _, _ := a.acquire(ctx, table); lc != nil {
+	if lc, _, _ := a.acquire(ctx, table, 0); lc != nil {
 		t.Fatal("a's stale release freed b's lease")
 	}
 	if err := b.release(ctx, lb); err != nil {
 		t.Fatal(err)
 	}
-	if lc, _, err := a.acquire(ctx, table); lc == nil || err != nil {
+	if lc, _, err := a.acquire(ctx, table, 0); lc == nil || err != nil {
 		t.Fatalf("a could not take a released lease: %v", err)
 	}
 }
@@ -101,9 +101,18 @@ func TestLeaseNeverHeldByTwoNodes(t *testing.T) {
 			}
 			l.kv = n2.q.leases
 		}
+		// Even contenders take released leases through their own watched
+		// view's delete-marker revision (one compare-and-set), odd ones
+		// through the full path.
+		view := &leaseView{recs: map[string]leaseRecord{}, freed: map[string]uint64{}}
+		if i%2 == 0 {
+			if err := view.watch(ctx, l.kv); err != nil {
+				t.Fatal(err)
+			}
+		}
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				ls, _, err := l.acquire(ctx, table)
+				ls, _, err := l.acquire(ctx, table, view.freeRevision(TableID(table)))
 				if err != nil || ls == nil {
 					time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
 					continue

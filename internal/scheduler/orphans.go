@@ -26,8 +26,8 @@ func (n *Node) sweepOrphans(ctx context.Context) {
 				continue
 			}
 			id := strings.TrimPrefix(subj, resultSubjectPrefix)
-			if n.coordinatesID(id) {
-				continue
+			if n.coordinatesID(id) || n.view.heldElsewhere(id, n.cfg.NodeID, n.cfg.Now()) {
+				continue // its coordinator (here or elsewhere) reads them
 			}
 			m, err := n.q.results.GetLastMsgForSubject(ctx, subj)
 			if err != nil {

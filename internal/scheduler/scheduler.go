@@ -58,16 +58,17 @@ type Committer interface {
 
 // Node is one scheduler participant: workers, coordinators and the queue.
 type Node struct {
-	cfg     Config
-	nc      *nats.Conn
-	q       *queue
-	log     *slog.Logger
-	m       *metrics
-	planner Planner
-	exec    Executor
-	commit  Committer
-	leases  *leaser
-	view    leaseView
+	cfg      Config
+	nc       *nats.Conn
+	q        *queue
+	log      *slog.Logger
+	m        *metrics
+	planner  Planner
+	exec     Executor
+	commit   Committer
+	leases   *leaser
+	view     leaseView
+	holdView holdView
 
 	mu     sync.Mutex
 	tables map[string]*tableState
@@ -75,10 +76,23 @@ type Node struct {
 	ring   []string               // round-robin order of tables with pending tasks
 	next   int
 	wake   chan struct{}
+	planQ  *readyQueue // dirty tables whose coordinator runs here
+	leaseQ *readyQueue // dirty tables without a coordinator here
 	ready  atomic.Bool
 	depth  atomic.Int64
 
 	running running
+
+	// trace, when set (by benchmarks in this package), is told when a
+	// table passes a stage on its way from announcement to plan: "poke",
+	// "lease" (attempt starts), "leased", "plan" (planner called).
+	trace func(node, table, stage string)
+}
+
+func (n *Node) traced(table, stage string) {
+	if n.trace != nil {
+		n.trace(n.cfg.NodeID, table, stage)
+	}
 }
 
 // New sets up the streams, buckets and consumer on nc's JetStream and
@@ -108,12 +122,15 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config, p Planner, e Executor, 
 	}
 	n := &Node{
 		cfg: cfg, nc: nc, q: q, planner: p, exec: e, commit: c,
-		log:    cfg.Logger.With("node", cfg.NodeID),
-		m:      newMetrics(cfg.Registerer, cfg.Holds != nil),
-		tables: map[string]*tableState{},
-		byID:   map[string]*tableState{},
-		view:   leaseView{recs: map[string]leaseRecord{}},
-		wake:   make(chan struct{}, 1),
+		log:      cfg.Logger.With("node", cfg.NodeID),
+		m:        newMetrics(cfg.Registerer, cfg.Holds != nil),
+		tables:   map[string]*tableState{},
+		byID:     map[string]*tableState{},
+		view:     leaseView{recs: map[string]leaseRecord{}, freed: map[string]uint64{}},
+		holdView: holdView{held: map[string]bool{}},
+		wake:     make(chan struct{}, 1),
+		planQ:    newReadyQueue(nil),
+		leaseQ:   newReadyQueue(leaseRank(cfg.NodeID)),
 	}
 	n.leases = &leaser{kv: q.leases, node: cfg.NodeID, ttl: cfg.LeaseTTL, now: cfg.Now}
 	if cfg.Registerer != nil {
@@ -183,6 +200,9 @@ func (n *Node) Run(ctx context.Context) error {
 	if err := n.view.watch(watchCtx, n.q.leases); err != nil {
 		return err
 	}
+	if err := n.holdView.watch(watchCtx, n.q.holds); err != nil {
+		return err
+	}
 	dead, err := n.subscribeDeadLetters()
 	if err != nil {
 		return fmt.Errorf("subscribe advisories: %w", err)
@@ -202,7 +222,16 @@ func (n *Node) Run(ctx context.Context) error {
 
 	coordCtx, cancelCoord := context.WithCancelCause(context.Background())
 	var coords sync.WaitGroup
-	coords.Go(func() { n.coordinate(coordCtx, &coords) })
+	coords.Go(func() { n.coordinate(coordCtx) })
+	if n.planner != nil {
+		for range n.cfg.Planners {
+			coords.Go(func() { n.runPlanner(coordCtx) })
+		}
+		for range leaseAttempts {
+			coords.Go(func() { n.runLeaser(coordCtx, &coords) })
+		}
+		coords.Go(func() { n.renewLeases(coordCtx) })
+	}
 	n.ready.Store(true)
 	n.log.Info("scheduler started", "workers", n.cfg.Workers)
 
@@ -229,7 +258,7 @@ func (n *Node) Run(ctx context.Context) error {
 // coordinate is the node's coordinator loop: it takes leases for tables
 // that need evaluation, feeds planned tasks into the queue fairly and keeps
 // the gauges fresh.
-func (n *Node) coordinate(ctx context.Context, wg *sync.WaitGroup) {
+func (n *Node) coordinate(ctx context.Context) {
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	var lastRefresh time.Time
@@ -244,7 +273,7 @@ func (n *Node) coordinate(ctx context.Context, wg *sync.WaitGroup) {
 			lastRefresh = time.Now()
 			n.refreshGauges(ctx)
 		}
-		n.startCoordinators(ctx, wg)
+		n.startCoordinators()
 		n.dispatch(ctx)
 	}
 }

@@ -1,0 +1,244 @@
+package scheduler
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"hash/fnv"
+	"slices"
+	"sync"
+	"time"
+)
+
+// readyQueue is a queue of table names served by a pool of goroutines.
+// Tables are pushed when they become due (an announcement, a backoff that
+// ran out) and served in that order: first in, first out, or, with rank
+// set, in rank order among the tables that became due within the same
+// rankWindow (earlier windows first). A slow table occupies one goroutine
+// of the pool, not the queue.
+type readyQueue struct {
+	rank   func(table string) uint64
+	mu     sync.Mutex
+	items  readyHeap
+	seq    uint64
+	signal chan struct{}
+}
+
+// rankWindow groups tables that became due together for rank order.
+const rankWindow = time.Second
+
+type readyItem struct {
+	window int64
+	key    uint64 // rank, or push order
+	table  string
+}
+
+type readyHeap []readyItem
+
+func (h readyHeap) Len() int { return len(h) }
+func (h readyHeap) Less(i, j int) bool {
+	if h[i].window != h[j].window {
+		return h[i].window < h[j].window
+	}
+	return h[i].key < h[j].key
+}
+func (h readyHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *readyHeap) Push(x any)   { *h = append(*h, x.(readyItem)) }
+func (h *readyHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return it
+}
+
+func newReadyQueue(rank func(string) uint64) *readyQueue {
+	return &readyQueue{rank: rank, signal: make(chan struct{}, 1)}
+}
+
+func (q *readyQueue) push(table string) {
+	q.mu.Lock()
+	q.seq++
+	it := readyItem{key: q.seq, table: table}
+	if q.rank != nil {
+		it.window, it.key = time.Now().UnixNano()/int64(rankWindow), q.rank(table)
+	}
+	heap.Push(&q.items, it)
+	q.mu.Unlock()
+	wake(q.signal)
+}
+
+// pop waits for the next table; false once ctx ended.
+func (q *readyQueue) pop(ctx context.Context) (string, bool) {
+	for {
+		q.mu.Lock()
+		if len(q.items) > 0 {
+			t := heap.Pop(&q.items).(readyItem).table
+			more := len(q.items) > 0
+			q.mu.Unlock()
+			if more {
+				wake(q.signal) // the next free goroutine takes the next table
+			}
+			return t, true
+		}
+		q.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return "", false
+		case <-q.signal:
+		}
+	}
+}
+
+// leaseRank orders one node's lease attempts: every node ranks the tables
+// of a burst by a hash of its own id and the table, so the nodes, which
+// all hear the same announcements in the same order, start on different
+// tables, and each finds most of the rest already leased in its lease
+// view (no round trip) instead of racing the others for every table.
+func leaseRank(node string) func(string) uint64 {
+	return func(table string) uint64 {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(node))
+		_, _ = h.Write([]byte{0})
+		_, _ = h.Write([]byte(table))
+		return h.Sum64()
+	}
+}
+
+// errTableHeld stops a coordinator whose table was found held.
+var errTableHeld = errors.New("table held")
+
+// runPlanner serves the plan queue until ctx ends. Planning runs apart
+// from the table's coordinator, so a new version is planned while the
+// coordinator waits on a result read or a commit.
+func (n *Node) runPlanner(ctx context.Context) {
+	for {
+		table, ok := n.planQ.pop(ctx)
+		if !ok {
+			return
+		}
+		n.planTable(table)
+	}
+}
+
+// planTable plans a dirty table whose coordinator runs here, once its
+// hold was checked within holdRecheck. A version announced during the
+// plan queues the table again.
+func (n *Node) planTable(table string) {
+	n.mu.Lock()
+	st := n.tables[table]
+	st.planQueued = false
+	if !st.running || st.stopping || !st.dirty {
+		n.mu.Unlock()
+		return
+	}
+	ctx, stop, ls := st.ctx, st.stop, st.lease
+	st.dirty, st.planning, st.planDone = false, true, make(chan struct{})
+	extra := st.inherited
+	st.inherited = nil
+	recheck := n.cfg.Now().Sub(st.heldCheckedAt) >= holdRecheck
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		st.planning = false
+		close(st.planDone)
+		st.planDone = nil
+		n.scheduleLocked(st)
+		n.mu.Unlock()
+		wake(st.wake)
+	}()
+	if !ls.valid(n.cfg.Now(), n.cfg.LeaseTTL/6) {
+		return // the coordinator stops on its next turn
+	}
+	if recheck {
+		if held, _ := n.isHeld(ctx, table); held {
+			n.m.plans.WithLabelValues("held").Inc()
+			stop(errTableHeld)
+			return
+		}
+		n.mu.Lock()
+		st.heldCheckedAt = n.cfg.Now()
+		n.mu.Unlock()
+	}
+	n.plan(ctx, table, extra)
+}
+
+// replanLater marks the table dirty again after a backoff that grows with
+// its consecutive transient plan failures (a throttled or unreachable store
+// must not leave the table unplanned until the next event, which may never
+// come once its writer stops). It returns the delay.
+func (n *Node) replanLater(table string) time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	st := n.state(table)
+	st.planFailures++
+	delay := backoff(st.planFailures, n.cfg.RetryBase, n.cfg.RetryMax)
+	if st.replanAt != nil {
+		st.replanAt.Stop()
+	}
+	st.replanAt = time.AfterFunc(delay, func() { n.noteVersion(table, 0) })
+	return delay
+}
+
+// plan asks the planner for the table's tasks and queues the new ones.
+func (n *Node) plan(ctx context.Context, table string, extraInFlight []string) {
+	n.mu.Lock()
+	st := n.tables[table]
+	inflight := slices.Clone(extraInFlight)
+	for k := range st.inflight {
+		inflight = append(inflight, k)
+	}
+	for _, t := range st.pending {
+		inflight = append(inflight, t.Key)
+	}
+	n.mu.Unlock()
+	slices.Sort(inflight)
+	inflight = slices.Compact(inflight)
+
+	n.traced(table, "plan")
+	start := time.Now()
+	p, err := n.planner.Plan(ctx, table, inflight)
+	log := n.log.With("table", table)
+	if err != nil {
+		n.m.plans.WithLabelValues("error").Inc()
+		switch disposition(err, n.cfg.Classify) {
+		case OutcomeCorrupt:
+			_ = n.hold(ctx, table, err)
+			log.Error("plan table", "err", err)
+		case OutcomeRetried:
+			delay := n.replanLater(table)
+			log.Warn("plan table failed, retrying", "retry_in", delay, "err", err)
+		default:
+			log.Error("plan table", "err", err)
+		}
+		return
+	}
+	n.mu.Lock()
+	st.planFailures = 0
+	known := map[string]bool{}
+	for _, k := range inflight {
+		known[k] = true
+	}
+	added := 0
+	for _, t := range p.Tasks {
+		if known[t.Key] {
+			continue
+		}
+		known[t.Key] = true
+		st.pending = append(st.pending, t)
+		added++
+	}
+	st.batchSize = p.CommitBatchTasks
+	if len(p.Tasks) == 0 {
+		st.maintained = max(st.maintained, p.ReadVersion)
+	}
+	st.latest = max(st.latest, p.ReadVersion)
+	n.m.lag.WithLabelValues(table).Set(float64(st.latest - min(st.latest, st.maintained)))
+	n.mu.Unlock()
+	result := "tasks"
+	if added == 0 {
+		result = "empty"
+	}
+	n.m.plans.WithLabelValues(result).Inc()
+	log.Info("table planned", "version", p.ReadVersion, "tasks", added, "duration", time.Since(start))
+	n.kick()
+}
