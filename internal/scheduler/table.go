@@ -59,13 +59,13 @@ func (n *Node) runTable(ctx context.Context, st *tableState, ls *lease) {
 // renewLeases renews the leases of this node's coordinators, each once a
 // third of the TTL passed since its last renewal, recording the table's
 // in-flight task keys in it; a lost lease stops its coordinator. One loop
-// per node checks every LeaseTTL/12 and starts the due renewals side by
-// side (at most leaseAttempts at once), so a slow renewal delays no other
-// and no table needs a timer of its own.
+// per node checks every LeaseTTL/12 and starts every due renewal at once
+// (not a bounded few: renewals must keep up with leases/(TTL/3) however
+// slow the round trips are), so a slow renewal delays no other and no
+// table needs a timer of its own.
 func (n *Node) renewLeases(ctx context.Context) {
 	t := time.NewTicker(n.cfg.LeaseTTL / 12)
 	defer t.Stop()
-	sem := make(chan struct{}, leaseAttempts)
 	var renewals sync.WaitGroup
 	defer renewals.Wait()
 	for {
@@ -97,14 +97,7 @@ func (n *Node) renewLeases(ctx context.Context) {
 		}
 		n.mu.Unlock()
 		for _, d := range todo {
-			select {
-			case <-ctx.Done():
-				d.ls.renewing.Store(false)
-				continue
-			case sem <- struct{}{}:
-			}
 			renewals.Go(func() {
-				defer func() { <-sem }()
 				defer d.ls.renewing.Store(false)
 				err := n.leases.renew(d.ctx, d.ls, d.keys)
 				if errors.Is(err, ErrLeaseLost) || (err != nil && !d.ls.valid(n.cfg.Now(), 0)) {
