@@ -86,33 +86,33 @@ func (o *CatchUpOutput) Classify(theirs *tablepb.Transaction) (Verdict, string) 
 	for _, id := range o.CatchUp.Fragments {
 		frags[id] = true
 	}
-	switch op := theirs.GetOperation().(type) {
-	case *tablepb.Transaction_Append_, *tablepb.Transaction_ReserveFragments_,
-		*tablepb.Transaction_Project_, *tablepb.Transaction_Clone_,
-		*tablepb.Transaction_UpdateConfig_, *tablepb.Transaction_UpdateMemWalState_,
-		*tablepb.Transaction_UpdateBases_, *tablepb.Transaction_Delete_,
-		*tablepb.Transaction_Update_, *tablepb.Transaction_DataReplacement_:
+	switch classOf(theirs) {
+	case opKeepsFragments, opMemWalState:
 		return Compatible, name + ": the fragments are checked at rebase"
-	case *tablepb.Transaction_Rewrite_:
+	case opTouchesFragments:
+		if _, rewrite := theirs.GetOperation().(*tablepb.Transaction_Rewrite_); !rewrite {
+			return Compatible, name + ": the fragments are checked at rebase"
+		}
 		if id, ok := intersects(touchedFragments(theirs), frags); ok {
 			return Retryable, fmt.Sprintf("Rewrite replaced fragment %d that the catch-up indexes", id)
 		}
 		return Compatible, "Rewrite touched other fragments"
-	case *tablepb.Transaction_Merge_:
+	case opMerge:
 		return Retryable, "Merge replaced the fragment list and schema"
-	case *tablepb.Transaction_CreateIndex_:
-		for _, ix := range op.CreateIndex.GetNewIndices() {
+	case opCreateIndex:
+		ci := theirs.GetCreateIndex()
+		for _, ix := range ci.GetNewIndices() {
 			if ix.GetName() == o.CatchUp.Index {
 				return Retryable, fmt.Sprintf("CreateIndex changed index %q (Lance's optimize or createIndex)", ix.GetName())
 			}
 		}
-		for _, ix := range op.CreateIndex.GetRemovedIndices() {
+		for _, ix := range ci.GetRemovedIndices() {
 			if ix.GetName() == o.CatchUp.Index {
 				return Retryable, fmt.Sprintf("CreateIndex removed a segment of index %q", ix.GetName())
 			}
 		}
 		return Compatible, "CreateIndex of another index"
-	case *tablepb.Transaction_Overwrite_, *tablepb.Transaction_Restore_:
+	case opReplacesTable:
 		return Incompatible, name + " replaced the table"
 	}
 	return Incompatible, "unknown operation " + name

@@ -103,3 +103,50 @@ func TestRepackRebase(t *testing.T) {
 		t.Fatalf("removed fragment must be retryable, got %v", v)
 	}
 }
+
+func TestCatchUpClassify(t *testing.T) {
+	o := &CatchUpOutput{CatchUp: &CatchUpTask{Index: "vec_idx", Fragments: []uint64{4, 5}}}
+	cases := []struct {
+		name string
+		txn  *tablepb.Transaction
+		want Verdict
+	}{
+		{"append is compatible", &tablepb.Transaction{Operation: &tablepb.Transaction_Append_{Append: &tablepb.Transaction_Append{}}}, Compatible},
+		{"mem wal is compatible", &tablepb.Transaction{Operation: &tablepb.Transaction_UpdateMemWalState_{UpdateMemWalState: &tablepb.Transaction_UpdateMemWalState{}}}, Compatible},
+		{"delete in a read fragment defers to rebase", &tablepb.Transaction{Operation: &tablepb.Transaction_Delete_{Delete: &tablepb.Transaction_Delete{DeletedFragmentIds: []uint64{4}}}}, Compatible},
+		{"data replacement defers to rebase", &tablepb.Transaction{Operation: &tablepb.Transaction_DataReplacement_{DataReplacement: &tablepb.Transaction_DataReplacement{Replacements: []*tablepb.Transaction_DataReplacementGroup{{FragmentId: 5}}}}}, Compatible},
+		{"rewrite of a read fragment is retryable", &tablepb.Transaction{Operation: &tablepb.Transaction_Rewrite_{Rewrite: &tablepb.Transaction_Rewrite{Groups: []*tablepb.Transaction_Rewrite_RewriteGroup{{OldFragments: []*tablepb.DataFragment{frag(5)}}}}}}, Retryable},
+		{"rewrite elsewhere is compatible", &tablepb.Transaction{Operation: &tablepb.Transaction_Rewrite_{Rewrite: &tablepb.Transaction_Rewrite{Groups: []*tablepb.Transaction_Rewrite_RewriteGroup{{OldFragments: []*tablepb.DataFragment{frag(1)}}}}}}, Compatible},
+		{"merge is retryable", &tablepb.Transaction{Operation: &tablepb.Transaction_Merge_{Merge: &tablepb.Transaction_Merge{}}}, Retryable},
+		{"the same index changed is retryable", &tablepb.Transaction{Operation: &tablepb.Transaction_CreateIndex_{CreateIndex: &tablepb.Transaction_CreateIndex{NewIndices: []*tablepb.IndexMetadata{{Name: "vec_idx"}}}}}, Retryable},
+		{"a segment of the index removed is retryable", &tablepb.Transaction{Operation: &tablepb.Transaction_CreateIndex_{CreateIndex: &tablepb.Transaction_CreateIndex{RemovedIndices: []*tablepb.IndexMetadata{{Name: "vec_idx"}}}}}, Retryable},
+		{"another index is compatible", &tablepb.Transaction{Operation: &tablepb.Transaction_CreateIndex_{CreateIndex: &tablepb.Transaction_CreateIndex{NewIndices: []*tablepb.IndexMetadata{{Name: "id_idx"}}}}}, Compatible},
+		{"restore is incompatible", &tablepb.Transaction{Operation: &tablepb.Transaction_Restore_{Restore: &tablepb.Transaction_Restore{}}}, Incompatible},
+		{"unknown is incompatible", &tablepb.Transaction{}, Incompatible},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got, why := o.Classify(c.txn); got != c.want {
+				t.Fatalf("got %v (%s), want %v", got, why, c.want)
+			}
+		})
+	}
+}
+
+// Every operation the transaction protobuf defines has a class, so no
+// job kind's rules fall through to "unknown operation" for a known one.
+func TestEveryOperationHasAClass(t *testing.T) {
+	oneof := (&tablepb.Transaction{}).ProtoReflect().Descriptor().Oneofs().ByName("operation")
+	if oneof == nil {
+		t.Fatal("no operation oneof in Transaction")
+	}
+	for i := 0; i < oneof.Fields().Len(); i++ {
+		fd := oneof.Fields().Get(i)
+		txn := &tablepb.Transaction{}
+		m := txn.ProtoReflect()
+		m.Set(fd, m.NewField(fd))
+		if classOf(txn) == opUnknown {
+			t.Errorf("operation %s has no class", fd.Name())
+		}
+	}
+}
