@@ -111,8 +111,9 @@ func runPolicyExplain(ctx context.Context, args []string, stdout, stderr io.Writ
 	policyDir := fs.String("policy", "", "policy directory (default: none, so Lance's defaults and the table's config)")
 	asJSON := fs.Bool("json", false, "print the effective policy as JSON")
 	noTable := fs.Bool("no-table", false, "do not open the table (ignore its config keys)")
+	configPath := fs.String("config", "", "the daemon's config file: its policies (unless --policy) and its events block, the default debounce and max_delay")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: lanced policy explain URI [--policy DIR] [--json] [--no-table]")
+		fmt.Fprintln(stderr, "usage: lanced policy explain URI [--policy DIR] [--config FILE] [--json] [--no-table]")
 		fs.PrintDefaults()
 	}
 	arg, err := oneArg(fs, args)
@@ -120,9 +121,23 @@ func runPolicyExplain(ctx context.Context, args []string, stdout, stderr io.Writ
 		return err
 	}
 	uri := arg
+	var daemonCfg runConfig
+	if *configPath != "" {
+		c, _, diags := loadConfigFile(*configPath)
+		if diags.HasErrors() {
+			return fmt.Errorf("config %s: %s", *configPath, diags.Error())
+		}
+		daemonCfg = c
+		if *policyDir == "" {
+			*policyDir = c.Policies
+		}
+	}
 	set, err := loadPolicyDir(*policyDir, stderr)
 	if err != nil {
 		return err
+	}
+	if daemonCfg.EventsSet {
+		set = set.WithEvents(policy.EventDefaults{Debounce: daemonCfg.Debounce, MaxDelay: daemonCfg.MaxDelay, Where: "events block of " + *configPath})
 	}
 	var cfg map[string]string
 	var latest *format.Manifest

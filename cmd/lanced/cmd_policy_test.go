@@ -169,8 +169,9 @@ func TestExplainShowsValuesAsWrittenAndWhichScheduleApplies(t *testing.T) {
 		"compaction.max_source_bytes": {" 64GiB ", "defaults ("},
 		"cleanup.older_than":          {" 14d "},
 		"cleanup.unverified_after":    {" 7d ", "lance default"},
-		"schedule.debounce":           {" 45s ", "not applied", "events { debounce }"},
-		"schedule.max_delay":          {" 10m ", "lanced default", "events { max_delay }"},
+		"schedule.debounce":           {" 45s ", "defaults (", "once no change came"},
+		"schedule.max_delay":          {" 1m ", "lanced default", "events block"},
+		"schedule.windows":            {"lanced default", "only inside a window"},
 		"schedule.min_interval":       {"lanced default", "cleanup runs"},
 		"enabled":                     {"lanced default"},
 		"cleanup.keep_versions":       {" 1 ", "lance default"},
@@ -184,6 +185,25 @@ func TestExplainShowsValuesAsWrittenAndWhichScheduleApplies(t *testing.T) {
 	}
 	if strings.Contains(out, "68719476736") || strings.Contains(out, "h0m0s") {
 		t.Errorf("raw size or duration in:\n%s", out)
+	}
+	// With the daemon's config, its events block is the default a policy
+	// does not override: max_delay comes from it, debounce still from the
+	// policy.
+	cfgPath := filepath.Join(t.TempDir(), "lanced.hcl")
+	if err := os.WriteFile(cfgPath, []byte("tables = [\"t\"]\nevents {\n  debounce = \"2s\"\n  max_delay = \"3m\"\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out = runCLI(t, "policy", "explain", "x.lance", "--no-table", "--policy", pdir, "--config", cfgPath)
+	for setting, want := range map[string][]string{
+		"schedule.debounce":  {" 45s ", "defaults ("},
+		"schedule.max_delay": {" 3m ", "daemon config (events block of " + cfgPath + ")"},
+	} {
+		l := line(setting)
+		for _, w := range want {
+			if !strings.Contains(l, w) {
+				t.Errorf("with --config: %s: %q missing from %q", setting, w, l)
+			}
+		}
 	}
 	// The daemon's cleanup uses the keep_versions explain shows.
 	set, diags := policy.NewSet(nil)

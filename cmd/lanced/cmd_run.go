@@ -279,11 +279,29 @@ func (a *atomicSet) Load() *policy.Set {
 	return a.s
 }
 
+// currentPolicies is the policy set in force, with the config file's
+// events block (if any) as every table's default debounce and max_delay.
 func (d *daemon) currentPolicies() *policy.Set {
+	s := d.policies.Load()
 	if d.reloader != nil {
-		return d.reloader.Current()
+		s = d.reloader.Current()
 	}
-	return d.policies.Load()
+	if d.cfg.EventsSet {
+		s = s.WithEvents(policy.EventDefaults{Debounce: d.cfg.Debounce, MaxDelay: d.cfg.MaxDelay, Where: "events block of " + d.flags.config})
+	}
+	return s
+}
+
+// tableTiming is one table's debounce, max_delay and maintenance windows
+// as its effective policy says (the schedule block, else the config
+// file's events block, else lanced's defaults).
+func (d *daemon) tableTiming(table string) watch.Timing {
+	sch := d.currentPolicies().Resolve(table, nil).Schedule
+	tm := watch.Timing{Debounce: time.Duration(sch.Debounce.Value), MaxDelay: time.Duration(sch.MaxDelay.Value)}
+	if ws := sch.Windows.Value; len(ws) > 0 {
+		tm.NextOpen = func(t time.Time) time.Time { return policy.NextOpen(ws, t) }
+	}
+	return tm
 }
 
 func (d *daemon) run(ctx context.Context) error {
@@ -355,6 +373,7 @@ func (d *daemon) run(ctx context.Context) error {
 	wopts := watch.Options{Roots: roots, Logger: log, Metrics: wm}
 	co := watch.NewCoalescer(watch.CoalescerConfig{
 		Debounce: cfg.Debounce, MaxDelay: cfg.MaxDelay, AutoDone: true, Logger: log, Metrics: wm,
+		Timing: d.tableTiming,
 	}, func(ctx context.Context, ref format.VersionRef) error {
 		return node.Submit(ctx, ref.Table, ref.Version)
 	})

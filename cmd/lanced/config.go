@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 
 	"github.com/lanced-dev/lanced/internal/duration"
+	"github.com/lanced-dev/lanced/internal/policy"
 )
 
 // runConfig is the resolved configuration of `lanced run`: every default
@@ -32,10 +33,14 @@ type runConfig struct {
 	Sources  []sourceConfig
 	Debounce time.Duration
 	MaxDelay time.Duration
-	Queue    queueConfig
-	HTTP     string // listen address, "" = no HTTP server
-	LogLevel string // debug|info|warn|error
-	LogFmt   string // json|text
+	// EventsSet says the config file has an events block: its debounce
+	// and max_delay are every table's defaults (a policy's schedule block
+	// wins).
+	EventsSet bool
+	Queue     queueConfig
+	HTTP      string // listen address, "" = no HTTP server
+	LogLevel  string // debug|info|warn|error
+	LogFmt    string // json|text
 }
 
 type natsConfig struct {
@@ -97,8 +102,8 @@ func defaultRunConfig() runConfig {
 		StateDir: state,
 		Workers:  2,
 		NATS:     natsConfig{Embedded: true},
-		Debounce: 5 * time.Second,
-		MaxDelay: time.Minute,
+		Debounce: policy.DefaultDebounce,
+		MaxDelay: policy.DefaultMaxDelay,
 		Queue: queueConfig{
 			AckWait: 60 * time.Second, LeaseTTL: 30 * time.Second, DrainTimeout: 30 * time.Second,
 			CommitMaxWait: 10 * time.Second, MaxDeliver: 5, TableInFlight: 4, MaxQueueDepth: 1000,
@@ -323,6 +328,7 @@ func applyFile(cfg *runConfig, fc *fileConfig, dir string) hcl.Diagnostics {
 	diags = append(diags, applySources(cfg, fc.Sources)...)
 
 	if b := fc.Events; b != nil {
+		cfg.EventsSet = true
 		parseDur(&diags, b.Body, "debounce", b.Debounce, &cfg.Debounce)
 		parseDur(&diags, b.Body, "max_delay", b.MaxDelay, &cfg.MaxDelay)
 		if cfg.MaxDelay < cfg.Debounce {

@@ -19,6 +19,9 @@ const (
 	// FromLancedDefault marks lanced's own settings (scheduling, caps,
 	// repack), which Lance has no default for.
 	FromLancedDefault SourceKind = "lanced_default"
+	// FromDaemonConfig marks a scheduling default the daemon's config file
+	// gave (its events block), below every policy layer.
+	FromDaemonConfig SourceKind = "daemon_config"
 )
 
 // Source is where one setting's value came from.
@@ -42,6 +45,9 @@ func (s Source) String() string {
 	}
 	if s.Kind == FromLancedDefault {
 		return "lanced default"
+	}
+	if s.Kind == FromDaemonConfig {
+		return "daemon config (" + s.Where + ")"
 	}
 	return "lance default"
 }
@@ -193,8 +199,11 @@ const (
 	DefaultDeletionsThreshold    = 0.1
 	DefaultOlderThan             = 7 * 24 * time.Hour
 	DefaultUnverifiedAfter       = 7 * 24 * time.Hour
-	DefaultDebounce              = 30 * time.Second
-	DefaultMaxDelay              = 10 * time.Minute
+	// The daemon's defaults for waiting after a table changes (its config
+	// file's events block replaces them; a policy's schedule block wins
+	// over both).
+	DefaultDebounce = 5 * time.Second
+	DefaultMaxDelay = time.Minute
 	DefaultMinInterval           = 5 * time.Minute
 )
 
@@ -270,10 +279,10 @@ type Row struct {
 // settingNotes are what explain adds to the settings the daemon does not
 // apply as their name suggests.
 var settingNotes = map[string]string{
-	"schedule.debounce":     "not applied: the daemon waits with its config's events { debounce } (default 5s)",
-	"schedule.max_delay":    "not applied: the daemon waits with its config's events { max_delay } (default 1m)",
+	"schedule.debounce":     "the daemon maintains the table once no change came for this long (policy, else the config's events block, else 5s)",
+	"schedule.max_delay":    "but at most this long after the first change (policy, else the config's events block, else 1m)",
 	"schedule.min_interval": "spaces cleanup runs of a table",
-	"schedule.windows":      "not applied by this version",
+	"schedule.windows":      "the daemon starts maintenance only inside a window (UTC); a change outside waits for the next one",
 }
 
 // Explain lists every setting of e with its value and source, in a fixed

@@ -23,6 +23,28 @@ type Set struct {
 	Tables []*Block
 	// Sources maps file names to their bytes, for diagnostic snippets.
 	Sources map[string][]byte
+	// Events, if set, are the daemon config's scheduling defaults (its
+	// events block): a table's debounce and max_delay when no policy layer
+	// sets them.
+	Events *EventDefaults
+}
+
+// EventDefaults are the daemon config's debounce and max_delay; Where
+// names the config file.
+type EventDefaults struct {
+	Debounce, MaxDelay time.Duration
+	Where              string
+}
+
+// WithEvents returns a copy of s whose tables default to ev's debounce
+// and max_delay (s may be nil: no policies).
+func (s *Set) WithEvents(ev EventDefaults) *Set {
+	var c Set
+	if s != nil {
+		c = *s
+	}
+	c.Events = &ev
+	return &c
 }
 
 // HCLFiles returns the parsed files by name, as hcl.NewDiagnosticTextWriter
@@ -222,6 +244,11 @@ func (s *Set) Resolve(uri string, tableConfig map[string]string) Effective {
 	e := LanceDefaults(uri)
 	var matched []*Block
 	var defaults *Block
+	if s != nil && s.Events != nil {
+		src := Source{Kind: FromDaemonConfig, Where: s.Events.Where}
+		e.Schedule.Debounce = Setting[Duration]{Value: Duration(s.Events.Debounce), Source: src}
+		e.Schedule.MaxDelay = Setting[Duration]{Value: Duration(s.Events.MaxDelay), Source: src}
+	}
 	if s != nil {
 		matched = s.Matching(uri)
 		defaults = s.Defaults

@@ -149,6 +149,32 @@ func (w Window) Contains(t time.Time) bool {
 	return false
 }
 
+// NextOpen returns the first time at or after t (to the minute) when one
+// of ws is open: t itself when one contains t, and t when ws is empty (no
+// window: any time).
+func NextOpen(ws []Window, t time.Time) time.Time {
+	if len(ws) == 0 {
+		return t
+	}
+	for _, w := range ws {
+		if w.Contains(t) {
+			return t
+		}
+	}
+	var best time.Time
+	day := t.UTC().Truncate(24 * time.Hour)
+	for d := 0; d <= 8; d++ {
+		start := day.AddDate(0, 0, d)
+		for _, w := range ws {
+			at := start.Add(time.Duration(w.Start) * time.Minute)
+			if at.After(t) && w.Contains(at) && (best.IsZero() || at.Before(best)) {
+				best = at
+			}
+		}
+	}
+	return best
+}
+
 // ParseColumnGroups parses the lance.compaction.column_groups syntax:
 // groups separated by ';', columns by ',' ("emb;cap,tags").
 func ParseColumnGroups(s string) ([][]string, error) {

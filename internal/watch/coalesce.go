@@ -27,9 +27,22 @@ type CoalescerConfig struct {
 	// Now is the clock (default time.Now). Timers are real timers; tests
 	// run under testing/synctest.
 	Now func() time.Time
+	// Timing, if set, gives one table's own debounce, max_delay and
+	// maintenance windows (its policy's schedule); zero durations fall
+	// back to Debounce and MaxDelay.
+	Timing func(table string) Timing
 	// Logger and Metrics as in Options.
 	Logger  *slog.Logger
 	Metrics *Metrics
+}
+
+// Timing is one table's scheduling: the quiet period, the longest wait,
+// and when it may be maintained.
+type Timing struct {
+	Debounce, MaxDelay time.Duration
+	// NextOpen returns the first time at or after t when the table may be
+	// maintained (nil: any time).
+	NextOpen func(t time.Time) time.Time
 }
 
 // Coalescer turns a stream of table versions into evaluations: per table, a
@@ -59,6 +72,7 @@ type tableState struct {
 	busy     bool
 	inHeap   bool
 	heapTime time.Time
+	waitsFor time.Time // the window opening last logged
 }
 
 // NewCoalescer returns a coalescer delivering to out.
@@ -87,11 +101,35 @@ func NewCoalescer(cfg CoalescerConfig, out Sink) *Coalescer {
 	}
 }
 
-// dueAt is when a pending table becomes due.
-func (c *Coalescer) dueAt(st *tableState) time.Time {
-	d := st.last.Add(c.cfg.Debounce)
-	if m := st.first.Add(c.cfg.MaxDelay); m.Before(d) {
-		return m
+// dueAt is when a pending table becomes due: Debounce after its last
+// event, at most MaxDelay after the first (the table's own when Timing
+// gives them), and not before its maintenance window opens.
+func (c *Coalescer) dueAt(table string, st *tableState) time.Time {
+	deb, maxDelay := c.cfg.Debounce, c.cfg.MaxDelay
+	var tm Timing
+	if c.cfg.Timing != nil {
+		tm = c.cfg.Timing(table)
+		if tm.Debounce > 0 {
+			deb = tm.Debounce
+		}
+		if tm.MaxDelay > 0 {
+			maxDelay = max(tm.MaxDelay, deb)
+		}
+	}
+	d := st.last.Add(deb)
+	if m := st.first.Add(maxDelay); m.Before(d) {
+		d = m
+	}
+	if tm.NextOpen != nil {
+		open := tm.NextOpen(d)
+		if open.IsZero() {
+			open = d.Add(24 * time.Hour) // no window opens within a week: look again tomorrow
+		}
+		if open.After(d) && !open.Equal(st.waitsFor) {
+			st.waitsFor = open
+			c.cfg.Logger.Info("table waits for its maintenance window", "table", table, "opens_at", open.UTC().Format(time.RFC3339))
+		}
+		d = open
 	}
 	return d
 }
@@ -124,10 +162,14 @@ func (c *Coalescer) Add(ctx context.Context, ref format.VersionRef) error {
 		c.cfg.Metrics.pendingTables.Inc()
 	} else if ref.Version > st.version {
 		st.version = ref.Version
+	} else {
+		// The pending version announced again (a poll sweep, a
+		// redelivery): not a new event, the quiet period goes on.
+		return nil
 	}
 	st.last = now
 	if !st.busy {
-		c.schedule(ref.Table, st, c.dueAt(st))
+		c.schedule(ref.Table, st, c.dueAt(ref.Table, st))
 	}
 	return nil
 }
@@ -162,7 +204,7 @@ func (c *Coalescer) Done(table string) {
 	st.busy = false
 	c.cfg.Metrics.busyTables.Dec()
 	if st.pending {
-		c.schedule(table, st, c.dueAt(st))
+		c.schedule(table, st, c.dueAt(table, st))
 	}
 }
 
@@ -221,7 +263,7 @@ func (c *Coalescer) popDue() ([]format.VersionRef, time.Time) {
 		if !st.pending || st.busy {
 			continue // Done re-schedules a busy table
 		}
-		if d := c.dueAt(st); d.After(now) {
+		if d := c.dueAt(e.table, st); d.After(now) {
 			c.schedule(e.table, st, d)
 			continue
 		}
@@ -256,7 +298,7 @@ func (c *Coalescer) retry(ref format.VersionRef) {
 		st.version = ref.Version
 	}
 	st.last = now
-	c.schedule(ref.Table, st, c.dueAt(st))
+	c.schedule(ref.Table, st, c.dueAt(ref.Table, st))
 }
 
 type dueEntry struct {

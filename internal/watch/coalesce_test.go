@@ -50,6 +50,52 @@ func startCoalescer(t *testing.T, cfg CoalescerConfig, rec *recorder) (*Coalesce
 	return c, func() { cancel(); <-done }
 }
 
+// TestCoalescerPerTableTiming: a table's own debounce and max_delay
+// (Timing) replace the defaults, a version announced again does not extend
+// the quiet period, and a closed maintenance window holds the evaluation
+// until it opens.
+func TestCoalescerPerTableTiming(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		start := time.Now()
+		opens := start.Add(time.Hour)
+		c, stop := startCoalescer(t, CoalescerConfig{Debounce: time.Second, MaxDelay: 10 * time.Second, AutoDone: true,
+			Timing: func(table string) Timing {
+				switch table {
+				case "s3://b/slow.lance":
+					return Timing{Debounce: 7 * time.Second, MaxDelay: time.Minute}
+				case "s3://b/night.lance":
+					return Timing{NextOpen: func(t time.Time) time.Time {
+						if t.Before(opens) {
+							return opens
+						}
+						return t
+					}}
+				}
+				return Timing{}
+			}}, rec)
+		defer stop()
+		ctx := context.Background()
+		for _, tb := range []string{"s3://b/default.lance", "s3://b/slow.lance", "s3://b/night.lance"} {
+			_ = c.Add(ctx, ref(tb, 1))
+		}
+		// The same version again (a poll sweep) each second: no news.
+		for i := 0; i < 5; i++ {
+			time.Sleep(time.Second)
+			_ = c.Add(ctx, ref("s3://b/slow.lance", 1))
+		}
+		time.Sleep(2 * time.Hour)
+		synctest.Wait()
+		at := map[string]time.Duration{}
+		for _, e := range rec.get() {
+			at[e.ref.Table] = e.at.Sub(start)
+		}
+		if at["s3://b/default.lance"] != time.Second || at["s3://b/slow.lance"] != 7*time.Second || at["s3://b/night.lance"] != time.Hour {
+			t.Fatalf("evaluated after %v; want default 1s, slow 7s (its own debounce), night 1h (its window)", at)
+		}
+	})
+}
+
 func TestCoalescerBurstBecomesOneEvaluation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{}
@@ -71,9 +117,11 @@ func TestCoalescerBurstBecomesOneEvaluation(t *testing.T) {
 		if len(got) != 1 || got[0].ref.Version != 10 {
 			t.Fatalf("evaluations = %v, want one at version 10", got)
 		}
-		// Last event at start+1s; due one debounce later.
-		if d := got[0].at.Sub(start); d != 2*time.Second {
-			t.Fatalf("evaluated after %v, want 2s", d)
+		// The last new version came at start+0.9s (the older one at 1s is
+		// no news and does not extend the quiet period); due one debounce
+		// later.
+		if d := got[0].at.Sub(start); d != 1900*time.Millisecond {
+			t.Fatalf("evaluated after %v, want 1.9s", d)
 		}
 	})
 }
