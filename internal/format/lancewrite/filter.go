@@ -563,128 +563,146 @@ func emit(ctx context.Context, out chan<- *outPage, bud *budget, op *outPage) er
 
 // run writes one column: page by page (copy) or re-encoded whole.
 func (p *colPlan) run(ctx context.Context, out chan<- *outPage, bud *budget, opts FilterOptions) error {
-	l := p.leaf
-	l.reset()
-	pendingFrom := -1 // source of the rows buffered in the leaf, -1 if mixed
-	pendingPage := -1
-	flush := func() error {
-		if l.rows == 0 {
-			return nil
-		}
-		bufs, enc, err := l.encodePage()
-		if err != nil {
-			return err
-		}
-		var cost int64
-		for _, b := range bufs {
-			cost += int64(len(b))
-		}
-		op := &outPage{col: p.col, bufs: bufs, layout: enc, rows: l.rows, priority: l.written, cost: cost,
-			ev: PageEvent{Column: p.col, Source: pendingFrom, SourcePage: pendingPage, Path: PathReencode, Rows: l.rows}}
-		l.written += l.rows
-		// the page owns bufs now; the leaf starts new buffers
-		l.rows, l.nvis, l.nvalid, l.maxLen = 0, 0, 0, 0
-		l.rep, l.codes, l.visible, l.fixed, l.bits, l.data, l.itemValid, l.offs = nil, nil, nil, nil, nil, nil, nil, []int64{0}
-		l.hasCodes, l.itemNulls = false, false
-		pendingFrom, pendingPage = -2, -2
-		return emit(ctx, out, bud, op)
-	}
-	// addRows decodes physical rows [a,b) of source si and buffers the live ones.
-	addRows := func(si int, s *filterSrc, a, b uint64, page int) error {
-		if l.rows == 0 {
-			l.written = s.outRow(a)
-			pendingFrom, pendingPage = si, page
-		} else if pendingFrom != si || pendingPage != page {
-			pendingFrom, pendingPage = -1, -1
-		}
-		r, err := s.f.NewReader(ctx, lancefile.ReadOptions{FieldIDs: []int32{p.topID}, Offset: a, Limit: b - a, BatchRows: lancefile.DefaultBatchRows})
-		if err != nil {
-			return fmt.Errorf("lancewrite: read %s: %w", s.Name, err)
-		}
-		defer r.Release()
-		pos := a
-		for r.Next() {
-			col := r.RecordBatch().Column(0)
-			n := uint64(col.Len())
-			if err := addLive(l, col, s, pos); err != nil {
-				return fmt.Errorf("column %q: %w", l.n.f.Name, err)
-			}
-			pos += n
-			if l.size() >= opts.PageBytes {
-				if err := flush(); err != nil {
-					return err
-				}
-			}
-		}
-		if err := r.Err(); err != nil {
-			return fmt.Errorf("lancewrite: read %s: %w", s.Name, err)
-		}
-		if pos != b {
-			return fmt.Errorf("lancewrite: read %s rows [%d,%d): got %d", s.Name, a, b, pos-a)
-		}
-		return nil
-	}
+	p.leaf.reset()
+	cr := &colRun{p: p, l: p.leaf, ctx: ctx, out: out, bud: bud, opts: opts, pendingFrom: -1, pendingPage: -1}
 	for si, s := range p.sources {
 		if !p.copy {
 			if s.f.NumRows() > s.deadIn(0, s.f.NumRows()) {
-				if err := addRows(si, s, 0, s.f.NumRows(), -1); err != nil {
+				if err := cr.addRows(si, s, 0, s.f.NumRows(), -1); err != nil {
 					return err
 				}
 			}
 			continue
 		}
-		col := s.f.Columns[p.srcCol[si]].Meta
-		for pi, pg := range col.GetPages() {
+		for pi, pg := range s.f.Columns[p.srcCol[si]].Meta.GetPages() {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			a, n := pg.GetPriority(), pg.GetLength()
-			dead := s.deadIn(a, a+n)
-			ev := PageEvent{Column: p.col, Source: si, SourcePage: pi, Rows: n - dead}
-			switch {
-			case dead == n:
-				var sz int64
-				for _, b := range pg.GetBufferSizes() {
-					sz += int64(b)
-				}
-				ev.Path = PathDrop
-				if err := emit(ctx, out, bud, &outPage{col: p.col, cost: sz, ev: ev}); err != nil {
-					return err
-				}
-				continue
-			case dead == 0:
-				if err := flush(); err != nil {
-					return err
-				}
-				ev.Path = PathCopy
-				if err := emit(ctx, out, bud, &outPage{col: p.col, src: s, srcPage: pg, rows: n, priority: s.outRow(a), ev: ev}); err != nil {
-					return err
-				}
-				continue
-			}
-			ops, path, err := cutPage(s, pg, a, n, opts.direct)
-			if err != nil {
-				return fmt.Errorf("%s column %d page %d: %w", s.Name, p.srcCol[si], pi, err)
-			}
-			if ops != nil {
-				if err := flush(); err != nil {
-					return err
-				}
-				for _, op := range ops {
-					op.col, op.ev = p.col, ev
-					op.ev.Path, op.ev.Rows = path, op.rows
-					if err := emit(ctx, out, bud, op); err != nil {
-						return err
-					}
-				}
-				continue
-			}
-			if err := addRows(si, s, a, a+n, pi); err != nil {
+			if err := cr.page(si, s, pi, pg); err != nil {
 				return err
 			}
 		}
 	}
-	return flush()
+	return cr.flush()
+}
+
+// colRun is one column being written: the rows buffered for re-encoding
+// and where the pages go.
+type colRun struct {
+	p    *colPlan
+	l    *leaf
+	ctx  context.Context
+	out  chan<- *outPage
+	bud  *budget
+	opts FilterOptions
+	// source and page of the rows buffered in the leaf: -1 if mixed, -2
+	// after a flush
+	pendingFrom, pendingPage int
+}
+
+// page handles source page pi of source si: dropped, copied, cut (filtered
+// or re-chunked) or its live rows buffered for re-encoding.
+func (cr *colRun) page(si int, s *filterSrc, pi int, pg *file2pb.ColumnMetadata_Page) error {
+	p := cr.p
+	a, n := pg.GetPriority(), pg.GetLength()
+	dead := s.deadIn(a, a+n)
+	ev := PageEvent{Column: p.col, Source: si, SourcePage: pi, Rows: n - dead}
+	switch {
+	case dead == n:
+		var sz int64
+		for _, b := range pg.GetBufferSizes() {
+			sz += int64(b)
+		}
+		ev.Path = PathDrop
+		return emit(cr.ctx, cr.out, cr.bud, &outPage{col: p.col, cost: sz, ev: ev})
+	case dead == 0:
+		if err := cr.flush(); err != nil {
+			return err
+		}
+		ev.Path = PathCopy
+		return emit(cr.ctx, cr.out, cr.bud, &outPage{col: p.col, src: s, srcPage: pg, rows: n, priority: s.outRow(a), ev: ev})
+	}
+	ops, path, err := cutPage(s, pg, a, n, cr.opts.direct)
+	if err != nil {
+		return fmt.Errorf("%s column %d page %d: %w", s.Name, p.srcCol[si], pi, err)
+	}
+	if ops == nil {
+		return cr.addRows(si, s, a, a+n, pi)
+	}
+	if err := cr.flush(); err != nil {
+		return err
+	}
+	for _, op := range ops {
+		op.col, op.ev = p.col, ev
+		op.ev.Path, op.ev.Rows = path, op.rows
+		if err := emit(cr.ctx, cr.out, cr.bud, op); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flush encodes the buffered rows as one page and hands it on.
+func (cr *colRun) flush() error {
+	l := cr.l
+	if l.rows == 0 {
+		return nil
+	}
+	bufs, enc, err := l.encodePage()
+	if err != nil {
+		return err
+	}
+	var cost int64
+	for _, b := range bufs {
+		cost += int64(len(b))
+	}
+	op := &outPage{col: cr.p.col, bufs: bufs, layout: enc, rows: l.rows, priority: l.written, cost: cost,
+		ev: PageEvent{Column: cr.p.col, Source: cr.pendingFrom, SourcePage: cr.pendingPage, Path: PathReencode, Rows: l.rows}}
+	l.written += l.rows
+	// the page owns bufs now; the leaf starts new buffers
+	l.rows, l.nvis, l.nvalid, l.maxLen = 0, 0, 0, 0
+	l.rep, l.codes, l.visible, l.fixed, l.bits, l.data, l.itemValid, l.offs = nil, nil, nil, nil, nil, nil, nil, []int64{0}
+	l.hasCodes, l.itemNulls = false, false
+	cr.pendingFrom, cr.pendingPage = -2, -2
+	return emit(cr.ctx, cr.out, cr.bud, op)
+}
+
+// addRows decodes physical rows [a,b) of source si and buffers the live
+// ones, flushing a page whenever the buffered rows reach the page size.
+func (cr *colRun) addRows(si int, s *filterSrc, a, b uint64, page int) error {
+	l := cr.l
+	if l.rows == 0 {
+		l.written = s.outRow(a)
+		cr.pendingFrom, cr.pendingPage = si, page
+	} else if cr.pendingFrom != si || cr.pendingPage != page {
+		cr.pendingFrom, cr.pendingPage = -1, -1
+	}
+	r, err := s.f.NewReader(cr.ctx, lancefile.ReadOptions{FieldIDs: []int32{cr.p.topID}, Offset: a, Limit: b - a, BatchRows: lancefile.DefaultBatchRows})
+	if err != nil {
+		return fmt.Errorf("lancewrite: read %s: %w", s.Name, err)
+	}
+	defer r.Release()
+	pos := a
+	for r.Next() {
+		col := r.RecordBatch().Column(0)
+		n := uint64(col.Len())
+		if err := addLive(l, col, s, pos); err != nil {
+			return fmt.Errorf("column %q: %w", l.n.f.Name, err)
+		}
+		pos += n
+		if l.size() >= cr.opts.PageBytes {
+			if err := cr.flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := r.Err(); err != nil {
+		return fmt.Errorf("lancewrite: read %s: %w", s.Name, err)
+	}
+	if pos != b {
+		return fmt.Errorf("lancewrite: read %s rows [%d,%d): got %d", s.Name, a, b, pos-a)
+	}
+	return nil
 }
 
 // addLive adds the live rows of col (physical rows from pos on) to l, run

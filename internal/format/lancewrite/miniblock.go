@@ -98,37 +98,23 @@ func miniBlockPage(lv levels, nvis int, vals mbValues, dict *dictPage) ([][]byte
 	for s := 0; s < nvis || (s == 0 && nvis == 0); {
 		n := vals.chunkLen(s, nvis)
 		last := s+n >= nvis
-		// levels of this chunk: up to and including the entry of its last
-		// visible value; trailing invisible entries go to the next chunk
-		end := lv.entries
-		if lv.visible != nil && !last {
-			seen, j := 0, pos
-			for ; j < lv.entries; j++ {
-				if lv.visible[j] {
-					seen++
-					if seen == n {
-						j++
-						break
-					}
-				}
-			}
-			end = j
-		} else if lv.visible == nil && !last {
-			end = s + n
-		}
+		end := lv.chunkEnd(pos, s, n, last)
 		if lv.visible == nil {
 			pos = s
 		}
 		if end-pos > maxU16 && (lv.rep != nil || lv.def != nil) {
 			return nil, nil, fmt.Errorf("lancewrite: mini-block chunk with %d levels (max %d)", end-pos, maxU16)
 		}
-		vbufs := vals.encode(s, s+n)
 		var rb, db []byte
+		nlev := 0
 		if lv.rep != nil {
 			rb = codec.AppendOutOfLineBitpacked(nil, lv.rep[pos:end], repW)
 		}
 		if lv.def != nil {
 			db = codec.AppendOutOfLineBitpacked(nil, lv.def[pos:end], defW)
+		}
+		if lv.rep != nil || lv.def != nil {
+			nlev = end - pos
 		}
 		// The chunk is encoded in place at the end of data (no copy); data
 		// is sized once from the first chunk (chunks are of similar size).
@@ -136,77 +122,21 @@ func miniBlockPage(lv levels, nvis int, vals mbValues, dict *dictPage) ([][]byte
 		if s > 0 && cstart == n0bytes {
 			data = slices.Grow(data, n0bytes*((nvis-s)/max(n, 1)+1))
 		}
-		chunk := data
-		nlev := 0
-		if lv.rep != nil || lv.def != nil {
-			nlev = end - pos
+		var err error
+		if data, err = appendChunk(data, nlev, lv.rep != nil, rb, lv.def != nil, db, vals.encode(s, s+n)); err != nil {
+			return nil, nil, err
 		}
-		chunk = binary.LittleEndian.AppendUint16(chunk, uint16(nlev))
-		if lv.rep != nil {
-			chunk = binary.LittleEndian.AppendUint16(chunk, uint16(len(rb)))
-		}
-		if lv.def != nil {
-			chunk = binary.LittleEndian.AppendUint16(chunk, uint16(len(db)))
-		}
-		for _, vb := range vbufs {
-			if len(vb) > maxU16 {
-				return nil, nil, fmt.Errorf("lancewrite: mini-block value buffer of %d bytes (max %d)", len(vb), maxU16)
-			}
-			chunk = binary.LittleEndian.AppendUint16(chunk, uint16(len(vb)))
-		}
-		chunk = padFrom(chunk, cstart, 8, chunkFill)
-		for _, b := range [][]byte{rb, db} {
-			if b != nil {
-				chunk = padFrom(append(chunk, b...), cstart, 8, chunkFill)
-			}
-		}
-		for _, b := range vbufs {
-			if b != nil {
-				chunk = padFrom(append(chunk, b...), cstart, 8, chunkFill)
-			}
-		}
-		clen := len(chunk) - cstart
-		if clen > maxChunkBytes {
-			return nil, nil, fmt.Errorf("lancewrite: mini-block chunk of %d bytes (max %d)", clen, maxChunkBytes)
-		}
+		clen := len(data) - cstart
 		if s == 0 {
 			n0bytes = clen
 		}
-		logN := 0
-		if !last {
-			for 1<<logN < n {
-				logN++
-			}
-			if 1<<logN != n {
-				return nil, nil, fmt.Errorf("lancewrite: internal: chunk of %d values is not a power of two", n)
-			}
+		logN, err := chunkLog(n, last)
+		if err != nil {
+			return nil, nil, err
 		}
 		meta = binary.LittleEndian.AppendUint16(meta, uint16((clen/8-1)<<4|logN))
-		data = chunk
 		if lv.rep != nil {
-			r := lv.rep[pos:end]
-			var finished, partial uint64
-			for _, x := range r[1:] {
-				if x == lv.maxRep {
-					finished++
-				}
-			}
-			if last || lv.rep[end] == lv.maxRep {
-				finished++
-			} else {
-				lastStart := -1
-				for k := len(r) - 1; k >= 0; k-- {
-					if r[k] == lv.maxRep {
-						lastStart = k
-						break
-					}
-				}
-				if lastStart < 0 {
-					partial = uint64(len(r))
-				} else {
-					partial = uint64(len(r) - lastStart)
-				}
-			}
+			finished, partial := lv.repIndexEntry(pos, end, last)
 			repIndex = binary.LittleEndian.AppendUint64(repIndex, finished)
 			repIndex = binary.LittleEndian.AppendUint64(repIndex, partial)
 		}
@@ -226,4 +156,100 @@ func miniBlockPage(lv levels, nvis int, vals mbValues, dict *dictPage) ([][]byte
 		bufs = append(bufs, repIndex)
 	}
 	return bufs, layout, nil
+}
+
+// chunkEnd is the level entry after a chunk of n visible values starting
+// at value s (levels from pos): up to and including the entry of its last
+// visible value; trailing invisible entries go to the next chunk, the
+// last chunk takes every entry left.
+func (lv levels) chunkEnd(pos, s, n int, last bool) int {
+	switch {
+	case last:
+		return lv.entries
+	case lv.visible == nil:
+		return s + n
+	}
+	seen, j := 0, pos
+	for ; j < lv.entries; j++ {
+		if lv.visible[j] {
+			seen++
+			if seen == n {
+				return j + 1
+			}
+		}
+	}
+	return j
+}
+
+// appendChunk appends one mini-block chunk to data: the level count and
+// buffer sizes, then the rep levels, def levels and value buffers, each
+// padded to 8 bytes from the chunk's start.
+func appendChunk(data []byte, nlev int, hasRep bool, rb []byte, hasDef bool, db []byte, vbufs [][]byte) ([]byte, error) {
+	cstart := len(data)
+	chunk := binary.LittleEndian.AppendUint16(data, uint16(nlev))
+	if hasRep {
+		chunk = binary.LittleEndian.AppendUint16(chunk, uint16(len(rb)))
+	}
+	if hasDef {
+		chunk = binary.LittleEndian.AppendUint16(chunk, uint16(len(db)))
+	}
+	for _, vb := range vbufs {
+		if len(vb) > maxU16 {
+			return nil, fmt.Errorf("lancewrite: mini-block value buffer of %d bytes (max %d)", len(vb), maxU16)
+		}
+		chunk = binary.LittleEndian.AppendUint16(chunk, uint16(len(vb)))
+	}
+	chunk = padFrom(chunk, cstart, 8, chunkFill)
+	for _, b := range [][]byte{rb, db} {
+		if b != nil {
+			chunk = padFrom(append(chunk, b...), cstart, 8, chunkFill)
+		}
+	}
+	for _, b := range vbufs {
+		if b != nil {
+			chunk = padFrom(append(chunk, b...), cstart, 8, chunkFill)
+		}
+	}
+	if clen := len(chunk) - cstart; clen > maxChunkBytes {
+		return nil, fmt.Errorf("lancewrite: mini-block chunk of %d bytes (max %d)", clen, maxChunkBytes)
+	}
+	return chunk, nil
+}
+
+// chunkLog is the log2 of a chunk's value count as the chunk table holds
+// it: 0 for the last chunk (its count comes from num_items), else n must
+// be a power of two.
+func chunkLog(n int, last bool) (int, error) {
+	if last {
+		return 0, nil
+	}
+	logN := 0
+	for 1<<logN < n {
+		logN++
+	}
+	if 1<<logN != n {
+		return 0, fmt.Errorf("lancewrite: internal: chunk of %d values is not a power of two", n)
+	}
+	return logN, nil
+}
+
+// repIndexEntry is a chunk's repetition index entry (levels [pos, end)):
+// the rows it finishes and, when its last row goes on in the next chunk,
+// how many of that row's levels it holds.
+func (lv levels) repIndexEntry(pos, end int, last bool) (finished, partial uint64) {
+	r := lv.rep[pos:end]
+	for _, x := range r[1:] {
+		if x == lv.maxRep {
+			finished++
+		}
+	}
+	if last || lv.rep[end] == lv.maxRep {
+		return finished + 1, 0
+	}
+	for k := len(r) - 1; k >= 0; k-- {
+		if r[k] == lv.maxRep {
+			return finished, uint64(len(r) - k)
+		}
+	}
+	return finished, uint64(len(r))
 }

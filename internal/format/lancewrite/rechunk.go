@@ -111,14 +111,7 @@ func rechunkPage(s *filterSrc, pg *file2pb.ColumnMetadata_Page, pl *enc21pb.Page
 	if len(bufs) != want {
 		return nil, nil
 	}
-	read := func(b lancefile.Buffer) ([]byte, error) {
-		out := make([]byte, b.Size)
-		if _, err := s.R.ReadAt(out, int64(b.Offset)); err != nil {
-			return nil, fmt.Errorf("lancewrite: read %s [%d,+%d): %w", s.Name, b.Offset, b.Size, err)
-		}
-		return out, nil
-	}
-	meta, err := read(bufs[0])
+	meta, err := readBuffer(s, bufs[0])
 	if err != nil {
 		return nil, err
 	}
@@ -126,14 +119,55 @@ func rechunkPage(s *filterSrc, pg *file2pb.ColumnMetadata_Page, pl *enc21pb.Page
 	if err != nil {
 		return nil, err
 	}
-	// where the survivors end, and how often a bit-packed page splits
-	splits, lastLive := 0, -1
+	lastLive, ok := survivorsEnd(s, a, chunks, kind)
+	if !ok {
+		return nil, nil
+	}
+	pc := &pageCutter{s: s, mb: mb, rc: &rechunker{mb: mb, kind: kind, width: width}, lastLive: lastLive}
+	if pc.data, err = readBuffer(s, bufs[1]); err != nil {
+		return nil, err
+	}
+	if want == 3 {
+		if pc.dict, err = readBuffer(s, bufs[2]); err != nil {
+			return nil, err
+		}
+	}
+	if d := mb.GetDefCompression(); d != nil {
+		pc.rc.defW = int(d.GetOutOfLineBitpacking().GetValues().GetFlat().GetBitsPerValue())
+		pc.rc.hasDef = true
+	}
+	for ci, c := range chunks {
+		if ok, err := pc.chunk(ci, c, a+uint64(c.First)); !ok || err != nil {
+			return nil, err
+		}
+	}
+	if err := pc.finish(); err != nil {
+		return nil, err
+	}
+	return pc.pages, nil
+}
+
+// readBuffer reads one page buffer of the source.
+func readBuffer(s *filterSrc, b lancefile.Buffer) ([]byte, error) {
+	out := make([]byte, b.Size)
+	if _, err := s.R.ReadAt(out, int64(b.Offset)); err != nil {
+		return nil, fmt.Errorf("lancewrite: read %s [%d,+%d): %w", s.Name, b.Offset, b.Size, err)
+	}
+	return out, nil
+}
+
+// survivorsEnd is the last chunk that keeps a row (chunks of the page
+// starting at source row a); false when none does, or when a bit-packed
+// page would split more than maxRechunkSplits times.
+func survivorsEnd(s *filterSrc, a uint64, chunks []lancefile.MiniBlockChunk, kind rechunkKind) (int, bool) {
+	lastLive := -1
 	for ci, c := range chunks {
 		lo := a + uint64(c.First)
 		if s.deadIn(lo, lo+uint64(c.Values)) < uint64(c.Values) {
 			lastLive = ci
 		}
 	}
+	splits := 0
 	for ci, c := range chunks {
 		lo := a + uint64(c.First)
 		dead := s.deadIn(lo, lo+uint64(c.Values))
@@ -142,104 +176,94 @@ func rechunkPage(s *filterSrc, pg *file2pb.ColumnMetadata_Page, pl *enc21pb.Page
 			splits++
 		}
 	}
-	if lastLive < 0 || (kind == rcBitpacked && splits > maxRechunkSplits) {
-		return nil, nil
+	return lastLive, lastLive >= 0 && (kind != rcBitpacked || splits <= maxRechunkSplits)
+}
+
+// pageCutter assembles the output pages of one re-chunked page.
+type pageCutter struct {
+	s          *filterSrc
+	mb         *enc21pb.MiniBlockLayout
+	rc         *rechunker
+	data, dict []byte // the page's chunk data and dictionary (nil: none)
+	lastLive   int    // the last chunk that keeps a row
+	cur        pieceBuf
+	pages      []*outPage
+}
+
+// chunk adds chunk ci (its first row is source row lo): kept byte for
+// byte, left out, or cut apart. false (with a nil error) when a survivor
+// chunk does not fit and the page must be re-encoded.
+func (pc *pageCutter) chunk(ci int, c lancefile.MiniBlockChunk, lo uint64) (bool, error) {
+	s, kind := pc.s, pc.rc.kind
+	dead := s.deadIn(lo, lo+uint64(c.Values))
+	if dead == uint64(c.Values) {
+		return true, nil
 	}
-	data, err := read(bufs[1])
+	if pc.cur.rows == 0 {
+		pc.cur.start = lo
+	}
+	raw := pc.data[c.Off : c.Off+c.Size]
+	if dead == 0 {
+		pc.cur.add(raw, c.Values)
+		return true, nil
+	}
+	keep := liveRuns(s, lo, uint64(c.Values))
+	parts, err := lancefile.SplitMiniBlockChunk(pc.mb, raw)
 	if err != nil {
-		return nil, err
+		return false, fmt.Errorf("chunk %d: %w", ci, err)
 	}
-	var dict []byte
-	if want == 3 {
-		if dict, err = read(bufs[2]); err != nil {
-			return nil, err
-		}
+	live := c.Values - int(dead)
+	vals, defs, err := pc.rc.survivors(parts, c.Values, keep, live)
+	if err != nil {
+		return false, fmt.Errorf("chunk %d: %w", ci, err)
 	}
-	rc := &rechunker{mb: mb, kind: kind, width: width}
-	if d := mb.GetDefCompression(); d != nil {
-		rc.defW = int(d.GetOutOfLineBitpacking().GetValues().GetFlat().GetBitsPerValue())
-		rc.hasDef = true
-	}
-	var pages []*outPage
-	var cur pieceBuf
-	finish := func() error {
-		if cur.rows == 0 {
-			cur = pieceBuf{}
-			return nil
+	whole := ci == pc.lastLive || bits.OnesCount(uint(live)) == 1 || kind == rcBitpacked
+	for at := 0; at < live; {
+		k := live - at
+		if !whole {
+			k = 1 << (bits.Len(uint(live-at)) - 1)
 		}
-		// the last chunk's count comes from num_items: its log is 0, as a writer leaves it
-		last := len(cur.meta) - 2
-		binary.LittleEndian.PutUint16(cur.meta[last:], binary.LittleEndian.Uint16(cur.meta[last:])&^0xF)
-		nl := proto.Clone(mb).(*enc21pb.MiniBlockLayout)
-		nl.NumItems = cur.rows
-		lb, err := marshalOpts.Marshal(&enc21pb.PageLayout{Layout: &enc21pb.PageLayout_MiniBlockLayout{MiniBlockLayout: nl}})
-		if err != nil {
-			return fmt.Errorf("lancewrite: marshal page layout: %w", err)
-		}
-		out := [][]byte{cur.meta, cur.data}
-		if dict != nil {
-			out = append(out, dict)
-		}
-		var cost int64
-		for _, b := range out {
-			cost += int64(len(b))
-		}
-		pages = append(pages, &outPage{bufs: out, layout: mustAny(pageLayoutURL, lb), rows: cur.rows, priority: s.outRow(cur.start), cost: cost})
-		cur = pieceBuf{}
-		return nil
-	}
-	emit := func(vals chunkVals, defs []uint16, from, to int) (bool, error) {
-		err := rc.emit(&cur, vals, defs, from, to)
+		err := pc.rc.emit(&pc.cur, vals, defs, at, at+k)
 		if errors.Is(err, errRechunkFit) {
 			return false, nil
 		}
-		return err == nil, err
-	}
-	for ci, c := range chunks {
-		lo := a + uint64(c.First)
-		dead := s.deadIn(lo, lo+uint64(c.Values))
-		if dead == uint64(c.Values) {
-			continue
-		}
-		if cur.rows == 0 {
-			cur.start = lo
-		}
-		raw := data[c.Off : c.Off+c.Size]
-		if dead == 0 {
-			cur.add(raw, c.Values)
-			continue
-		}
-		keep := liveRuns(s, lo, uint64(c.Values))
-		parts, err := lancefile.SplitMiniBlockChunk(mb, raw)
 		if err != nil {
-			return nil, fmt.Errorf("chunk %d: %w", ci, err)
+			return false, err
 		}
-		live := c.Values - int(dead)
-		vals, defs, err := rc.survivors(parts, c.Values, keep, live)
-		if err != nil {
-			return nil, fmt.Errorf("chunk %d: %w", ci, err)
-		}
-		whole := ci == lastLive || bits.OnesCount(uint(live)) == 1 || kind == rcBitpacked
-		for at := 0; at < live; {
-			k := live - at
-			if !whole {
-				k = 1 << (bits.Len(uint(live-at)) - 1)
-			}
-			if ok, err := emit(vals, defs, at, at+k); !ok {
-				return nil, err
-			}
-			at += k
-		}
-		if kind == rcBitpacked && ci != lastLive && bits.OnesCount(uint(live)) != 1 {
-			if err := finish(); err != nil {
-				return nil, err
-			}
-		}
+		at += k
 	}
-	if err := finish(); err != nil {
-		return nil, err
+	if kind == rcBitpacked && ci != pc.lastLive && bits.OnesCount(uint(live)) != 1 {
+		return true, pc.finish()
 	}
-	return pages, nil
+	return true, nil
+}
+
+// finish closes the page being assembled (if it holds rows).
+func (pc *pageCutter) finish() error {
+	cur := pc.cur
+	pc.cur = pieceBuf{}
+	if cur.rows == 0 {
+		return nil
+	}
+	// the last chunk's count comes from num_items: its log is 0, as a writer leaves it
+	last := len(cur.meta) - 2
+	binary.LittleEndian.PutUint16(cur.meta[last:], binary.LittleEndian.Uint16(cur.meta[last:])&^0xF)
+	nl := proto.Clone(pc.mb).(*enc21pb.MiniBlockLayout)
+	nl.NumItems = cur.rows
+	lb, err := marshalOpts.Marshal(&enc21pb.PageLayout{Layout: &enc21pb.PageLayout_MiniBlockLayout{MiniBlockLayout: nl}})
+	if err != nil {
+		return fmt.Errorf("lancewrite: marshal page layout: %w", err)
+	}
+	out := [][]byte{cur.meta, cur.data}
+	if pc.dict != nil {
+		out = append(out, pc.dict)
+	}
+	var cost int64
+	for _, b := range out {
+		cost += int64(len(b))
+	}
+	pc.pages = append(pc.pages, &outPage{bufs: out, layout: mustAny(pageLayoutURL, lb), rows: cur.rows, priority: pc.s.outRow(cur.start), cost: cost})
+	return nil
 }
 
 // pieceBuf is an output page being assembled: its chunk table and data.
