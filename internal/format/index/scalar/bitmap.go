@@ -96,6 +96,16 @@ func OpenBitmap(f *lancefile.File) (*Bitmap, error) {
 	return b, nil
 }
 
+// KeyType is the Arrow type of the file's keys (the column's type, or a
+// labelList's item type).
+func (b *Bitmap) KeyType() (arrow.DataType, error) {
+	sc, err := lancefile.ArrowSchema(b.File.Fields())
+	if err != nil {
+		return nil, err
+	}
+	return sc.Field(0).Type, nil
+}
+
 // ListNulls reads the rows whose list is null from a labelList file (nil
 // when the file does not record them).
 func (b *Bitmap) ListNulls() (*RowAddrs, error) {

@@ -376,37 +376,67 @@ func (a *BitmapAdditions) Release() {
 // not hold; a labelList's null-list rows are merged the same way. add may
 // be nil (a remap). Memory: one batch of old keys plus the additions.
 func MergeBitmap(ctx context.Context, old *Bitmap, keep index.Mapping, add *BitmapAdditions, out io.Writer) (RemapResult, error) {
-	var res RemapResult
 	ver := lancewrite.V2_1
 	if old.File.Format == lancefile.Format20 {
 		ver = lancewrite.V2_0
 	}
 	bw, err := NewBitmapWriter(out, old.File.Fields(), ver, meta(old.File))
 	if err != nil {
-		return res, err
+		return RemapResult{}, err
 	}
 	if add == nil {
 		add = NewBitmapAdditions(bw.schema.Field(0).Type)
 	}
 	if !arrow.TypeEqual(bw.schema.Field(0).Type, add.dt) {
-		return res, fmt.Errorf("%w: additions of type %s, the index holds %s", ErrUnsupported, add.dt, bw.schema.Field(0).Type)
+		return RemapResult{}, fmt.Errorf("%w: additions of type %s, the index holds %s", ErrUnsupported, add.dt, bw.schema.Field(0).Type)
 	}
-	var rewritten func(uint64) bool
+	m := &bitmapMerge{bw: bw, add: add, keep: keep, merged: map[string]bool{}}
 	if keep != nil {
-		rewritten = rewrittenFunc(keep)
+		m.rewritten = rewrittenFunc(keep)
 	}
-	pass := func(s *RowAddrs) (*RowAddrs, error) {
-		if keep == nil {
-			return s, nil
-		}
-		out, dropped, err := s.Remap(keep, rewritten)
-		res.Dropped += dropped
-		return out, err
+	if err := m.oldKeys(ctx, old); err != nil {
+		return m.res, err
 	}
-	merged := map[string]bool{}
+	if err := m.newKeys(); err != nil {
+		return m.res, err
+	}
+	if err := m.listNulls(old); err != nil {
+		return m.res, err
+	}
+	size, err := bw.Close()
+	if err != nil {
+		return m.res, err
+	}
+	m.res.Files = []File{{Name: BitmapFileName, Size: size}}
+	return m.res, nil
+}
+
+// bitmapMerge is one MergeBitmap in progress.
+type bitmapMerge struct {
+	bw        *BitmapWriter
+	add       *BitmapAdditions
+	keep      index.Mapping
+	rewritten func(uint64) bool
+	merged    map[string]bool // added values found among the old keys
+	res       RemapResult
+}
+
+// pass applies keep to an old key's rows.
+func (m *bitmapMerge) pass(s *RowAddrs) (*RowAddrs, error) {
+	if m.keep == nil {
+		return s, nil
+	}
+	out, dropped, err := s.Remap(m.keep, m.rewritten)
+	m.res.Dropped += dropped
+	return out, err
+}
+
+// oldKeys writes every old key, a batch at a time, with its rows passed
+// and the added rows of the same value.
+func (m *bitmapMerge) oldKeys(ctx context.Context, old *Bitmap) error {
 	r, err := old.Batches(ctx, 0)
 	if err != nil {
-		return res, err
+		return err
 	}
 	defer r.Release()
 	for r.Next() {
@@ -414,40 +444,47 @@ func MergeBitmap(ctx context.Context, old *Bitmap, keep index.Mapping, add *Bitm
 		keys := rec.Column(0)
 		maps, ok := rec.Column(1).(*array.Binary)
 		if !ok {
-			return res, errorf(old.File, ErrUnsupported, "bitmaps column read as %s", rec.Column(1).DataType())
+			return errorf(old.File, ErrUnsupported, "bitmaps column read as %s", rec.Column(1).DataType())
 		}
 		enc := make([][]byte, rec.NumRows())
 		for i := range enc {
-			if maps.IsNull(i) {
-				return res, errorf(old.File, ErrCorrupt, "key %s has a null bitmap", keys.ValueStr(i))
-			}
-			set, err := DecodeRowAddrs(maps.Value(i))
-			if err != nil {
-				return res, fmt.Errorf("%s: key %s: %w", old.File.Name(), keys.ValueStr(i), err)
-			}
-			if set, err = pass(set); err != nil {
-				return res, fmt.Errorf("%s: key %s: %w", old.File.Name(), keys.ValueStr(i), err)
-			}
-			k := keyOf(keys, i)
-			if more, ok := add.rows[k]; ok {
-				set.Union(more)
-				merged[k] = true
-			}
-			n, _ := set.Len()
-			res.Rows += n
-			if enc[i], err = set.Encode(); err != nil {
-				return res, err
+			if enc[i], err = m.oldKey(old, keys, maps, i); err != nil {
+				return err
 			}
 		}
-		if err := bw.Write(keys, enc); err != nil {
-			return res, err
+		if err := m.bw.Write(keys, enc); err != nil {
+			return err
 		}
-		res.Keys += uint64(len(enc))
+		m.res.Keys += uint64(len(enc))
 	}
-	if err := r.Err(); err != nil {
-		return res, err
+	return r.Err()
+}
+
+// oldKey returns old key i's merged rows, encoded.
+func (m *bitmapMerge) oldKey(old *Bitmap, keys arrow.Array, maps *array.Binary, i int) ([]byte, error) {
+	if maps.IsNull(i) {
+		return nil, errorf(old.File, ErrCorrupt, "key %s has a null bitmap", keys.ValueStr(i))
 	}
-	// The added values the old file does not hold, a batch at a time.
+	set, err := DecodeRowAddrs(maps.Value(i))
+	if err != nil {
+		return nil, fmt.Errorf("%s: key %s: %w", old.File.Name(), keys.ValueStr(i), err)
+	}
+	if set, err = m.pass(set); err != nil {
+		return nil, fmt.Errorf("%s: key %s: %w", old.File.Name(), keys.ValueStr(i), err)
+	}
+	k := keyOf(keys, i)
+	if more, ok := m.add.rows[k]; ok {
+		set.Union(more)
+		m.merged[k] = true
+	}
+	n, _ := set.Len()
+	m.res.Rows += n
+	return set.Encode()
+}
+
+// newKeys writes the added values the old file does not hold, a batch at
+// a time.
+func (m *bitmapMerge) newKeys() error {
 	var vals []arrow.Array
 	var enc [][]byte
 	flush := func() error {
@@ -459,53 +496,48 @@ func MergeBitmap(ctx context.Context, old *Bitmap, keep index.Mapping, add *Bitm
 			return err
 		}
 		defer keys.Release()
-		err = bw.Write(keys, enc)
-		res.Keys += uint64(len(enc))
+		err = m.bw.Write(keys, enc)
+		m.res.Keys += uint64(len(enc))
 		vals, enc = vals[:0], enc[:0]
 		return err
 	}
-	for _, k := range add.order {
-		if merged[k] {
+	for _, k := range m.add.order {
+		if m.merged[k] {
 			continue
 		}
-		b, err := add.rows[k].Encode()
+		b, err := m.add.rows[k].Encode()
 		if err != nil {
-			return res, err
+			return err
 		}
-		n, _ := add.rows[k].Len()
-		res.Rows += n
-		vals, enc = append(vals, add.vals[k]), append(enc, b)
+		n, _ := m.add.rows[k].Len()
+		m.res.Rows += n
+		vals, enc = append(vals, m.add.vals[k]), append(enc, b)
 		if len(vals) == BitmapBatchRows {
 			if err := flush(); err != nil {
-				return res, err
+				return err
 			}
 		}
 	}
-	if err := flush(); err != nil {
-		return res, err
-	}
+	return flush()
+}
+
+// listNulls merges a labelList's null-list rows (old passed, added).
+func (m *bitmapMerge) listNulls(old *Bitmap) error {
 	nulls, err := old.ListNulls()
 	if err != nil {
-		return res, err
+		return err
 	}
-	if nulls != nil || add.nulls != nil {
-		if nulls == nil {
-			nulls = NewRowAddrs()
-		}
-		if nulls, err = pass(nulls); err != nil {
-			return res, fmt.Errorf("%s: null lists: %w", old.File.Name(), err)
-		}
-		if add.nulls != nil {
-			nulls.Union(add.nulls)
-		}
-		if err := bw.SetListNulls(nulls); err != nil {
-			return res, err
-		}
+	if nulls == nil && m.add.nulls == nil {
+		return nil
 	}
-	size, err := bw.Close()
-	if err != nil {
-		return res, err
+	if nulls == nil {
+		nulls = NewRowAddrs()
 	}
-	res.Files = []File{{Name: BitmapFileName, Size: size}}
-	return res, nil
+	if nulls, err = m.pass(nulls); err != nil {
+		return fmt.Errorf("%s: null lists: %w", old.File.Name(), err)
+	}
+	if m.add.nulls != nil {
+		nulls.Union(m.add.nulls)
+	}
+	return m.bw.SetListNulls(nulls)
 }
