@@ -8,14 +8,17 @@ import (
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/lanced-dev/lanced/internal/engine/failpoint"
 	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/engine/journal"
+	"github.com/lanced-dev/lanced/internal/engine/scan"
 	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/store"
 )
@@ -49,7 +52,12 @@ func ExecuteCatchUp(ctx context.Context, tbl *table.Table, t *job.CatchUpTask) (
 	if err != nil {
 		return nil, err
 	}
-	out, err := catchUpVector(ctx, tbl.Bucket(), t, in)
+	var out *job.CatchUpOutput
+	if isScalarCatchUp(index.Detect(in.model())) {
+		out, err = catchUpScalar(ctx, tbl.Bucket(), t, in)
+	} else {
+		out, err = catchUpVector(ctx, tbl.Bucket(), t, in)
+	}
 	if err == nil {
 		failpoint.Hit("catchup.written")
 	}
@@ -218,4 +226,43 @@ func catchUpSegment(t *job.CatchUpTask, in *catchUpInput, id uuid.UUID, merged [
 		seg.Files = append(seg.Files, &tablepb.IndexFile{Path: n, SizeBytes: uint64(sizes[n])})
 	}
 	return seg, nil
+}
+
+// scanColumnRows streams one column of a fragment's live rows to fn with
+// their row addresses (fragment id << 32 | offset), in offset order; it
+// returns the bytes of the fragment's data files.
+func scanColumnRows(ctx context.Context, b *store.Bucket, m *tablepb.Manifest, f *tablepb.DataFragment, fieldID int32, col string, fn func(values arrow.Array, ids []uint64) error) (int64, error) {
+	fr, err := scan.ScanFragment(ctx, b, m.GetFields(), f, scan.ScanOptions{FieldIDs: []int32{fieldID}})
+	if err != nil {
+		return 0, err
+	}
+	defer fr.Release()
+	var read int64
+	for _, df := range f.GetFiles() {
+		read += int64(df.GetFileSizeBytes())
+	}
+	deleted := fr.Deleted()
+	next := uint64(0) // next physical offset to consider
+	for fr.Next() {
+		rec := fr.RecordBatch()
+		ci := rec.Schema().FieldIndices(col)
+		if len(ci) != 1 {
+			return read, fmt.Errorf("fragment %d: scan returned no column %s", f.GetId(), col)
+		}
+		n := int(rec.NumRows())
+		ids := make([]uint64, 0, n)
+		for len(ids) < n {
+			if deleted == nil || !deleted.Contains(uint32(next)) {
+				ids = append(ids, f.GetId()<<32|next)
+			}
+			next++
+			if next > f.GetPhysicalRows() {
+				return read, fmt.Errorf("fragment %d: more live rows than physical rows %d: %w", f.GetId(), f.GetPhysicalRows(), format.ErrCorrupt)
+			}
+		}
+		if err := fn(rec.Column(ci[0]), ids); err != nil {
+			return read, err
+		}
+	}
+	return read, fr.Err()
 }

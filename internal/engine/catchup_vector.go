@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/lanced-dev/lanced/internal/engine/job"
-	"github.com/lanced-dev/lanced/internal/engine/scan"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/index/vector"
 	"github.com/lanced-dev/lanced/internal/format/lancefile"
@@ -178,40 +178,5 @@ func openVectorSegment(ctx context.Context, b *store.Bucket, seg *tablepb.IndexM
 // catchUpFragment streams a fragment's vectors into the delta with their
 // row addresses (fragment id << 32 | offset), skipping deleted rows.
 func catchUpFragment(ctx context.Context, b *store.Bucket, m *tablepb.Manifest, f *tablepb.DataFragment, fieldID int32, col string, d *vector.Delta) (int64, error) {
-	fr, err := scan.ScanFragment(ctx, b, m.GetFields(), f, scan.ScanOptions{FieldIDs: []int32{fieldID}})
-	if err != nil {
-		return 0, err
-	}
-	defer fr.Release()
-	var read int64
-	for _, df := range f.GetFiles() {
-		read += int64(df.GetFileSizeBytes())
-	}
-	deleted := fr.Deleted()
-	next := uint64(0) // next physical offset to consider
-	for fr.Next() {
-		rec := fr.RecordBatch()
-		ci := rec.Schema().FieldIndices(col)
-		if len(ci) != 1 {
-			return read, fmt.Errorf("fragment %d: scan returned no column %s", f.GetId(), col)
-		}
-		n := int(rec.NumRows())
-		ids := make([]uint64, 0, n)
-		for len(ids) < n {
-			if deleted == nil || !deleted.Contains(uint32(next)) {
-				ids = append(ids, f.GetId()<<32|next)
-			}
-			next++
-			if next > f.GetPhysicalRows() {
-				return read, fmt.Errorf("fragment %d: more live rows than physical rows %d: %w", f.GetId(), f.GetPhysicalRows(), format.ErrCorrupt)
-			}
-		}
-		if err := d.Add(ids, rec.Column(ci[0])); err != nil {
-			return read, err
-		}
-	}
-	if err := fr.Err(); err != nil {
-		return read, err
-	}
-	return read, nil
+	return scanColumnRows(ctx, b, m, f, fieldID, col, func(values arrow.Array, ids []uint64) error { return d.Add(ids, values) })
 }

@@ -31,7 +31,18 @@ const (
 )
 
 // catchUpKinds lists the index kinds lanced catches up itself.
-var catchUpKinds = map[index.Kind]bool{index.KindIVFPQ: true, index.KindIVFFlat: true, index.KindHNSWSQ: true, index.KindHNSWPQ: true}
+var catchUpKinds = map[index.Kind]bool{
+	index.KindIVFPQ: true, index.KindIVFFlat: true, index.KindHNSWSQ: true, index.KindHNSWPQ: true,
+	index.KindBTree: true, index.KindBitmap: true, index.KindLabelList: true,
+}
+
+// noCatchUp says why lanced does not catch up an index kind (the plan's
+// reason); kinds not listed get a generic one.
+var noCatchUp = map[index.Kind]string{
+	index.KindFM: "fm: catch-up needs a rebuild; run Lance optimize_indices",
+	index.KindFTS: "fts: catch-up must tokenize new rows exactly as Lance's tantivy analyzer does " +
+		"(English stemming, stop words, ascii folding) and write a new inverted partition, which lanced does not do yet; run Lance optimize_indices",
+}
 
 // CatchUpMaxRows bounds the live rows of one catch-up task: the executor
 // holds a row id and a code per new row (for IVF_FLAT over 128-d float32
@@ -130,8 +141,14 @@ func decideCatchUp(cu *CatchUp, kind index.Kind, segments int, p policy.Index) {
 		why = joinReason(trigger, merge)
 	}
 	var blocked []string
-	if !catchUpKinds[kind] {
+	switch {
+	case noCatchUp[kind] != "":
+		blocked = append(blocked, noCatchUp[kind])
+	case !catchUpKinds[kind]:
 		blocked = append(blocked, fmt.Sprintf("lanced cannot catch up %s indices yet", kind))
+	case !kind.IsVector() && segments != 1:
+		// Lance keeps one segment per scalar index; lanced merges into it.
+		blocked = append(blocked, fmt.Sprintf("%s index of %d segments: lanced catches up a scalar index of one segment", kind, segments))
 	}
 	if merge != "" {
 		blocked = append(blocked, "lanced cannot merge index segments yet")

@@ -2,8 +2,11 @@ package plan
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
@@ -15,13 +18,13 @@ import (
 // of 2550.
 func catchUpTable(t *testing.T) (*tablepb.Manifest, []*tablepb.IndexMetadata) {
 	m := manifest(9, ab, small(0, 1000), small(1, 1000), small(2, 300), frag(3, 250, 50, v20("d3.lance", 10, 0, 1)), small(4, 50))
-	return m, []*tablepb.IndexMetadata{btreeIndex(t, "id_idx", 0, 1), vectorIndex(t, "vec_idx", 0), vectorIndex(t, "vec_idx", 1)}
+	return m, []*tablepb.IndexMetadata{btreeIndex(t, "id_idx", 0, 1), vectorIndex(t, "vec_idx", 0), vectorIndex(t, "vec_idx", 1), detailsIndex(t, "body_idx", "/lance.table.InvertedIndexDetails", 0, 1)}
 }
 
 func TestCatchUpBacklogAndDefaultPolicy(t *testing.T) {
 	m, idx := catchUpTable(t)
 	p := Compute(Input{Table: "t", Manifest: m, Policy: pol(nil), Indices: idx})
-	for _, name := range []string{"id_idx", "vec_idx"} {
+	for _, name := range []string{"id_idx", "vec_idx", "body_idx"} {
 		cu := indexDecision(t, p, name).CatchUp
 		if cu == nil {
 			t.Fatalf("%s: no catch-up decision", name)
@@ -31,14 +34,17 @@ func TestCatchUpBacklogAndDefaultPolicy(t *testing.T) {
 		}
 	}
 	// No bound set: any unindexed row is due, as Lance's optimize()
-	// catches up every index; lanced cannot do it for btree yet.
-	if cu := indexDecision(t, p, "id_idx").CatchUp; cu.Action != CatchUpDue || !strings.Contains(cu.Reason, "no bound set") || !strings.Contains(cu.Reason, "cannot catch up") {
-		t.Fatalf("id_idx: %+v", cu)
+	// catches up every index; lanced cannot do it for fts, and says why.
+	if cu := indexDecision(t, p, "body_idx").CatchUp; cu.Action != CatchUpDue || !strings.Contains(cu.Reason, "no bound set") || !strings.Contains(cu.Reason, "fts: catch-up must tokenize") {
+		t.Fatalf("body_idx: %+v", cu)
 	}
-	// ivfPq is caught up, but its unindexed fragments are small ones the
-	// plan rewrites first: no catch-up task until they are settled.
-	if cu := indexDecision(t, p, "vec_idx").CatchUp; cu.Action != CatchUpPlanned || !strings.Contains(cu.Reason, "fragment 2 is rewritten first") || len(p.CatchUps) != 0 {
-		t.Fatalf("vec_idx: %+v, tasks %+v", cu, p.CatchUps)
+	// ivfPq and btree are caught up, but their unindexed fragments are
+	// small ones the plan rewrites first: no catch-up task until they are
+	// settled.
+	for _, name := range []string{"vec_idx", "id_idx"} {
+		if cu := indexDecision(t, p, name).CatchUp; cu.Action != CatchUpPlanned || !strings.Contains(cu.Reason, "fragment 2 is rewritten first") || len(p.CatchUps) != 0 {
+			t.Fatalf("%s: %+v, tasks %+v", name, cu, p.CatchUps)
+		}
 	}
 	if d := indexDecision(t, p, "vec_idx"); d.Segments != 2 {
 		t.Fatalf("vec_idx segments %d", d.Segments)
@@ -65,7 +71,7 @@ func TestCatchUpBounds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := Compute(Input{Table: "t", Manifest: m, Policy: pol(tc.edit), Indices: idx})
-			cu := indexDecision(t, p, "id_idx").CatchUp
+			cu := indexDecision(t, p, "body_idx").CatchUp
 			if cu.Action != tc.action || !strings.Contains(cu.Reason, tc.reason) {
 				t.Fatalf("got %s: %s", cu.Action, cu.Reason)
 			}
@@ -128,5 +134,46 @@ func TestCatchUpNotPlannedUnderFragmentReuse(t *testing.T) {
 	}
 	if cu := indexDecision(t, p, "__lance_frag_reuse").CatchUp; cu.Action != CatchUpSkipped {
 		t.Fatalf("reuse index: %+v", cu)
+	}
+}
+
+func detailsIndex(t *testing.T, name, typeURL string, ids ...uint32) *tablepb.IndexMetadata {
+	ix := indexMeta(t, name, ids...)
+	ix.IndexDetails = &anypb.Any{TypeUrl: typeURL}
+	return ix
+}
+
+// Scalar kinds are caught up when the index has one segment (Lance keeps
+// one per scalar index); fm and a scalar index of two segments are due,
+// each with its reason.
+func TestCatchUpScalarKinds(t *testing.T) {
+	m := manifest(3, ab, small(0, 100), small(1, 100))
+	idx := []*tablepb.IndexMetadata{
+		btreeIndex(t, "id_idx", 0),
+		detailsIndex(t, "cat_idx", "/lance.table.BitmapIndexDetails", 0),
+		detailsIndex(t, "tags_idx", "/lance.table.LabelListIndexDetails", 0),
+		btreeIndex(t, "two_idx", 0), btreeIndex(t, "two_idx", 0),
+		detailsIndex(t, "fm_idx", "/lance.index.pb.FMIndexDetails", 0),
+	}
+	p := Compute(Input{Table: "t", Manifest: m, Indices: idx, Policy: pol(func(e *policy.Effective) {
+		set(&e.Scope, policy.ScopeIndex)
+	})})
+	var planned []string
+	for _, c := range p.CatchUps {
+		if !reflect.DeepEqual(c.Fragments, []uint64{1}) {
+			t.Fatalf("task %+v", c)
+		}
+		planned = append(planned, c.Index)
+	}
+	if want := []string{"cat_idx", "id_idx", "tags_idx"}; !reflect.DeepEqual(slices.Sorted(slices.Values(planned)), want) {
+		t.Fatalf("catch-ups of %v, want %v", planned, want)
+	}
+	for name, why := range map[string]string{
+		"two_idx": "btree index of 2 segments",
+		"fm_idx":  "fm: catch-up needs a rebuild; run Lance optimize_indices",
+	} {
+		if cu := indexDecision(t, p, name).CatchUp; cu.Action != CatchUpDue || !strings.Contains(cu.Reason, why) {
+			t.Fatalf("%s: %+v", name, cu)
+		}
 	}
 }
