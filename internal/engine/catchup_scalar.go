@@ -58,9 +58,14 @@ func catchUpScalar(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in 
 			out = nil
 		}
 	}()
+	var added uint64 // rows the catch-up adds (Rows: what it indexed)
 	rows := func(ctx context.Context, fn func(values arrow.Array, ids []uint64) error) error {
+		count := func(values arrow.Array, ids []uint64) error {
+			added += uint64(len(ids))
+			return fn(values, ids)
+		}
 		for _, f := range in.frags {
-			read, err := scanColumnRows(ctx, b, in.m.PB, f, fieldID, col, fn)
+			read, err := scanColumnRows(ctx, b, in.m.PB, f, fieldID, col, count)
 			out.BytesRead += read
 			if err != nil {
 				return err
@@ -80,7 +85,10 @@ func catchUpScalar(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in 
 	for _, f := range old.GetFiles() {
 		out.BytesRead += int64(f.GetSizeBytes())
 	}
-	out.Outputs, out.Rows = w.keys, res.Rows
+	if res.Rows < added {
+		return out, fmt.Errorf("catch-up of %q: the merged segment holds %d rows, fewer than the %d added", t.Index, res.Rows, added)
+	}
+	out.Outputs, out.Rows = w.keys, added
 	sizes := map[string]int64{}
 	var names []string
 	for _, f := range w.files {
