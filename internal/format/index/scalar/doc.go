@@ -38,7 +38,11 @@
 // MergeBitmap adds a BitmapAdditions (the new rows grouped by value; for a
 // labelList AddLists, null lists included) to each old key and appends the
 // new keys. Both can pass the old rows through a Mapping too (a compaction
-// and a catch-up in one rewrite). Checked with real Lance: merged segments
+// and a catch-up in one rewrite). CatchUp runs a whole catch-up for the
+// engine: rows from a RowSource, the old segment through an
+// index.SegmentReader, the new one through an index.SegmentWriter; a
+// btree's added rows are collected and sorted by BTreeAdditions under a
+// byte bound. Checked with real Lance: merged segments
 // swapped in with a bitmap covering the appended fragments are loaded as
 // covering every row and answer every filter with the right rows. The
 // writers underneath (BTreeWriter: sorted (value, row address) batches cut
