@@ -61,6 +61,7 @@ func TestEveryErrorHasOneOutcome(t *testing.T) {
 		"format/index/text.ErrCorrupt":                {text.ErrCorrupt, engine.Quarantine},
 		"format/index/scalar.ErrCorrupt":              {scalar.ErrCorrupt, engine.Quarantine},
 		"format/index/scalar.ErrUnsupported":          {scalar.ErrUnsupported, engine.Skip},
+		"format/index/scalar.ErrTooLarge":             {scalar.ErrTooLarge, engine.Skip},
 		"format/index.ErrNoRemapper":                  {index.ErrNoRemapper, engine.Skip},
 		"engine/cleanup.ErrCleanupBranches":           {cleanup.ErrCleanupBranches, engine.Skip},
 		"engine/cleanup.ErrCleanupBasePaths":          {cleanup.ErrCleanupBasePaths, engine.Skip},

@@ -2,6 +2,7 @@ package scalar
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -117,7 +118,7 @@ func CatchUp(ctx context.Context, seg *tablepb.IndexMetadata, old index.SegmentR
 
 // ErrTooLarge: the rows of one catch-up pass its memory bound; plan it
 // over fewer fragments.
-var ErrTooLarge = fmt.Errorf("scalar: catch-up rows past the task's memory bound")
+var ErrTooLarge = errors.New("scalar: catch-up rows past the task's memory bound")
 
 // BTreeAdditions collects the rows a catch-up adds to a btree and yields
 // them sorted as Lance sorts btree values (nulls first, ascending; equal
