@@ -38,34 +38,7 @@ func TestCatchUpConflictsOracle(t *testing.T) {
 				{"op": "create_index", "column": "vec", "type": "ivf_pq", "options": map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}},
 				{"op": "add", "rows": 300, "seed": 11},
 			})
-			tbl, m := tabletest.Open(t, "file://"+path)
-			p := planFor(t, path, m, func(e *policy.Effective) { e.Scope.Value = policy.ScopeIndex })
-			if len(p.CatchUps) != 1 {
-				t.Fatalf("plan: %+v", p.CatchUps)
-			}
-			ctx := context.Background()
-			r := &engine.Runner{Table: tbl}
-			pend, err := r.Execute(ctx, m.PB, job.Task{CatchUp: &p.CatchUps[0]})
-			if err != nil {
-				t.Fatal(err)
-			}
-			oracle.RunOps(t, path, c.ops)
-			reps, err := r.Commit(ctx, []engine.Pending{pend})
-			if err != nil {
-				t.Fatal(err)
-			}
-			committed := len(reps) == 1 && len(reps[0].Committed) == 1
-			if committed != c.committed {
-				t.Fatalf("committed %v, want %v: %+v", committed, c.committed, reps)
-			}
-			if !committed {
-				if len(reps[0].Dropped) != 1 || reps[0].Dropped[0].Verdict != job.Retryable {
-					t.Fatalf("want one retryable drop: %+v", reps[0])
-				}
-				if dataFileExists(t, path, pend.Job.Written()[0]) {
-					t.Fatalf("dropped catch-up left %s behind", pend.Job.Written()[0])
-				}
-			}
+			raceCatchUp(t, path, c.ops, c.committed)
 			rep := oracle.Inspect(t, path, 0)
 			ix := indexByName(t, rep, "vec_idx")
 			if ix.UnindexedRows != c.unindexed || ix.IndexedRows+ix.UnindexedRows != rep.Rows {
@@ -79,5 +52,42 @@ func TestCatchUpConflictsOracle(t *testing.T) {
 				t.Fatalf("real Lance after %s: %s", c.name, res)
 			}
 		})
+	}
+}
+
+// raceCatchUp plans (scope "index": one catch-up task), executes the
+// catch-up, lets real Lance commit ops, then commits: it must commit when
+// committed, else be dropped as retryable with every file it wrote deleted.
+func raceCatchUp(t *testing.T, path string, ops []oracle.Op, committed bool) {
+	t.Helper()
+	tbl, m := tabletest.Open(t, "file://"+path)
+	p := planFor(t, path, m, func(e *policy.Effective) { e.Scope.Value = policy.ScopeIndex })
+	if len(p.CatchUps) != 1 {
+		t.Fatalf("plan: %+v", p.CatchUps)
+	}
+	ctx := context.Background()
+	r := &engine.Runner{Table: tbl}
+	pend, err := r.Execute(ctx, m.PB, job.Task{CatchUp: &p.CatchUps[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oracle.RunOps(t, path, ops)
+	reps, err := r.Commit(ctx, []engine.Pending{pend})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(reps) == 1 && len(reps[0].Committed) == 1; got != committed {
+		t.Fatalf("committed %v, want %v: %+v", got, committed, reps)
+	}
+	if committed {
+		return
+	}
+	if len(reps[0].Dropped) != 1 || reps[0].Dropped[0].Verdict != job.Retryable {
+		t.Fatalf("want one retryable drop: %+v", reps[0])
+	}
+	for _, k := range pend.Job.Written() {
+		if dataFileExists(t, path, k) {
+			t.Fatalf("dropped catch-up left %s behind", k)
+		}
 	}
 }

@@ -1,16 +1,11 @@
 package engine_test
 
 import (
-	"context"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/lanced-dev/lanced/internal/engine"
-	"github.com/lanced-dev/lanced/internal/engine/job"
-	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
-	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
@@ -41,36 +36,7 @@ func TestScalarCatchUpConflictsOracle(t *testing.T) {
 				{"op": "create_index", "column": "id", "type": "btree"},
 				{"op": "add", "rows": 300, "seed": 11},
 			})
-			tbl, m := tabletest.Open(t, "file://"+path)
-			p := planFor(t, path, m, func(e *policy.Effective) { e.Scope.Value = policy.ScopeIndex })
-			if len(p.CatchUps) != 1 {
-				t.Fatalf("plan: %+v", p.CatchUps)
-			}
-			ctx := context.Background()
-			r := &engine.Runner{Table: tbl}
-			pend, err := r.Execute(ctx, m.PB, job.Task{CatchUp: &p.CatchUps[0]})
-			if err != nil {
-				t.Fatal(err)
-			}
-			oracle.RunOps(t, path, c.ops)
-			reps, err := r.Commit(ctx, []engine.Pending{pend})
-			if err != nil {
-				t.Fatal(err)
-			}
-			committed := len(reps) == 1 && len(reps[0].Committed) == 1
-			if committed != c.committed {
-				t.Fatalf("committed %v, want %v: %+v", committed, c.committed, reps)
-			}
-			if !committed {
-				if len(reps[0].Dropped) != 1 || reps[0].Dropped[0].Verdict != job.Retryable {
-					t.Fatalf("want one retryable drop: %+v", reps[0])
-				}
-				for _, k := range pend.Job.Written() {
-					if dataFileExists(t, path, k) {
-						t.Fatalf("dropped catch-up left %s behind", k)
-					}
-				}
-			}
+			raceCatchUp(t, path, c.ops, c.committed)
 			rep := oracle.Inspect(t, path, 0)
 			ix := indexByName(t, rep, "id_idx")
 			if ix.UnindexedRows != c.unindexed || ix.IndexedRows+ix.UnindexedRows != rep.Rows || ix.Segments != 1 {

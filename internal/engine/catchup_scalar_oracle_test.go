@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -11,8 +10,6 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/lanced-dev/lanced/internal/engine"
-	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
@@ -95,27 +92,7 @@ func testScalarCatchUp(t *testing.T, ixs []scalarCatchUpIndex, tune func(*policy
 	oracle.CopyTree(t, path, control)
 	oracle.RunOps(t, control, []oracle.Op{{"op": "optimize"}})
 
-	planned := 0
-	for round := 0; ; round++ {
-		if round == 6 {
-			t.Fatalf("still planning after %d rounds", round)
-		}
-		tbl, m := tabletest.Open(t, "file://"+path)
-		p := planFor(t, path, m, tune)
-		if p.Empty() {
-			break
-		}
-		planned += len(p.CatchUps)
-		sum, err := engine.Compact(context.Background(), tbl, m, p.Tasks(), engine.CompactOptions{})
-		if err != nil || sum.TasksFailed != 0 || sum.TasksCommitted == 0 || len(sum.Dropped) != 0 {
-			t.Fatalf("round %d: compact: %v, summary %+v", round, err, sum)
-		}
-		for _, d := range p.Indices {
-			if d.CatchUp != nil && d.CatchUp.Action != "current" {
-				t.Logf("round %d: %s: %s: %s", round, d.Name, d.CatchUp.Action, d.CatchUp.Reason)
-			}
-		}
-	}
+	planned := compactUntilSettled(t, path, tune)
 	if planned < len(ixs) {
 		t.Fatalf("%d catch-up tasks planned for %d indices", planned, len(ixs))
 	}
