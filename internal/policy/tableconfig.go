@@ -64,8 +64,9 @@ func (sp *spec) describe() string {
 
 // CheckTableConfig checks one key=value a user is about to set in a table's
 // config. A key lanced reads (lance.compaction.*, lance.auto_cleanup.*, ...)
-// must hold a value of its type; an unknown key in those namespaces, or a
-// lance.* key a few letters away from a known one, is refused with the
+// must hold a value of its type; an unknown key in those namespaces (or in
+// a namespace a few letters away from one), or a lance.* key a few letters
+// away from a known one, is refused with the
 // closest known key. Any other key is not lanced's and passes.
 func CheckTableConfig(key, value string) error {
 	if sp := configSpec(key); sp != nil {
@@ -82,8 +83,12 @@ func CheckTableConfig(key, value string) error {
 	}
 	best, dist := "", -1
 	owned := false
+	ns := key[:strings.LastIndex(key, ".")+1] // "lance.compactoin." of "lance.compactoin.x"
 	for _, k := range knownConfigKeys() {
-		if strings.HasPrefix(key, k[:strings.LastIndex(k, ".")+1]) {
+		kns := k[:strings.LastIndex(k, ".")+1]
+		// A key in a namespace lanced reads, or in one a few letters
+		// away from it (a misspelled namespace), is lanced's to check.
+		if strings.HasPrefix(key, kns) || (len(ns) > len("lance.") && levenshtein.Distance(ns, kns, nil) <= 2) {
 			owned = true
 		}
 		if d := levenshtein.Distance(key, k, nil); dist < 0 || d < dist {

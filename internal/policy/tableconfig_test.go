@@ -14,6 +14,9 @@ func TestCheckTableConfig(t *testing.T) {
 		{"lance.auto_cleanup.retain_version", "3", `did you mean "lance.auto_cleanup.retain_versions"?`},
 		{"lance.compacton.target_rows_per_fragment", "3", `did you mean "lance.compaction.target_rows_per_fragment"?`},
 		{"lance.compaction.whatever_else", "3", `unknown table config key "lance.compaction.whatever_else"`},
+		// A misspelled namespace, the key too far from any known one.
+		{"lance.compactoin.x", "1", `unknown table config key "lance.compactoin.x"`},
+		{"lance.auto_cleanp.keep", "1", `unknown table config key "lance.auto_cleanp.keep"`},
 	} {
 		err := CheckTableConfig(c.key, c.value)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
