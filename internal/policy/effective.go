@@ -202,9 +202,9 @@ const (
 	// The daemon's defaults for waiting after a table changes (its config
 	// file's events block replaces them; a policy's schedule block wins
 	// over both).
-	DefaultDebounce = 5 * time.Second
-	DefaultMaxDelay = time.Minute
-	DefaultMinInterval           = 5 * time.Minute
+	DefaultDebounce    = 5 * time.Second
+	DefaultMaxDelay    = time.Minute
+	DefaultMinInterval = 5 * time.Minute
 )
 
 func lance[T any](v T) Setting[T] {
