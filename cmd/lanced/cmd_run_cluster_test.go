@@ -27,9 +27,15 @@ type daemonProc struct {
 
 func startDaemonProc(t *testing.T, bin, name, cfgPath, state string) *daemonProc {
 	t.Helper()
+	return startDaemonProcEnv(t, bin, name, cfgPath, state)
+}
+
+// startDaemonProcEnv is startDaemonProc with extra environment variables.
+func startDaemonProcEnv(t *testing.T, bin, name, cfgPath, state string, env ...string) *daemonProc {
+	t.Helper()
 	p := &daemonProc{name: name, state: state, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, "run", "--config", cfgPath, "--node-id", name, "--debug-task-delay", "1500ms")
-	p.cmd.Env = append(os.Environ(), execMainEnv+"=1")
+	p.cmd.Env = append(append(os.Environ(), execMainEnv+"=1"), env...)
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -106,15 +106,22 @@ func (w *maintainWorkload) Plan(ctx context.Context, table string, inFlight []st
 		w.log.Warn("plan warning", "table", table, "version", m.Version(), "err", warn)
 	}
 	for _, t := range p.Tasks() {
-		payload, err := json.Marshal(t)
+		st, err := queueTask(table, t)
 		if err != nil {
-			return scheduler.Plan{}, fmt.Errorf("encode task %s: %w", t.Key(), err)
+			return scheduler.Plan{}, err
 		}
-		out.Tasks = append(out.Tasks, scheduler.Task{
-			Kind: string(t.Kind()), Key: t.Key(), Table: table, ReadVersion: t.ReadVersion(), Payload: payload,
-		})
+		out.Tasks = append(out.Tasks, st)
 	}
 	return out, nil
+}
+
+// queueTask is an engine task in the scheduler's envelope.
+func queueTask(table string, t job.Task) (scheduler.Task, error) {
+	payload, err := json.Marshal(t)
+	if err != nil {
+		return scheduler.Task{}, fmt.Errorf("encode task %s: %w", t.Key(), err)
+	}
+	return scheduler.Task{Kind: string(t.Kind()), Key: t.Key(), Table: table, ReadVersion: t.ReadVersion(), Payload: payload}, nil
 }
 
 func (w *maintainWorkload) runner(tbl *table.Table, name string) *engine.Runner {
@@ -208,8 +215,34 @@ func (w *maintainWorkload) Commit(ctx context.Context, table string, results []s
 	for _, p := range ps {
 		written[p.Job.Task().Key()] = len(p.Job.Written())
 	}
-	reports, cerr := w.runner(tbl, table).Commit(ctx, ps)
+	// Index remaps run on workers: the first commit of a rewrite batch
+	// reserves its new fragment ids and asks for one remap task per
+	// covering segment; the rewrites wait (kept) and commit with the
+	// remap results.
+	r := w.runner(tbl, table)
+	r.QueueRemaps = true
+	reports, cerr := r.Commit(ctx, ps)
+	byKey := map[string]scheduler.Result{}
+	for _, res := range results {
+		byKey[res.Task.Key] = res
+	}
 	for _, er := range reports {
+		for _, t := range er.Queued {
+			st, err := queueTask(table, t)
+			if err != nil {
+				return rep, err
+			}
+			rep.Followups = append(rep.Followups, st)
+		}
+		for _, wt := range er.Waiting {
+			payload, err := job.EncodeResult(wt.Job, wt.JournalID)
+			if err != nil {
+				return rep, fmt.Errorf("encode result %s: %w", wt.Job.Task().Key(), err)
+			}
+			kept := byKey[wt.Job.Task().Key()]
+			kept.Payload, kept.After = payload, wt.After
+			rep.Kept = append(rep.Kept, kept)
+		}
 		rep.Version = max(rep.Version, er.Version)
 		rep.Rebased += er.Rebased
 		if len(er.Missing) > 0 {

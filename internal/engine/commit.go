@@ -92,6 +92,18 @@ type CommitReport struct {
 	// Base is the manifest it was built on (the latest version when the
 	// winning attempt was made).
 	Manifest, Base *format.Manifest
+	// Queued are index remap tasks for workers (Runner.QueueRemaps) and
+	// Waiting the rewrite jobs, ids reserved, that were not committed
+	// because they wait for them.
+	Queued  []job.Task
+	Waiting []Waiting
+}
+
+// Waiting is an executed rewrite that waits for the remap tasks of the
+// index segments covering it (After, task keys) before it commits.
+type Waiting struct {
+	Pending
+	After []string
 }
 
 var errNothingToCommit = errors.New("nothing left to commit")

@@ -271,6 +271,11 @@ type remapPrep struct {
 	added []Pending
 	// dropped reports the rewrite jobs left out (their files deleted).
 	dropped *CommitReport
+	// queued are the remap tasks left to workers (Runner.QueueRemaps);
+	// waiting are the rewrite jobs (ids reserved) they are for, each with
+	// the keys of the remap tasks it waits for. Neither is committed now.
+	queued  []job.Task
+	waiting map[*job.RewriteOutput][]string
 }
 
 func pendingOf(jobs []job.Job, ids map[string]string) []Pending {
@@ -281,24 +286,28 @@ func pendingOf(jobs []job.Job, ids map[string]string) []Pending {
 	return out
 }
 
+// segUse is an index segment of the latest version and the rewrite jobs
+// whose old fragments it covers.
+type segUse struct {
+	meta *tablepb.IndexMetadata
+	jobs []*job.RewriteOutput
+}
+
 // prepareRemaps readies the rewrite jobs of one read version whose policy
 // is index_coverage "remap" (on a table without stable row ids, where
 // index files hold row addresses): their new fragment ids are reserved by
-// one ReserveFragments commit, then every index segment of the read version
-// that covers one of their old fragments is remapped by a remap task (one
-// per segment, over the groups it covers), executed through Execute like
-// any task. A rewrite whose segment cannot be remapped (no remapper, or the
-// remapper refused the files) is dropped with the reason; the commit's
-// Build pairs the rest (job.RewriteTxn). Memory: one segment's remap at a
-// time; no table-wide row map.
+// one ReserveFragments commit, then every index segment of the latest
+// version that covers one of their old fragments gets a remap task (one
+// per segment, over the groups it covers). The tasks run here, through
+// Execute like any task, or, with Runner.QueueRemaps, are handed back to
+// run on workers while their rewrites wait (pre.queued, pre.waiting). A
+// rewrite whose segment cannot be remapped (no remapper, or the remapper
+// refused the files) is dropped with the reason; the commit's Build pairs
+// the rest (job.RewriteTxn). Memory: one segment's remap at a time; no
+// table-wide row map.
 func (r *Runner) prepareRemaps(ctx context.Context, rv uint64, jobs []job.Job) (remapPrep, error) {
 	pre := remapPrep{dropped: &CommitReport{Op: "remap", ReadVersion: rv}}
-	var need []*job.RewriteOutput
-	for _, j := range jobs {
-		if o, ok := j.(*job.RewriteOutput); ok && o.Rewrite != nil && o.Rewrite.IndexCoverage == "remap" && !o.Group.Reserved {
-			need = append(need, o)
-		}
-	}
+	need := remapCandidates(jobs)
 	if len(need) == 0 {
 		return pre, nil
 	}
@@ -312,78 +321,152 @@ func (r *Runner) prepareRemaps(ctx context.Context, rv uint64, jobs []job.Job) (
 	if m.PB.GetReaderFeatureFlags()&format.FlagStableRowIDs != 0 {
 		return pre, nil // bitmaps only (job.ApplyRewriteIndices)
 	}
-	drop := func(o job.Job, why string) {
-		key := o.Task().Key()
-		r.log().Warn("rewrite dropped: index not remapped", "table", r.name(), "task_id", key, "err", why)
-		pre.dropped.Dropped = append(pre.dropped.Dropped, Dropped{Key: key, Verdict: job.Incompatible, Reason: why})
-		deleteKeys(context.WithoutCancel(ctx), r.Table.Bucket(), o.Written())
-	}
-	// Which segments cover which job.
-	type segUse struct {
-		meta *tablepb.IndexMetadata
-		jobs []*job.RewriteOutput
-	}
-	var segs []*segUse
-	covering := map[*job.RewriteOutput][]*segUse{}
-	// The segments to remap are the latest version's: an earlier commit
-	// batch of the same run (or a concurrent writer) may have remapped an
-	// index already; its segment then holds the new addresses of that
-	// batch and, unchanged, the addresses of the fragments this batch
-	// rewrites. The mapping itself comes from the read version's
-	// fragments; if those changed since, the rewrite is refused at commit
-	// by Lance's rules.
-	latest, err := r.Table.Latest(ctx)
+	segs, err := r.coveringSegments(ctx, need)
 	if err != nil {
 		return pre, err
 	}
+	live := r.remappable(ctx, &pre, need, segs)
+	if len(live) == 0 {
+		return pre, nil
+	}
+	failpoint.Hit("remap.reserve")
+	if err := r.reserveNewIDs(ctx, live); err != nil {
+		for _, o := range live {
+			r.dropRewrite(ctx, &pre, o, "reserve fragment ids: "+err.Error())
+		}
+		return pre, err
+	}
+	if r.QueueRemaps {
+		if err := queueRemaps(&pre, r.Table.URI(), rv, segs); err != nil {
+			return pre, err
+		}
+		// The rewrites no index covers wait too, so the read version's
+		// rewrites still make one Rewrite commit, as Lance's compaction.
+		var all []string
+		for _, t := range pre.queued {
+			all = append(all, t.Key())
+		}
+		for _, o := range need {
+			if pre.waiting[o] == nil && len(all) > 0 && !slices.ContainsFunc(pre.dropped.Dropped, func(d Dropped) bool { return d.Key == o.Task().Key() }) {
+				pre.waiting[o] = all
+			}
+		}
+		return pre, nil
+	}
+	return pre, r.executeRemaps(ctx, &pre, m.PB, rv, segs)
+}
+
+// queueRemaps hands the remap of every segment of segs to workers: each
+// rewrite waits for the tasks of the segments that cover it.
+func queueRemaps(pre *remapPrep, uri string, rv uint64, segs []*segUse) error {
+	pre.waiting = map[*job.RewriteOutput][]string{}
+	for _, u := range segs {
+		task, ok, err := remapTask(uri, rv, u, nil)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		pre.queued = append(pre.queued, task)
+		for _, o := range u.jobs {
+			pre.waiting[o] = append(pre.waiting[o], task.Key())
+		}
+	}
+	return nil
+}
+
+// remapCandidates are the rewrite jobs whose indices are remapped and
+// whose new fragment ids are not reserved yet.
+func remapCandidates(jobs []job.Job) []*job.RewriteOutput {
+	var need []*job.RewriteOutput
+	for _, j := range jobs {
+		if o, ok := j.(*job.RewriteOutput); ok && o.Rewrite != nil && o.Rewrite.IndexCoverage == "remap" && !o.Group.Reserved {
+			need = append(need, o)
+		}
+	}
+	return need
+}
+
+// coveringSegments returns the index segments of the latest version that
+// cover an old fragment of a job in need, each with those jobs.
+//
+// The segments to remap are the latest version's: an earlier commit batch
+// of the same run (or a concurrent writer) may have remapped an index
+// already; its segment then holds the new addresses of that batch and,
+// unchanged, the addresses of the fragments this batch rewrites. The
+// mapping itself comes from the read version's fragments; if those changed
+// since, the rewrite is refused at commit by Lance's rules.
+func (r *Runner) coveringSegments(ctx context.Context, need []*job.RewriteOutput) ([]*segUse, error) {
+	latest, err := r.Table.Latest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var segs []*segUse
 	for _, ix := range latest.Indices.GetIndices() {
 		u := &segUse{meta: ix}
 		for _, o := range need {
 			if job.CoversGroup(ix, o.Group) {
 				u.jobs = append(u.jobs, o)
-				covering[o] = append(covering[o], u)
 			}
 		}
 		if len(u.jobs) > 0 {
 			segs = append(segs, u)
 		}
 	}
-	// A job covered by a segment no remapper takes is dropped before
-	// anything is reserved (the planner keeps such fragments; a segment
-	// created since the plan can still get here).
+	return segs, nil
+}
+
+// remappable drops (before anything is reserved) every job covered by a
+// segment no remapper takes (the planner keeps such fragments; a segment
+// created since the plan can still get here), and returns the jobs left
+// that some segment covers, in need's order. Jobs no segment covers have
+// nothing to remap and commit as they are.
+func (r *Runner) remappable(ctx context.Context, pre *remapPrep, need []*job.RewriteOutput, segs []*segUse) []*job.RewriteOutput {
 	dead := map[*job.RewriteOutput]string{}
+	covered := map[*job.RewriteOutput]bool{}
 	for _, u := range segs {
-		if err := index.CanRemap(u.meta); err != nil {
-			for _, o := range u.jobs {
+		err := index.CanRemap(u.meta)
+		for _, o := range u.jobs {
+			covered[o] = true
+			if err != nil {
 				dead[o] = err.Error()
 			}
 		}
 	}
 	var live []*job.RewriteOutput
-	var n uint32
 	for _, o := range need {
 		if why, ok := dead[o]; ok {
-			drop(o, why)
-			continue
+			r.dropRewrite(ctx, pre, o, why)
+		} else if covered[o] {
+			live = append(live, o)
 		}
-		if len(covering[o]) == 0 {
-			continue // no index covers it: nothing to remap
-		}
-		live = append(live, o)
+	}
+	for _, u := range segs {
+		u.jobs = slices.DeleteFunc(u.jobs, func(o *job.RewriteOutput) bool { return !slices.Contains(live, o) })
+	}
+	return live
+}
+
+// dropRewrite leaves a rewrite job out of the commit, its files deleted.
+func (r *Runner) dropRewrite(ctx context.Context, pre *remapPrep, o *job.RewriteOutput, why string) {
+	key := o.Task().Key()
+	r.log().Warn("rewrite dropped: index not remapped", "table", r.name(), "task_id", key, "err", why)
+	pre.dropped.Dropped = append(pre.dropped.Dropped, Dropped{Key: key, Verdict: job.Incompatible, Reason: why})
+	deleteKeys(context.WithoutCancel(ctx), r.Table.Bucket(), o.Written())
+}
+
+// reserveNewIDs gives the new fragments of live their ids, reserved by one
+// ReserveFragments commit.
+func (r *Runner) reserveNewIDs(ctx context.Context, live []*job.RewriteOutput) error {
+	var n uint32
+	for _, o := range live {
 		n += uint32(len(o.Group.New))
 	}
-	if len(live) == 0 {
-		return pre, nil
-	}
-	failpoint.Hit("remap.reserve")
-	first, err := ReserveFragments(ctx, r.Table, n)
+	id, err := ReserveFragments(ctx, r.Table, n)
 	if err != nil {
-		for _, o := range live {
-			drop(o, "reserve fragment ids: "+err.Error())
-		}
-		return pre, err
+		return err
 	}
-	id := first
 	for _, o := range live {
 		for _, f := range o.Group.New {
 			f.Id = id
@@ -391,57 +474,75 @@ func (r *Runner) prepareRemaps(ctx context.Context, rv uint64, jobs []job.Job) (
 		}
 		o.Group.Reserved = true
 	}
-	isLive := func(o *job.RewriteOutput) bool { return slices.Contains(live, o) && dead[o] == "" }
-	for _, u := range segs {
-		t := &job.RemapTask{Table: r.Table.URI(), ReadVersion: rv, Seed: remapSeed(u.meta, rv)}
-		for _, o := range u.jobs {
-			if !isLive(o) {
-				continue
-			}
-			g := job.RemapGroup{}
-			for _, f := range o.Group.Old {
-				g.Old = append(g.Old, f.GetId())
-			}
-			for _, f := range o.Group.New {
-				g.New = append(g.New, job.RemapNewRow{ID: f.GetId(), Rows: f.GetPhysicalRows()})
-			}
-			t.Groups = append(t.Groups, g)
-		}
-		if len(t.Groups) == 0 {
+	return nil
+}
+
+// remapTask returns the remap task of segment u over the groups of its
+// jobs, without those skip reports (false when none is left).
+func remapTask(uri string, rv uint64, u *segUse, skip func(*job.RewriteOutput) bool) (job.Task, bool, error) {
+	t := &job.RemapTask{Table: uri, ReadVersion: rv, Seed: remapSeed(u.meta, rv)}
+	for _, o := range u.jobs {
+		if skip != nil && skip(o) {
 			continue
 		}
-		if t.Segment, err = proto.Marshal(u.meta); err != nil {
-			return pre, err
+		g := job.RemapGroup{}
+		for _, f := range o.Group.Old {
+			g.Old = append(g.Old, f.GetId())
 		}
-		task := job.Task{Remap: t}
-		t0 := time.Now()
-		p, err := r.Execute(ctx, m.PB, task)
+		for _, f := range o.Group.New {
+			g.New = append(g.New, job.RemapNewRow{ID: f.GetId(), Rows: f.GetPhysicalRows()})
+		}
+		t.Groups = append(t.Groups, g)
+	}
+	if len(t.Groups) == 0 {
+		return job.Task{}, false, nil
+	}
+	var err error
+	if t.Segment, err = proto.Marshal(u.meta); err != nil {
+		return job.Task{}, false, err
+	}
+	return job.Task{Remap: t}, true, nil
+}
+
+// executeRemaps runs the remap of every segment of segs here, one after
+// the other. A segment that fails drops the rewrites it covers, and the
+// remaps of later segments leave their groups out (the commit's Build
+// would refuse a remap naming a group that is not committed, and with it
+// every rewrite it covers); a failed invariant or a cancelled run discards
+// every remap.
+func (r *Runner) executeRemaps(ctx context.Context, pre *remapPrep, m *tablepb.Manifest, rv uint64, segs []*segUse) error {
+	dropped := map[*job.RewriteOutput]bool{}
+	for _, u := range segs {
+		task, ok, err := remapTask(r.Table.URI(), rv, u, func(o *job.RewriteOutput) bool { return dropped[o] })
+		if err != nil {
+			r.Discard(ctx, pre.added)
+			pre.added = nil
+			return err
+		}
+		if !ok {
+			continue
+		}
+		p, err := r.Execute(ctx, m, task)
 		if err != nil {
 			if errors.Is(err, job.ErrInvariant) || ctx.Err() != nil {
 				r.Discard(ctx, pre.added)
 				pre.added = nil
-				return pre, err
+				return err
 			}
-			// This segment's groups cannot commit: their rewrites go
-			// (the commit's Build refuses remaps of other segments that
-			// included them).
-			r.quarantineIndex(ctx, u.meta, corruptIndexFile(ctx, r.Table, u.meta), err)
 			for _, o := range u.jobs {
-				if isLive(o) {
-					dead[o] = err.Error()
-					drop(o, fmt.Sprintf("index %q not remapped: %v", u.meta.GetName(), err))
+				if !dropped[o] {
+					dropped[o] = true
+					r.dropRewrite(ctx, pre, o, fmt.Sprintf("index %q not remapped: %v", u.meta.GetName(), err))
 				}
 			}
 			continue
 		}
-		r.log().Info("index remapped", "table", r.name(), "task_id", task.Key(), "kind", string(job.KindRemap),
-			"files", len(p.Job.Written()), "duration", time.Since(t0).String())
 		pre.added = append(pre.added, p)
 	}
 	if len(pre.added) > 0 {
 		failpoint.Hit("remap.commit")
 	}
-	return pre, nil
+	return nil
 }
 
 // corruptIndexFile returns the first file of segment ix (key relative to
@@ -461,6 +562,17 @@ func corruptIndexFile(ctx context.Context, tbl *table.Table, ix *tablepb.IndexMe
 	return dir + "/"
 }
 
+// IndexQuarantinedError is a remap that failed for good: its segment was
+// quarantined (Mark), so the table is planned again without the fragments
+// the segment covers.
+type IndexQuarantinedError struct {
+	Mark quarantine.IndexMark
+	Err  error
+}
+
+func (e *IndexQuarantinedError) Error() string { return e.Mark.String() }
+func (e *IndexQuarantinedError) Unwrap() error { return e.Err }
+
 // quarantineIndex records an index segment whose files could not be
 // remapped for a reason that will not go away by itself (corrupt or
 // unsupported files; engine.Classify neither retry nor drop), like a
@@ -469,14 +581,22 @@ func corruptIndexFile(ctx context.Context, tbl *table.Table, ix *tablepb.IndexMe
 // the rewrite alone is not enough: the planner would plan the same
 // fragments again, and each attempt commits a ReserveFragments version
 // first, which itself triggers the next plan. A transient failure is only
-// dropped and retried. If the mark cannot be written the table is held
-// instead (the loop above must stop either way).
-func (r *Runner) quarantineIndex(ctx context.Context, ix *tablepb.IndexMetadata, file string, err error) {
+// dropped and retried (err is returned as it is). If the mark cannot be
+// written the table is held instead (the loop above must stop either way).
+func (r *Runner) quarantineIndex(ctx context.Context, t *job.RemapTask, err error) error {
 	switch Classify(err) {
 	case Retry, Drop:
-		return
+		return err
+	}
+	if ctx.Err() != nil {
+		return err
+	}
+	ix, merr := t.SegmentMeta()
+	if merr != nil {
+		return err
 	}
 	seg := (&index.Segment{Meta: ix}).UUID()
+	file := corruptIndexFile(ctx, r.Table, ix)
 	mk := quarantine.IndexMark{Index: ix.GetName(), Segment: seg, File: file, Reason: err.Error(), At: time.Now().UTC()}
 	werr := quarantine.RecordIndex(context.WithoutCancel(ctx), r.Table.Bucket(), mk)
 	if werr == nil {
@@ -484,12 +604,13 @@ func (r *Runner) quarantineIndex(ctx context.Context, ix *tablepb.IndexMetadata,
 			r.QuarantinedIndex(mk)
 		}
 		r.log().Error("index segment quarantined: not remappable", "table", r.name(), "index", ix.GetName(), "segment", seg, "file", file, "err", err)
-		return
+		return &IndexQuarantinedError{Mark: mk, Err: err}
 	}
 	reason := mk.String() + " (its quarantine record could not be written: " + werr.Error() + "); release the hold once that is done (lanced holds release)"
 	if herr := hold.Place(context.WithoutCancel(ctx), r.Table.Bucket(), hold.Record{Table: r.Table.URI(), Reason: reason, By: "lanced"}); herr != nil {
 		r.log().Error("could not quarantine nor hold after a failed remap", "table", r.name(), "index", ix.GetName(), "err", herr)
-		return
+		return err
 	}
 	r.log().Error("table held: index not remappable", "table", r.name(), "index", ix.GetName(), "err", err)
+	return err
 }

@@ -42,6 +42,12 @@ type Runner struct {
 	// QuarantinedIndex, if set, is called for every index segment whose
 	// remap failed for good (after its record is written).
 	QuarantinedIndex func(quarantine.IndexMark)
+	// QueueRemaps makes Commit hand the index remaps of a rewrite batch to
+	// workers (the daemon's queue) instead of running them here: after the
+	// ReserveFragments commit the batch's remap tasks and the rewrites that
+	// wait for them come back in a CommitReport (Queued, Waiting), and a
+	// later Commit of those rewrites with the remap results commits them.
+	QueueRemaps bool
 }
 
 // Pending is an executed job waiting for its commit, with the journal id
@@ -86,6 +92,7 @@ func (r *Runner) Execute(ctx context.Context, m *tablepb.Manifest, t job.Task) (
 	b := r.Table.Bucket()
 	tp := &taskProgress{next: ctx}
 	ctx = progress.With(ctx, tp)
+	t0 := time.Now()
 	jctx, jid := r.Journal.Begin(ctx, r.name(), b, t.Key())
 	stop := r.Journal.KeepAlive(ctx, b, jid)
 	defer stop()
@@ -116,12 +123,17 @@ func (r *Runner) Execute(ctx context.Context, m *tablepb.Manifest, t job.Task) (
 	if err != nil {
 		r.Journal.Discard(ctx, r.name(), b, jid)
 		if t.Remap != nil {
-			// An index file is not a fragment's: nothing to quarantine.
-			return Pending{}, err
+			// An index file is not a fragment's: its segment is
+			// quarantined instead.
+			return Pending{}, r.quarantineIndex(ctx, t.Remap, err)
 		}
 		return Pending{}, r.quarantine(ctx, m, t, err)
 	}
 	tp.finish(TaskSize(m, t))
+	if t.Remap != nil {
+		r.log().Info("index remapped", "table", r.name(), "task_id", t.Key(), "kind", string(job.KindRemap),
+			"files", len(j.Written()), "duration", time.Since(t0).String())
+	}
 	return Pending{Job: j, JournalID: jid}, nil
 }
 
@@ -276,6 +288,13 @@ func (r *Runner) Commit(ctx context.Context, ps []Pending) ([]*CommitReport, err
 				r.Discard(ctx, pendingOf(g.jobs, g.ids))
 				return reports, err
 			}
+			if len(pre.queued) > 0 {
+				reports = append(reports, waitForRemaps(g.rv, pre, g.ids))
+				g.jobs = slices.DeleteFunc(g.jobs, func(j job.Job) bool {
+					o, ok := j.(*job.RewriteOutput)
+					return ok && pre.waiting[o] != nil
+				})
+			}
 		}
 		rep, err := CommitJobs(ctx, r.Table, g.rv, g.op, g.jobs, opts)
 		var dropped []string
@@ -299,6 +318,20 @@ func (r *Runner) Commit(ctx context.Context, ps []Pending) ([]*CommitReport, err
 		}
 	}
 	return reports, nil
+}
+
+// waitForRemaps reports the remap tasks prepareRemaps queued and the
+// rewrites waiting for them, taking their journal ids out of ids (their
+// entries stay open until a later commit settles them).
+func waitForRemaps(rv uint64, pre remapPrep, ids map[string]string) *CommitReport {
+	rep := &CommitReport{Op: "remap", ReadVersion: rv, Queued: pre.queued}
+	for o, after := range pre.waiting {
+		key := o.Task().Key()
+		rep.Waiting = append(rep.Waiting, Waiting{Pending: Pending{Job: o, JournalID: ids[key]}, After: after})
+		delete(ids, key)
+	}
+	slices.SortFunc(rep.Waiting, func(a, b Waiting) int { return cmp.Compare(a.Job.Task().Key(), b.Job.Task().Key()) })
+	return rep
 }
 
 // outputsPresent reports whether every file a job wrote still exists.

@@ -2,8 +2,12 @@ package scheduler
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // collect reads the table's new results (up to 32 per call) from the
@@ -91,6 +95,9 @@ func (n *Node) handBack(table string, batch []batchMsg, delay time.Duration) {
 
 // maybeCommit commits the batch when it is full, when nothing else of the
 // table is outstanding, or when its oldest result waited CommitMaxWait.
+// A result whose After tasks are still pending or in flight waits, and so
+// do the results it is to be committed with; a result is committed with
+// every result of the batch it names in After.
 func (n *Node) maybeCommit(ctx context.Context, table string, batch []batchMsg) []batchMsg {
 	if len(batch) == 0 || n.commit == nil {
 		return batch
@@ -102,13 +109,26 @@ func (n *Node) maybeCommit(ctx context.Context, table string, batch []batchMsg) 
 		size = n.cfg.CommitBatchTasks
 	}
 	quiet := len(st.pending) == 0 && len(st.inflight) == 0
+	outstanding := func(key string) bool {
+		_, ok := st.inflight[key]
+		return ok || slices.ContainsFunc(st.pending, func(t Task) bool { return t.Key == key })
+	}
+	ready := readyResults(batch, outstanding)
 	n.mu.Unlock()
-	oldest := batch[0].seen
-	if len(batch) < size && !quiet && n.cfg.Now().Sub(oldest) < n.cfg.CommitMaxWait {
+	var oldest time.Time
+	nready := 0
+	for i, b := range batch {
+		if ready[i] {
+			if nready == 0 {
+				oldest = b.seen
+			}
+			nready++
+		}
+	}
+	if nready == 0 || nready < size && !quiet && n.cfg.Now().Sub(oldest) < n.cfg.CommitMaxWait {
 		return batch
 	}
-	take := batch[:min(size, len(batch))]
-	rest := batch[len(take):]
+	take, rest := takeBatch(batch, ready, size)
 	results := make([]Result, len(take))
 	for i, b := range take {
 		results[i] = b.res
@@ -125,6 +145,8 @@ func (n *Node) maybeCommit(ctx context.Context, table string, batch []batchMsg) 
 	switch o {
 	case OutcomeDone:
 		n.m.commitBatch.Observe(float64(len(take)))
+		n.forgetKept(table, take)
+		n.keep(ctx, table, rep)
 		for _, b := range take {
 			n.settle(ctx, table, b.seq)
 		}
@@ -160,10 +182,124 @@ func (n *Node) maybeCommit(ctx context.Context, table string, batch []batchMsg) 
 		if o == OutcomeCorrupt {
 			_ = n.hold(ctx, table, err)
 		}
+		n.forgetKept(table, take)
 		for _, b := range take {
 			n.settle(ctx, table, b.seq)
 		}
 		log.Error("commit abandoned", "outcome", o.String(), "err", err)
 		return rest
 	}
+}
+
+// readyResults marks the results of batch that may be committed now: none
+// of the tasks they name in After is outstanding, nor is one of a result
+// that names them.
+func readyResults(batch []batchMsg, outstanding func(key string) bool) []bool {
+	ready := make([]bool, len(batch))
+	for i, b := range batch {
+		ready[i] = !slices.ContainsFunc(b.res.After, outstanding)
+	}
+	for i, b := range batch {
+		if ready[i] {
+			continue
+		}
+		for j, c := range batch {
+			if slices.Contains(b.res.After, c.res.Task.Key) {
+				ready[j] = false
+			}
+		}
+	}
+	return ready
+}
+
+// takeBatch takes ready results in order, up to size, each with the
+// results it names in After (which may pass size), and returns the rest.
+func takeBatch(batch []batchMsg, ready []bool, size int) (take, rest []batchMsg) {
+	taken := make([]bool, len(batch))
+	n := 0
+	for i, b := range batch {
+		if !ready[i] || taken[i] || n >= size {
+			continue
+		}
+		taken[i] = true
+		n++
+		for j, c := range batch {
+			if !taken[j] && slices.Contains(b.res.After, c.res.Task.Key) {
+				taken[j] = true
+				n++
+			}
+		}
+	}
+	for i, b := range batch {
+		if taken[i] {
+			take = append(take, b)
+		} else {
+			rest = append(rest, b)
+		}
+	}
+	return take, rest
+}
+
+// forgetKept stops planning around the kept results of batch (committed
+// or given up).
+func (n *Node) forgetKept(table string, batch []batchMsg) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, b := range batch {
+		delete(n.tables[table].kept, b.res.Task.Key)
+	}
+}
+
+// keptMsgID deduplicates a kept result's publication: the same task kept
+// with the same payload (a retried publish) is one message.
+func keptMsgID(r Result) string {
+	h := sha256.Sum256(r.Payload)
+	return "kept:" + r.Task.Key + ":" + hex.EncodeToString(h[:8])
+}
+
+// keep publishes the results a commit kept back (CommitReport.Kept) as new
+// result messages and queues the tasks they wait for. Publishing comes
+// first: until the batch's messages are removed, a coordinator that dies
+// leaves the originals to the next holder. A kept result that cannot be
+// published is lost to this batch (its outputs are recorded in the
+// journal, which cleanup settles) and the table is planned again.
+func (n *Node) keep(ctx context.Context, table string, rep CommitReport) {
+	if len(rep.Kept) == 0 && len(rep.Followups) == 0 {
+		return
+	}
+	lost := false
+	for _, r := range rep.Kept {
+		msg := resultMsg(r)
+		msg.Header.Set(hdrOutcome, OutcomeDone.String())
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		_, err := n.q.js.PublishMsg(pctx, msg, jetstream.WithMsgID(keptMsgID(r)), jetstream.WithExpectStream(ResultsStream))
+		cancel()
+		if err != nil {
+			lost = true
+			n.log.Warn("keep result", "table", table, "task_id", r.Task.Key, "err", err)
+		}
+	}
+	n.mu.Lock()
+	st := n.tables[table]
+	if lost {
+		st.dirty = true
+		n.scheduleLocked(st)
+	}
+	if st.kept == nil {
+		st.kept = map[string]bool{}
+	}
+	for _, r := range rep.Kept {
+		st.kept[r.Task.Key] = true
+	}
+	queued := 0
+	for _, t := range rep.Followups {
+		if _, ok := st.inflight[t.Key]; ok || slices.ContainsFunc(st.pending, func(p Task) bool { return p.Key == t.Key }) {
+			continue
+		}
+		st.pending = append(st.pending, t)
+		queued++
+	}
+	n.mu.Unlock()
+	n.log.Info("results kept for follow-up tasks", "table", table, "kept", len(rep.Kept), "tasks", queued)
+	n.kick()
 }

@@ -36,6 +36,10 @@ type tableState struct {
 	inherited []string
 	pending   []Task               // planned, not yet enqueued
 	inflight  map[string]time.Time // enqueued, no final result yet
+	// kept are keys of results a commit kept back for follow-up tasks
+	// (CommitReport.Kept) and not yet committed: planned around like
+	// tasks in flight.
+	kept      map[string]bool
 	batchSize int
 	// planFailures counts consecutive plans that failed with a transient
 	// error; the next attempt waits backoff(planFailures) and needs no event.

@@ -40,6 +40,13 @@
 //     on lanced.result.* (a busy table also looks every few seconds). A new
 //     holder reads the subject from the start and so inherits every result
 //     the old one left.
+//   - Follow-up tasks: a commit may ask for more tasks of the table
+//     (CommitReport.Followups: the index remaps of a rewrite batch) and keep
+//     results back for them (CommitReport.Kept): each kept result is
+//     published again with the keys it waits for (Result.After, header
+//     Lanced-After) before the batch's messages are removed, and is left out
+//     of commits, with the results it names, while any of those tasks is
+//     pending or in flight. The planner sees kept results' keys as in flight.
 //   - Orphans: every few seconds each node looks for results waiting for a
 //     table nobody coordinates and for expired leases (their holder died)
 //     and marks those tables for evaluation, so a dead coordinator's work is

@@ -190,6 +190,9 @@ func (n *Node) plan(ctx context.Context, table string, extraInFlight []string) {
 	for _, t := range st.pending {
 		inflight = append(inflight, t.Key)
 	}
+	for k := range st.kept {
+		inflight = append(inflight, k)
+	}
 	n.mu.Unlock()
 	slices.Sort(inflight)
 	inflight = slices.Compact(inflight)

@@ -48,6 +48,15 @@ type CommitReport struct {
 	// dropped (a concurrent commit made them stale) and their work is
 	// still to do.
 	Replan bool
+	// Followups are new tasks of the table the commit asks for (the index
+	// remaps of a rewrite batch), queued like planned ones; Kept are
+	// results of the batch that were not committed and wait for them
+	// (their After names the followups' keys). The coordinator publishes
+	// each kept result again (its payload may have changed) before it
+	// removes the batch's messages, so a coordinator that dies in between
+	// leaves them to the next holder.
+	Followups []Task
+	Kept      []Result
 }
 
 // Committer commits a batch of successful results of one table as one

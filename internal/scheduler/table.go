@@ -179,6 +179,7 @@ func (n *Node) stopCoordinator(ctx context.Context, st *tableState, ls *lease, l
 	st.running, st.lease, st.ctx, st.stop, st.stopping = false, nil, nil, nil, false
 	st.pending, st.inherited = nil, nil
 	clear(st.inflight)
+	clear(st.kept)
 	n.scheduleLocked(st)
 	n.mu.Unlock()
 	n.m.leasesHeld.Dec()

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -37,6 +38,7 @@ const (
 	hdrBytesR  = "Lanced-Bytes-Read"
 	hdrBytesW  = "Lanced-Bytes-Written"
 	hdrVersion = "Lanced-Read-Version"
+	hdrAfter   = "Lanced-After"
 )
 
 // ErrInvalidTaskEnvelope is returned for a queue message without the headers
@@ -74,6 +76,11 @@ type Result struct {
 	RowsBefore, RowsAfter           uint64
 	// Worker is the node that executed the task.
 	Worker string
+	// After are keys of tasks of the same table whose results this one
+	// is committed with: the coordinator keeps it out of commits while
+	// any of them is still pending or in flight (a rewrite waiting for the
+	// remaps of its indices; CommitReport.Kept).
+	After []string
 }
 
 // TableID is the subject- and KV-safe identifier of a table URI.
@@ -135,6 +142,10 @@ func resultMsg(r Result) *nats.Msg {
 	m.Header.Set(hdrWorker, r.Worker)
 	m.Header.Set(hdrBytesR, strconv.FormatInt(r.BytesRead, 10))
 	m.Header.Set(hdrBytesW, strconv.FormatInt(r.BytesWritten, 10))
+	if len(r.After) > 0 {
+		after, _ := json.Marshal(r.After)
+		m.Header.Set(hdrAfter, string(after))
+	}
 	m.Data = r.Payload
 	return m
 }
@@ -147,5 +158,10 @@ func resultFromMsg(h nats.Header, data []byte) (Result, error) {
 	r := Result{Task: t, Payload: data, Worker: h.Get(hdrWorker)}
 	r.BytesRead, _ = strconv.ParseInt(h.Get(hdrBytesR), 10, 64)
 	r.BytesWritten, _ = strconv.ParseInt(h.Get(hdrBytesW), 10, 64)
+	if a := h.Get(hdrAfter); a != "" {
+		if err := json.Unmarshal([]byte(a), &r.After); err != nil {
+			return Result{}, fmt.Errorf("%w: %s header: %v", ErrInvalidTaskEnvelope, hdrAfter, err)
+		}
+	}
 	return r, nil
 }

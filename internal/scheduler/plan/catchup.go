@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/RoaringBitmap/roaring/v2"
 
@@ -221,10 +222,17 @@ func planCatchUps(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []s
 		pos[f.GetId()] = i
 	}
 	stable := in.Manifest.GetReaderFeatureFlags()&format.FlagStableRowIDs != 0
+	remapping := remapsInFlight(in)
 	for i := range p.Indices {
 		d := &p.Indices[i]
 		cu := d.CatchUp
 		if cu == nil || cu.Action != CatchUpPlanned {
+			continue
+		}
+		if key := remapOf(in.Indices, d.Name, remapping); key != "" {
+			// The remaps' Rewrite replaces the segment a catch-up would
+			// build on (or merge): caught up once it committed.
+			cu.Reason += "; caught up on a later plan: a remap of its segment is in flight (" + key + ")"
 			continue
 		}
 		if stable {
@@ -265,4 +273,36 @@ func planCatchUps(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []s
 			cu.Reason += "; caught up on a later plan: " + joinAll(left)
 		}
 	}
+}
+
+// remapsInFlight returns the remap tasks in flight for the table (their
+// keys parsed): a batch's rewrite commits with its remaps and replaces
+// every segment that covers its old fragments.
+func remapsInFlight(in Input) []job.TaskKey {
+	var out []job.TaskKey
+	for _, key := range in.InFlight {
+		k, err := job.ParseTaskKey(key)
+		if err == nil && k.Table == in.Table && strings.HasPrefix(string(k.Kind), string(job.KindRemap)+"/") {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// remapOf returns the key of an in-flight remap batch whose rewrite will
+// replace a segment of index name (the segment covers one of its
+// fragments), or "".
+func remapOf(indices []*tablepb.IndexMetadata, name string, remapping []job.TaskKey) string {
+	for _, ix := range indices {
+		if ix.GetName() != name {
+			continue
+		}
+		bm, err := index.DecodeBitmap(ix.GetFragmentBitmap())
+		for _, k := range remapping {
+			if err != nil || bm == nil || slices.ContainsFunc(k.Fragments, func(id uint64) bool { return bm.Contains(uint32(id)) }) {
+				return k.String()
+			}
+		}
+	}
+	return ""
 }
