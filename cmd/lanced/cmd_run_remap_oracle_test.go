@@ -21,10 +21,13 @@ import (
 // vector (all partitions probed), IN-filter and match queries return the
 // same rows as before through the indices (explainPlan); the indices
 // survive real Lance's delete, update and optimize.
-func TestDaemonRemapsIndicesRealLanceQueriesThrough(t *testing.T) {
-	oracle.Require(t)
-	root := t.TempDir()
-	tables := filepath.Join(root, "tables")
+// remapDaemonTable builds, under tables, the daemon remap tests' table:
+// real Lance's 4x500 rows with an IVF_FLAT on vec, a BTree on id and a
+// positional FTS on body, then two appends and a delete. It returns the
+// path and the queries the tests compare through the indices (vector with
+// every partition probed, an IN filter, FTS matches).
+func remapDaemonTable(t *testing.T, tables string) (string, []oracle.Op) {
+	t.Helper()
 	path := oracle.Build(t, "sized-4x500-v32-t12-d0", tables)
 	oracle.RunOps(t, path, []oracle.Op{
 		{"op": "delete", "where": "id % 10 = 0"},
@@ -35,11 +38,6 @@ func TestDaemonRemapsIndicesRealLanceQueriesThrough(t *testing.T) {
 		{"op": "add", "rows": 150, "seed": 6},
 		{"op": "delete", "where": "id % 7 = 3"},
 	})
-	pre := oracle.Inspect(t, path, 0)
-	wantIdx := []string{"body_idx", "id_idx", "vec_idx"}
-	if got := pre.IndexNames(); !slices.Equal(got, wantIdx) {
-		t.Fatalf("indices before: %v", got)
-	}
 	var ops []oracle.Op
 	for i, seed := range []float32{0.1, -0.4, 0.7, 0.25} {
 		q := make([]float32, 32)
@@ -51,6 +49,19 @@ func TestDaemonRemapsIndicesRealLanceQueriesThrough(t *testing.T) {
 	ops = append(ops, oracle.Op{"op": "query", "where": "id IN (1, 7, 333, 1234, 1999, 2100)", "columns": []string{"id"}, "explain": true})
 	for _, w := range []string{"river", "harbour", "table"} {
 		ops = append(ops, oracle.Op{"op": "fts_search", "column": "body", "query": w, "k": 10000, "columns": []string{"id"}, "explain": true})
+	}
+	return path, ops
+}
+
+func TestDaemonRemapsIndicesRealLanceQueriesThrough(t *testing.T) {
+	oracle.Require(t)
+	root := t.TempDir()
+	tables := filepath.Join(root, "tables")
+	path, ops := remapDaemonTable(t, tables)
+	pre := oracle.Inspect(t, path, 0)
+	wantIdx := []string{"body_idx", "id_idx", "vec_idx"}
+	if got := pre.IndexNames(); !slices.Equal(got, wantIdx) {
+		t.Fatalf("indices before: %v", got)
 	}
 	before := oracle.Queries(t, path, ops)
 
