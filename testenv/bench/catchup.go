@@ -76,22 +76,5 @@ func catchUpBench(spec string, vectorOnly bool, work, cache, oracleDir, root, bi
 	if oursCheck.Vector.Recall < lanceCheck.Vector.Recall {
 		problems = append(problems, fmt.Sprintf("recall@10 lanced %.1f < Lance %.1f", oursCheck.Vector.Recall, lanceCheck.Vector.Recall))
 	}
-	return map[string]any{
-		"table":                      fmt.Sprintf("%s, %d rows (%d new, unindexed), %.1f MiB", name, before.Rows, added, float64(dirBytes(tbl))/(1<<20)),
-		"lance_optimize_seconds":     l.wall.Seconds(),
-		"lance_optimize_cpu_seconds": l.cpu.Seconds(),
-		"lance_optimize_rss_mib":     float64(l.rssKB) / 1024,
-		"lanced_compact_seconds":     o.wall.Seconds(),
-		"lanced_compact_cpu_seconds": o.cpu.Seconds(),
-		"lanced_compact_rss_mib":     float64(o.rssKB) / 1024,
-		"time_ratio":                 o.wall.Seconds() / l.wall.Seconds(),
-		"cpu_ratio":                  o.cpu.Seconds() / l.cpu.Seconds(),
-		"rss_ratio":                  float64(o.rssKB) / float64(l.rssKB),
-		"indices_before":             before.Indices,
-		"indices_lance":              lanceCheck.Indices,
-		"indices_lanced":             oursCheck.Indices,
-		"vector_recall_at_10":        fmt.Sprintf("before %.1f, Lance %.1f, lanced %.1f", before.Vector.Recall, lanceCheck.Vector.Recall, oursCheck.Vector.Recall),
-		"checks":                     strings.Join(problems, "; "),
-		"checks_ok":                  len(problems) == 0,
-	}
+	return indexedResult(fmt.Sprintf("%s, %d rows (%d new, unindexed), %.1f MiB", name, before.Rows, added, float64(dirBytes(tbl))/(1<<20)), l, o, before, lanceCheck, oursCheck, problems)
 }

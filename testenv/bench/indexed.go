@@ -119,8 +119,15 @@ func indexedRewrite(spec, work, cache, oracleDir, root, bin string, reps int) ma
 			problems = append(problems, fmt.Sprintf("%s: rows before %d, Lance %d, lanced %d", q.name, q.was.Rows, q.l.Rows, q.o.Rows))
 		}
 	}
+	return indexedResult(fmt.Sprintf("%s, %d rows, %.1f MiB", "indexed-"+spec, before.Rows, float64(dirBytes(sb))/(1<<20)), l, o, before, lanceCheck, oursCheck, problems)
+}
+
+// indexedResult is the JSON result of an indexed benchmark: Lance's
+// optimize() (l) and lanced compact (o) timed on copies of one table, the
+// real-Lance checks before and on both copies, and the problems found.
+func indexedResult(table string, l, o run, before, lanceCheck, oursCheck indexedCheck, problems []string) map[string]any {
 	return map[string]any{
-		"table":                      fmt.Sprintf("%s, %d rows, %.1f MiB", "indexed-"+spec, before.Rows, float64(dirBytes(sb))/(1<<20)),
+		"table":                      table,
 		"lance_optimize_seconds":     l.wall.Seconds(),
 		"lance_optimize_cpu_seconds": l.cpu.Seconds(),
 		"lance_optimize_rss_mib":     float64(l.rssKB) / 1024,
