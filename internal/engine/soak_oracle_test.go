@@ -122,16 +122,11 @@ func soakCompactLoop(t *testing.T, path string, done <-chan error, minCycles, af
 		if sum.TasksFailed != 0 {
 			t.Fatalf("cycle %d: failed tasks: %v", r.cycles, sum.Errors)
 		}
-		total.TasksCommitted += sum.TasksCommitted
+		total.Add(sum)
 		if sum.TasksCommitted > 0 && slices.ContainsFunc(p.Indices, func(d plan.IndexDecision) bool { return d.Action == plan.IndexRemap }) {
 			r.remapped++
 			r.remapReads = append(r.remapReads, m.PB.GetVersion())
 		}
-		total.TasksStale += sum.TasksStale
-		total.Conflicts.Rebased += sum.Conflicts.Rebased
-		total.Conflicts.Retryable += sum.Conflicts.Retryable
-		total.Conflicts.Incompatible += sum.Conflicts.Incompatible
-		total.VersionsCommitted = append(total.VersionsCommitted, sum.VersionsCommitted...)
 		r.cycles++
 		if writerDone {
 			after++

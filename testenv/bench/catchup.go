@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"log"
-	"os"
-	"path/filepath"
 	"strings"
 )
 
@@ -34,23 +32,7 @@ func catchUpBench(spec string, vectorOnly bool, work, cache, oracleDir, root, bi
 		measure(oracleDir, "node", "../bench/gencatchup.mjs", table, fmt.Sprint(appends), fmt.Sprint(rows), mode)
 	})
 	before := verifyIndexed(oracleDir, tbl)
-	var lanceCheck, oursCheck indexedCheck
-	l := best(reps, func(i int) run {
-		c := filepath.Join(work, fmt.Sprintf("cu-%s-lance%d", name, i), "t.lance")
-		copyTree(tbl, c)
-		defer os.RemoveAll(filepath.Dir(c))
-		r := measure(oracleDir, "node", "../bench/optimize.mjs", c)
-		lanceCheck = verifyIndexed(oracleDir, c)
-		return r
-	})
-	o := best(reps, func(i int) run {
-		c := filepath.Join(work, fmt.Sprintf("cu-%s-ours%d", name, i), "t.lance")
-		copyTree(tbl, c)
-		defer os.RemoveAll(filepath.Dir(c))
-		r := measure(root, bin, "compact", "--json", "file://"+c)
-		oursCheck = verifyIndexed(oracleDir, c)
-		return r
-	})
+	l, o, lanceCheck, oursCheck := optimizeVsCompact(tbl, "cu-"+name, work, oracleDir, root, bin, reps)
 	var problems []string
 	if lanceCheck.Rows != before.Rows || oursCheck.Rows != before.Rows {
 		problems = append(problems, fmt.Sprintf("rows: before %d, Lance %d, lanced %d", before.Rows, lanceCheck.Rows, oursCheck.Rows))

@@ -64,23 +64,7 @@ func verifyIndexed(oracleDir, table string) indexedCheck {
 func indexedRewrite(spec, work, cache, oracleDir, root, bin string, reps int) map[string]any {
 	sb := buildIndexed(spec, work, cache, oracleDir)
 	before := verifyIndexed(oracleDir, sb)
-	var lanceCheck, oursCheck indexedCheck
-	l := best(reps, func(i int) run {
-		c := filepath.Join(work, fmt.Sprintf("ix-%s-lance%d", spec, i), "t.lance")
-		copyTree(sb, c)
-		defer os.RemoveAll(filepath.Dir(c))
-		r := measure(oracleDir, "node", "../bench/optimize.mjs", c)
-		lanceCheck = verifyIndexed(oracleDir, c)
-		return r
-	})
-	o := best(reps, func(i int) run {
-		c := filepath.Join(work, fmt.Sprintf("ix-%s-ours%d", spec, i), "t.lance")
-		copyTree(sb, c)
-		defer os.RemoveAll(filepath.Dir(c))
-		r := measure(root, bin, "compact", "--scope", "rewrite", "--json", "file://"+c)
-		oursCheck = verifyIndexed(oracleDir, c)
-		return r
-	})
+	l, o, lanceCheck, oursCheck := optimizeVsCompact(sb, "ix-"+spec, work, oracleDir, root, bin, reps, "--scope", "rewrite")
 	var problems []string
 	if lanceCheck.Rows != oursCheck.Rows || oursCheck.Rows != before.Rows {
 		problems = append(problems, fmt.Sprintf("rows: before %d, Lance %d, lanced %d", before.Rows, lanceCheck.Rows, oursCheck.Rows))
@@ -144,4 +128,29 @@ func indexedResult(table string, l, o run, before, lanceCheck, oursCheck indexed
 		"checks":                     strings.Join(problems, "; "),
 		"checks_ok":                  len(problems) == 0,
 	}
+}
+
+// optimizeVsCompact times real Lance's optimize() and `lanced compact
+// [compactArgs]` on fresh copies of tbl (best of reps each, the copies
+// named after name and removed afterwards) and checks each copy with real
+// Lance before it is removed.
+func optimizeVsCompact(tbl, name, work, oracleDir, root, bin string, reps int, compactArgs ...string) (l, o run, lanceCheck, oursCheck indexedCheck) {
+	l = best(reps, func(i int) run {
+		c := filepath.Join(work, fmt.Sprintf("%s-lance%d", name, i), "t.lance")
+		copyTree(tbl, c)
+		defer os.RemoveAll(filepath.Dir(c))
+		r := measure(oracleDir, "node", "../bench/optimize.mjs", c)
+		lanceCheck = verifyIndexed(oracleDir, c)
+		return r
+	})
+	o = best(reps, func(i int) run {
+		c := filepath.Join(work, fmt.Sprintf("%s-ours%d", name, i), "t.lance")
+		copyTree(tbl, c)
+		defer os.RemoveAll(filepath.Dir(c))
+		args := append(append([]string{"compact"}, compactArgs...), "--json", "file://"+c)
+		r := measure(root, bin, args...)
+		oursCheck = verifyIndexed(oracleDir, c)
+		return r
+	})
+	return l, o, lanceCheck, oursCheck
 }
