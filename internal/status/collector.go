@@ -245,12 +245,17 @@ func (c *Collector) Run(ctx context.Context) {
 	}
 }
 
+// openURI is the URI to open table (a canonical table URI) with.
+func (c *Collector) openURI(table string) string {
+	if c.cfg.Open != nil {
+		return c.cfg.Open(table)
+	}
+	return table
+}
+
 // Refresh reads table's status from the table.
 func (c *Collector) Refresh(ctx context.Context, table string) Table {
-	open := table
-	if c.cfg.Open != nil {
-		open = c.cfg.Open(table)
-	}
+	open := c.openURI(table)
 	var small func(map[string]string) uint64
 	if c.cfg.SmallRows != nil {
 		small = func(cfg map[string]string) uint64 { return c.cfg.SmallRows(table, cfg) }
@@ -357,12 +362,8 @@ func (c *Collector) refreshHolds(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		open := n
-		if c.cfg.Open != nil {
-			open = c.cfg.Open(n)
-		}
 		hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		h, err := c.getHold(hctx, open)
+		h, err := c.getHold(hctx, c.openURI(n))
 		cancel()
 		if err != nil {
 			continue

@@ -79,11 +79,7 @@ func (c *Collector) serveRelease(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unknown table", http.StatusNotFound)
 		return
 	}
-	open := table
-	if c.cfg.Open != nil {
-		open = c.cfg.Open(table)
-	}
-	b, err := store.Open(r.Context(), open)
+	b, err := store.Open(r.Context(), c.openURI(table))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
