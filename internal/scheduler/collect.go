@@ -109,11 +109,7 @@ func (n *Node) maybeCommit(ctx context.Context, table string, batch []batchMsg) 
 		size = n.cfg.CommitBatchTasks
 	}
 	quiet := len(st.pending) == 0 && len(st.inflight) == 0
-	outstanding := func(key string) bool {
-		_, ok := st.inflight[key]
-		return ok || slices.ContainsFunc(st.pending, func(t Task) bool { return t.Key == key })
-	}
-	ready := readyResults(batch, outstanding)
+	ready := readyResults(batch, st.outstanding)
 	n.mu.Unlock()
 	var oldest time.Time
 	nready := 0
@@ -189,6 +185,13 @@ func (n *Node) maybeCommit(ctx context.Context, table string, batch []batchMsg) 
 		log.Error("commit abandoned", "outcome", o.String(), "err", err)
 		return rest
 	}
+}
+
+// outstanding reports whether the table's task with key is pending or in
+// flight. n.mu is held.
+func (st *tableState) outstanding(key string) bool {
+	_, ok := st.inflight[key]
+	return ok || slices.ContainsFunc(st.pending, func(t Task) bool { return t.Key == key })
 }
 
 // readyResults marks the results of batch that may be committed now: none
@@ -293,7 +296,7 @@ func (n *Node) keep(ctx context.Context, table string, rep CommitReport) {
 	}
 	queued := 0
 	for _, t := range rep.Followups {
-		if _, ok := st.inflight[t.Key]; ok || slices.ContainsFunc(st.pending, func(p Task) bool { return p.Key == t.Key }) {
+		if st.outstanding(t.Key) {
 			continue
 		}
 		st.pending = append(st.pending, t)
