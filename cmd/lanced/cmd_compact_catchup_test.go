@@ -3,12 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/lanced-dev/lanced/testenv/oracle"
@@ -58,21 +54,7 @@ func TestCompactCatchUpSurvivesKill9(t *testing.T) {
 	points := []string{"catchup.start:1", "catchup.file:1", "catchup.file:2", "catchup.written:1", "commit.txn:1", "commit.manifest:1"}
 	for _, point := range points {
 		t.Run(strings.ReplaceAll(point, ":", "_"), func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "t.lance")
-			if err := os.CopyFS(path, os.DirFS(base)); err != nil {
-				t.Fatal(err)
-			}
-			uri := "file://" + path
-			before := treeFiles(t, path)
-			cmd := exec.Command(os.Args[0], "compact", "--scope", "index", uri)
-			cmd.Env = append(os.Environ(), execMainEnv+"=1", "LANCED_FAILPOINT="+point)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			err := cmd.Run()
-			ee, ok := err.(*exec.ExitError)
-			if !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-				t.Fatalf("lanced compact was not killed (err %v): %s", err, stderr.String())
-			}
+			path, uri, before := killCompactAt(t, base, point, "--scope", "index")
 			after := oracle.Inspect(t, path, 0)
 			for v := pre.Version; v <= after.Version; v++ {
 				if d, n := rowsDigest(oracle.Scan(t, path, v, nil)); n != wantRows || d != wantDigest {
@@ -84,40 +66,16 @@ func TestCompactCatchUpSurvivesKill9(t *testing.T) {
 				t.Fatalf("after the kill: %+v, %d rows", ix, wantRows)
 			}
 			search(path)
-			refData, refIdx := referencedFiles(t, uri), referencedIndexDirs(t, uri)
-			var orphans, kept []string
-			for _, k := range treeFiles(t, path) {
-				if slices.Contains(before, k) {
-					continue
-				}
-				if refData[k] || refIdx[filepath.ToSlash(filepath.Dir(k))] {
-					kept = append(kept, k)
-					continue
-				}
-				orphans = append(orphans, k)
-			}
+			kept, orphans := newFiles(t, path, uri, before)
 			// A segment the table references is complete: both its files.
 			if len(kept) != 0 && len(kept) != 2 {
 				t.Fatalf("referenced new files %v: a segment is index.idx plus auxiliary.idx", kept)
 			}
+			cleanupRemovesOrphans(t, path, uri, kept, orphans)
 			var out bytes.Buffer
-			if code := runMain([]string{"cleanup", "--unverified-after", "0", "--older-than", "1000d", uri}, &out, &out); code != 0 {
-				t.Fatalf("cleanup: %s", out.String())
-			}
-			for _, k := range orphans {
-				if _, err := os.Stat(filepath.Join(path, k)); err == nil {
-					t.Fatalf("orphan %s survived cleanup", k)
-				}
-			}
-			for _, k := range kept {
-				if _, err := os.Stat(filepath.Join(path, k)); err != nil {
-					t.Fatalf("cleanup removed referenced %s: %v", k, err)
-				}
-			}
 			if d, n := rowsDigest(oracle.Scan(t, path, 0, nil)); n != wantRows || d != wantDigest {
 				t.Fatalf("content changed after cleanup")
 			}
-			out.Reset()
 			if code := runMain([]string{"compact", "--scope", "index", uri}, &out, &out); code != 0 {
 				t.Fatalf("compact after the crash: %s", out.String())
 			}

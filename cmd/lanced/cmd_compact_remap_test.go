@@ -29,6 +29,70 @@ func referencedIndexDirs(t *testing.T, uri string) map[string]bool {
 	return out
 }
 
+// killCompactAt copies the table at base, runs `lanced compact args... URI`
+// on the copy in a child process with LANCED_FAILPOINT=point and requires
+// that the failpoint killed it (SIGKILL). It returns the copy's path and
+// URI and its data/_indices files before the run.
+func killCompactAt(t *testing.T, base, point string, args ...string) (path, uri string, before []string) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "t.lance")
+	if err := os.CopyFS(path, os.DirFS(base)); err != nil {
+		t.Fatal(err)
+	}
+	uri = "file://" + path
+	before = treeFiles(t, path)
+	cmd := exec.Command(os.Args[0], append(append([]string{"compact"}, args...), uri)...)
+	cmd.Env = append(os.Environ(), execMainEnv+"=1", "LANCED_FAILPOINT="+point)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("lanced compact was not killed (err %v): %s", err, stderr.String())
+	}
+	return path, uri, before
+}
+
+// newFiles splits the data/_indices files of the local table that are not
+// in before into those the latest version references (kept) and the rest
+// (orphans).
+func newFiles(t *testing.T, path, uri string, before []string) (kept, orphans []string) {
+	t.Helper()
+	refData, refIdx := referencedFiles(t, uri), referencedIndexDirs(t, uri)
+	for _, k := range treeFiles(t, path) {
+		if slices.Contains(before, k) {
+			continue
+		}
+		if refData[k] || refIdx[filepath.ToSlash(filepath.Dir(k))] {
+			kept = append(kept, k)
+			continue
+		}
+		orphans = append(orphans, k)
+	}
+	return kept, orphans
+}
+
+// cleanupRemovesOrphans runs one `lanced cleanup` pass that may delete
+// unverified files at once and requires every orphan gone and every kept
+// file still there.
+func cleanupRemovesOrphans(t *testing.T, path, uri string, kept, orphans []string) {
+	t.Helper()
+	var out bytes.Buffer
+	if code := runMain([]string{"cleanup", "--unverified-after", "0", "--older-than", "1000d", uri}, &out, &out); code != 0 {
+		t.Fatalf("cleanup: %s", out.String())
+	}
+	for _, k := range orphans {
+		if _, err := os.Stat(filepath.Join(path, k)); err == nil {
+			t.Fatalf("orphan %s survived cleanup", k)
+		}
+	}
+	for _, k := range kept {
+		if _, err := os.Stat(filepath.Join(path, k)); err != nil {
+			t.Fatalf("cleanup removed referenced %s: %v", k, err)
+		}
+	}
+}
+
 // treeFiles lists data/ and _indices/ files of a local table.
 func treeFiles(t *testing.T, path string) []string {
 	t.Helper()
@@ -90,51 +154,19 @@ func TestCompactRemapSurvivesKill9(t *testing.T) {
 		"remap.commit:1", "commit.txn:2", "commit.manifest:2"}
 	for _, point := range points {
 		t.Run(strings.ReplaceAll(point, ":", "_"), func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "t.lance")
-			if err := os.CopyFS(path, os.DirFS(base)); err != nil {
-				t.Fatal(err)
-			}
-			uri := "file://" + path
-			before := treeFiles(t, path)
-			cmd := exec.Command(os.Args[0], "compact", "--policy", polDir, uri)
-			cmd.Env = append(os.Environ(), execMainEnv+"=1", "LANCED_FAILPOINT="+point)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			err := cmd.Run()
-			ee, ok := err.(*exec.ExitError)
-			if !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-				t.Fatalf("lanced compact was not killed (err %v): %s", err, stderr.String())
-			}
+			path, uri, before := killCompactAt(t, base, point, "--policy", polDir)
 			if d, n := rowsDigest(oracle.Scan(t, path, 0, nil)); n != wantRows || d != wantDigest {
 				t.Fatalf("content changed after the kill: %d rows, want %d", n, wantRows)
 			}
 			if got := names(path); !slices.Equal(got, wantIdx) {
 				t.Fatalf("indices after the kill %v", got)
 			}
-			refData, refIdx := referencedFiles(t, uri), referencedIndexDirs(t, uri)
-			var orphans []string
-			for _, k := range treeFiles(t, path) {
-				if slices.Contains(before, k) {
-					continue
-				}
-				if refData[k] || refIdx[filepath.ToSlash(filepath.Dir(k))] {
-					continue
-				}
-				orphans = append(orphans, k)
-			}
+			kept, orphans := newFiles(t, path, uri, before)
+			cleanupRemovesOrphans(t, path, uri, kept, orphans)
 			var out bytes.Buffer
-			if code := runMain([]string{"cleanup", "--unverified-after", "0", "--older-than", "1000d", uri}, &out, &out); code != 0 {
-				t.Fatalf("cleanup: %s", out.String())
-			}
-			for _, k := range orphans {
-				if _, err := os.Stat(filepath.Join(path, k)); err == nil {
-					t.Fatalf("orphan %s survived cleanup", k)
-				}
-			}
 			if d, n := rowsDigest(oracle.Scan(t, path, 0, nil)); n != wantRows || d != wantDigest {
 				t.Fatalf("content changed after cleanup")
 			}
-			out.Reset()
 			if code := runMain([]string{"compact", "--policy", polDir, uri}, &out, &out); code != 0 {
 				t.Fatalf("compact after the crash: %s", out.String())
 			}
