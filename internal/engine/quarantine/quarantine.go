@@ -128,13 +128,16 @@ func eachRecord(ctx context.Context, b *store.Bucket, want func(base string) boo
 }
 
 // Reasons maps Load's marks to the planner's input (fragment id → reason).
-func Reasons(marks map[uint64]Mark) map[uint64]string {
+func Reasons(marks map[uint64]Mark) map[uint64]string { return reasons(marks) }
+
+// reasons maps each mark to its String, nil when there are none.
+func reasons[K comparable, M fmt.Stringer](marks map[K]M) map[K]string {
 	if len(marks) == 0 {
 		return nil
 	}
-	out := make(map[uint64]string, len(marks))
-	for id, m := range marks {
-		out[id] = m.String()
+	out := make(map[K]string, len(marks))
+	for k, m := range marks {
+		out[k] = m.String()
 	}
 	return out
 }
@@ -208,13 +211,4 @@ func LoadIndices(ctx context.Context, b *store.Bucket, indices []*tablepb.IndexM
 
 // IndexReasons maps LoadIndices' marks to the planner's input (segment
 // uuid → reason).
-func IndexReasons(marks map[string]IndexMark) map[string]string {
-	if len(marks) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(marks))
-	for seg, m := range marks {
-		out[seg] = m.String()
-	}
-	return out
-}
+func IndexReasons(marks map[string]IndexMark) map[string]string { return reasons(marks) }
