@@ -52,11 +52,14 @@ func catchUpVector(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in 
 		}
 		out.Base = append(out.Base, proto.Clone(f).(*tablepb.DataFragment))
 	}
-	stores, closeSegs, err := openVectorStorages(ctx, b, in.segs)
+	// The model segment is open already; the others are opened for their
+	// partition lengths (and, on a merge, their rows).
+	stores, closeSegs, err := openVectorStorages(ctx, b, in.segs[1:])
 	if err != nil {
 		return nil, err
 	}
 	defer closeSegs()
+	stores = append([]*vector.StorageFile{s}, stores...)
 	merge, why, err := delta.Layout(vectorPartitionRows(vm.Partitions(), stores))
 	if err != nil {
 		return nil, fmt.Errorf("catch-up of %q: %w", t.Index, err)
