@@ -46,8 +46,7 @@ func (n *Node) collect(ctx context.Context, table string, batch []batchMsg) []ba
 		n.mu.Lock()
 		delete(st.inflight, res.Task.Key)
 		if outcome == OutcomeStale.String() {
-			st.dirty = true
-			n.scheduleLocked(st)
+			n.markDirtyLocked(st)
 		}
 		n.mu.Unlock()
 		if outcome != OutcomeDone.String() {
@@ -148,8 +147,7 @@ func (n *Node) maybeCommit(ctx context.Context, table string, batch []batchMsg) 
 		}
 		n.mu.Lock()
 		if rep.Replan {
-			st.dirty = true
-			n.scheduleLocked(st)
+			n.markDirtyLocked(st)
 		}
 		st.maintained = max(st.maintained, rep.Version)
 		st.latest = max(st.latest, rep.Version)
@@ -169,8 +167,7 @@ func (n *Node) maybeCommit(ctx context.Context, table string, batch []batchMsg) 
 		if o == OutcomeStale {
 			n.m.commitConflict.WithLabelValues("stale").Inc()
 			n.mu.Lock()
-			st.dirty = true
-			n.scheduleLocked(st)
+			n.markDirtyLocked(st)
 			n.mu.Unlock()
 		} else {
 			n.m.commitConflict.WithLabelValues("abandoned").Inc()
@@ -285,8 +282,7 @@ func (n *Node) keep(ctx context.Context, table string, rep CommitReport) {
 	n.mu.Lock()
 	st := n.tables[table]
 	if lost {
-		st.dirty = true
-		n.scheduleLocked(st)
+		n.markDirtyLocked(st)
 	}
 	if st.kept == nil {
 		st.kept = map[string]bool{}

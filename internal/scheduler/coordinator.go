@@ -81,6 +81,12 @@ func (n *Node) noteVersion(table string, version uint64) {
 	defer n.mu.Unlock()
 	st := n.state(table)
 	st.latest = max(st.latest, version)
+	n.markDirtyLocked(st)
+}
+
+// markDirtyLocked marks the table for (re-)evaluation and queues it.
+// n.mu is held.
+func (n *Node) markDirtyLocked(st *tableState) {
 	st.dirty = true
 	n.scheduleLocked(st)
 }
