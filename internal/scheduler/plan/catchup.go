@@ -156,21 +156,13 @@ func decideCatchUp(cu *CatchUp, kind index.Kind, segments int, p policy.Index) {
 	}
 	if len(blocked) > 0 {
 		cu.Action = CatchUpDue
-		cu.Reason = why + "; " + joinAll(blocked) + ": run Lance's optimize() (or createIndex with replace to retrain)"
+		cu.Reason = why + "; " + strings.Join(blocked, "; ") + ": run Lance's optimize() (or createIndex with replace to retrain)"
 		return
 	}
 	cu.Action, cu.Reason = CatchUpPlanned, why+"; rows added with the index's trained model"
 	if p.Retrain.Value {
 		cu.Reason += " (retrain = true, but lanced does not detect drift or retrain yet)"
 	}
-}
-
-func joinAll(s []string) string {
-	out := ""
-	for _, v := range s {
-		out = joinReason(out, v)
-	}
-	return out
 }
 
 // catchUpFirst returns excluded with, added, the unindexed fragments of every
@@ -270,7 +262,7 @@ func planCatchUps(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []s
 			left = append(left, fmt.Sprintf("%d fragment(s) past the task bound of %d rows", full, CatchUpMaxRows))
 		}
 		if len(left) > 0 {
-			cu.Reason += "; caught up on a later plan: " + joinAll(left)
+			cu.Reason += "; caught up on a later plan: " + strings.Join(left, "; ")
 		}
 	}
 }
