@@ -29,7 +29,8 @@ type CoalescerConfig struct {
 	Now func() time.Time
 	// Timing, if set, gives one table's own debounce, max_delay and
 	// maintenance windows (its policy's schedule); zero durations fall
-	// back to Debounce and MaxDelay.
+	// back to Debounce and MaxDelay. It is called once per burst, when a
+	// table's first pending event arrives.
 	Timing func(table string) Timing
 	// Logger and Metrics as in Options.
 	Logger  *slog.Logger
@@ -73,6 +74,7 @@ type tableState struct {
 	inHeap   bool
 	heapTime time.Time
 	waitsFor time.Time // the window opening last logged
+	timing   Timing    // the table's own timing, resolved when the pending burst began
 }
 
 // NewCoalescer returns a coalescer delivering to out.
@@ -106,15 +108,12 @@ func NewCoalescer(cfg CoalescerConfig, out Sink) *Coalescer {
 // gives them), and not before its maintenance window opens.
 func (c *Coalescer) dueAt(table string, st *tableState) time.Time {
 	deb, maxDelay := c.cfg.Debounce, c.cfg.MaxDelay
-	var tm Timing
-	if c.cfg.Timing != nil {
-		tm = c.cfg.Timing(table)
-		if tm.Debounce > 0 {
-			deb = tm.Debounce
-		}
-		if tm.MaxDelay > 0 {
-			maxDelay = max(tm.MaxDelay, deb)
-		}
+	tm := st.timing
+	if tm.Debounce > 0 {
+		deb = tm.Debounce
+	}
+	if tm.MaxDelay > 0 {
+		maxDelay = max(tm.MaxDelay, deb)
 	}
 	d := st.last.Add(deb)
 	if m := st.first.Add(maxDelay); m.Before(d) {
@@ -132,6 +131,21 @@ func (c *Coalescer) dueAt(table string, st *tableState) time.Time {
 		d = open
 	}
 	return d
+}
+
+// beginBurst marks st pending from now with version and resolves the
+// table's timing once for the burst (a policy lookup per event would sit
+// on the event path under c.mu; a reloaded policy applies from the next
+// burst).
+func (c *Coalescer) beginBurst(table string, st *tableState, now time.Time, version uint64) {
+	st.pending = true
+	st.first = now
+	st.version = version
+	st.timing = Timing{}
+	if c.cfg.Timing != nil {
+		st.timing = c.cfg.Timing(table)
+	}
+	c.cfg.Metrics.pendingTables.Inc()
 }
 
 // Add records one event. It never blocks on the consumer and returns nil
@@ -156,10 +170,7 @@ func (c *Coalescer) Add(ctx context.Context, ref format.VersionRef) error {
 		if ref.Version == st.emitted {
 			return nil
 		}
-		st.pending = true
-		st.first = now
-		st.version = ref.Version
-		c.cfg.Metrics.pendingTables.Inc()
+		c.beginBurst(ref.Table, st, now, ref.Version)
 	} else if ref.Version > st.version {
 		st.version = ref.Version
 	} else {
@@ -290,10 +301,7 @@ func (c *Coalescer) retry(ref format.VersionRef) {
 	c.cfg.Metrics.busyTables.Dec()
 	st.emitted = 0
 	if !st.pending {
-		st.pending = true
-		st.first = now
-		st.version = ref.Version
-		c.cfg.Metrics.pendingTables.Inc()
+		c.beginBurst(ref.Table, st, now, ref.Version)
 	} else if ref.Version > st.version {
 		st.version = ref.Version
 	}
