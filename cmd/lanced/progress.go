@@ -81,7 +81,6 @@ func logProgress(log *slog.Logger, s progress.Snapshot, name, unit string) {
 func drawBar(w io.Writer, c *progress.Counter, name, unit string, done <-chan struct{}) {
 	var bar *progressbar.ProgressBar
 	var byBytes bool
-	var barMax int64 = -1
 	update := func() {
 		s := c.Snapshot()
 		total, cur := s.BytesTotal, s.BytesDone
@@ -103,11 +102,9 @@ func drawBar(w io.Writer, c *progress.Counter, name, unit string, done <-chan st
 				progressbar.OptionUseIECUnits(true),
 				progressbar.OptionSpinnerType(14),
 			)
-			barMax = -1
 		}
-		if total != barMax && total > 0 {
+		if total > 0 && total != bar.GetMax64() {
 			bar.ChangeMax64(total)
-			barMax = total
 		}
 		bar.Describe(fmt.Sprintf("%s %d/%d %s", name, s.ItemsDone, s.ItemsTotal, unit))
 		_ = bar.Set64(min(cur, max(total, 1)))
