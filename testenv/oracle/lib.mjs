@@ -188,6 +188,10 @@ export function genColumn(f, n, r, opts = {}) {
   if (f.name === "id" && opts.idStart !== undefined && arrow.DataType.isInt(t)) {
     return fixedVector(t, n, (i) => BigInt(opts.idStart) + BigInt(i));
   }
+  if (opts.texts && opts.texts[f.name]) {
+    const v = opts.texts[f.name];
+    return jsVector(t, Array.from({ length: n }, (_, i) => v[i % v.length]));
+  }
   switch (t.typeId) {
     case arrow.Type.Null:
       return arrow.makeVector(arrow.makeData({ type: t, length: n, nullCount: n }));
