@@ -119,15 +119,19 @@ func natsLeases(nc *nats.Conn) func(ctx context.Context) ([]status.Lease, error)
 			if err != nil {
 				continue
 			}
+			// A range lease lists the tables its holder coordinated at
+			// its last renewal.
 			var rec struct {
-				Holder  string `json:"holder"`
-				Table   string `json:"table"`
-				Expires int64  `json:"expires_unix_nano"`
+				Holder  string              `json:"holder"`
+				Expires int64               `json:"expires_unix_nano"`
+				Tables  map[string][]string `json:"tables"`
 			}
 			if json.Unmarshal(e.Value(), &rec) != nil || rec.Holder == "" {
 				continue
 			}
-			out = append(out, status.Lease{Table: rec.Table, Holder: rec.Holder, Expires: time.Unix(0, rec.Expires).UTC()})
+			for table := range rec.Tables {
+				out = append(out, status.Lease{Table: table, Holder: rec.Holder, Expires: time.Unix(0, rec.Expires).UTC()})
+			}
 		}
 		sort.Slice(out, func(i, j int) bool { return out[i].Table < out[j].Table })
 		return out, nil

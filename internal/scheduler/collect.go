@@ -13,17 +13,24 @@ import (
 // collect reads the table's new results (up to 32 per call) from the
 // results stream, keeps successful ones for the next commit and settles
 // the others. It reads from st.resultsFrom on; results handed back after
-// a failed commit are read again once st.rereadAt has passed.
-func (n *Node) collect(ctx context.Context, table string, batch []batchMsg) []batchMsg {
+// a failed commit are read again once st.rereadAt has passed. more
+// reports that it stopped at the bound with results left to read;
+// st.caughtUp records whether it read to the end of the table's subject.
+func (n *Node) collect(ctx context.Context, table string, batch []batchMsg) (_ []batchMsg, more bool) {
 	n.mu.Lock()
 	st := n.tables[table]
 	from, wait := st.resultsFrom, n.cfg.Now().Before(st.rereadAt)
 	n.mu.Unlock()
 	if wait {
-		return batch
+		return batch, false
 	}
 	now := n.cfg.Now()
-	for range 32 {
+	caughtUp := false
+	for i := range collectBound + 1 {
+		if i == collectBound {
+			more = true
+			break
+		}
 		m, err := n.q.nextResult(ctx, table, from)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -32,6 +39,7 @@ func (n *Node) collect(ctx context.Context, table string, batch []batchMsg) []ba
 			break
 		}
 		if m == nil {
+			caughtUp = true
 			break
 		}
 		from = m.Sequence + 1
@@ -62,9 +70,13 @@ func (n *Node) collect(ctx context.Context, table string, batch []batchMsg) []ba
 	}
 	n.mu.Lock()
 	st.resultsFrom = max(st.resultsFrom, from)
+	st.caughtUp = caughtUp && st.resultsFrom == from // nothing handed back meanwhile
 	n.mu.Unlock()
-	return batch
+	return batch, more
 }
+
+// collectBound is how many results one collect reads.
+const collectBound = 32
 
 // settle removes a result from the stream; a failure leaves it for the
 // next holder (or the next read) and is logged.
@@ -90,6 +102,7 @@ func (n *Node) handBack(table string, batch []batchMsg, delay time.Duration) {
 		st.resultsFrom = min(st.resultsFrom, b.seq)
 	}
 	st.rereadAt = n.cfg.Now().Add(delay)
+	st.caughtUp = false
 }
 
 // maybeCommit commits the batch when it is full, when nothing else of the
@@ -295,7 +308,7 @@ func (n *Node) keep(ctx context.Context, table string, rep CommitReport) {
 		if st.outstanding(t.Key) {
 			continue
 		}
-		st.pending = append(st.pending, t)
+		n.addPendingLocked(st, t)
 		queued++
 	}
 	n.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 // Node.mu.
 type tableState struct {
 	table      string
+	rng        int    // its lease range
 	latest     uint64 // highest version announced
 	maintained uint64 // version of the last plan or commit we made
 	dirty      bool   // needs (re-)evaluation
@@ -50,6 +51,10 @@ type tableState struct {
 	// after a failed commit wait.
 	resultsFrom uint64
 	rereadAt    time.Time
+	// caughtUp: the last read of the table's results reached the end of
+	// its subject and none was handed back since, so the coordinator
+	// knows there is nothing unread without asking the stream again.
+	caughtUp bool
 	// wake tells the table's coordinator that something changed: a new
 	// result on its subject, a plan that queued tasks.
 	wake chan struct{}
@@ -65,7 +70,7 @@ const holdRecheck = 5 * time.Second
 func (n *Node) state(table string) *tableState {
 	st := n.tables[table]
 	if st == nil {
-		st = &tableState{table: table, inflight: map[string]time.Time{}, wake: make(chan struct{}, 1)}
+		st = &tableState{table: table, rng: rangeOf(table), inflight: map[string]time.Time{}, wake: make(chan struct{}, 1)}
 		n.tables[table] = st
 		n.byID[TableID(table)] = st
 	}
@@ -165,22 +170,49 @@ func (n *Node) runLeaser(ctx context.Context, wg *sync.WaitGroup) {
 	}
 }
 
-// tryCoordinate takes the table's lease if nobody holds it and starts its
-// coordinator; a table another node coordinates is left to it. The table
-// leaves the lease queue when the attempt ends.
+// rangeState is this node's hold of one lease range: the range's lease
+// and the tables coordinated under it. All fields are guarded by Node.mu.
+type rangeState struct {
+	// lease is nil while the range is being acquired.
+	lease *lease
+	// ctx is the parent of the range's coordinators' contexts; stop ends
+	// them all (the lease was lost).
+	ctx  context.Context
+	stop context.CancelCauseFunc
+	// tables are the coordinators running under the lease; the lease is
+	// released when the last one stops.
+	tables map[string]*tableState
+	// busy is set while the lease is being acquired or released; tables
+	// that want a coordinator meanwhile wait in waiting (still lease
+	// queued) and are started, dropped or queued again when it ends.
+	busy    bool
+	waiting []*tableState
+	// inherited holds the previous holder's in-flight task keys per table
+	// after a takeover, handed to each table's first plan.
+	inherited map[string][]string
+}
+
+// tryCoordinate starts the table's coordinator when this node holds the
+// table's lease range, or takes the range's lease if nobody holds it; a
+// table of a range another node holds is left to it. The table leaves
+// the lease queue when the attempt ends.
 func (n *Node) tryCoordinate(ctx context.Context, wg *sync.WaitGroup, table string) {
 	n.traced(table, "lease")
 	n.mu.Lock()
 	st := n.tables[table]
 	n.mu.Unlock()
-	// notOurs settles an attempt that found the table coordinated
-	// elsewhere (that node heard the same announcement) or held.
+	key := rangeKey(st.rng)
+	// notOurs settles an attempt that found the range coordinated
+	// elsewhere (that node heard the same announcement) or the table held.
 	notOurs := func() {
 		n.mu.Lock()
 		st.dirty, st.leaseQueued = false, false
 		n.mu.Unlock()
 	}
-	if n.view.heldElsewhere(TableID(table), n.cfg.NodeID, n.cfg.Now()) {
+	n.mu.Lock()
+	elsewhere := n.ranges[st.rng] == nil && n.view.heldElsewhere(key, n.cfg.NodeID, n.cfg.Now())
+	n.mu.Unlock()
+	if elsewhere {
 		notOurs()
 		return
 	}
@@ -189,37 +221,91 @@ func (n *Node) tryCoordinate(ctx context.Context, wg *sync.WaitGroup, table stri
 		n.m.plans.WithLabelValues("held").Inc()
 		return
 	}
-	checked := n.cfg.Now()
-	ls, prev, err := n.leases.acquire(ctx, table, n.view.freeRevision(TableID(table)))
-	if err != nil {
-		n.mu.Lock()
-		st.leaseQueued = false // the next sweep tries again
+	n.mu.Lock()
+	rs := n.ranges[st.rng]
+	switch {
+	case rs != nil && rs.busy:
+		rs.waiting = append(rs.waiting, st)
 		n.mu.Unlock()
-		n.log.Warn("acquire lease", "table", table, "err", err)
 		return
-	}
-	if ls == nil {
+	case rs != nil:
+		if rs.lease.valid(n.cfg.Now(), n.cfg.LeaseTTL/6) {
+			n.startLocked(wg, st, rs)
+		} else {
+			st.leaseQueued = false // lapsing: taken again once its coordinators stopped
+		}
+		n.mu.Unlock()
+		return
+	case n.view.heldElsewhere(key, n.cfg.NodeID, n.cfg.Now()):
+		n.mu.Unlock()
 		notOurs()
 		return
 	}
-	cctx, stop := context.WithCancelCause(ctx)
-	n.mu.Lock()
-	st.leaseQueued = false
-	st.running, st.lease, st.ctx, st.stop, st.stopping = true, ls, cctx, stop, false
-	st.heldCheckedAt = checked
-	st.inherited = nil
-	if prev != nil {
-		st.inherited = prev.InFlight
-	}
-	st.dirty = true // the first plan
-	st.resultsFrom, st.rereadAt = 0, time.Time{}
-	n.scheduleLocked(st)
+	rs = &rangeState{busy: true, tables: map[string]*tableState{}, waiting: []*tableState{st}}
+	n.ranges[st.rng] = rs
 	n.mu.Unlock()
-	n.traced(table, "leased")
+
+	ls, prev, err := n.leases.acquire(ctx, st.rng, n.view.freeRevision(key))
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	rs.busy = false
+	waiting := rs.waiting
+	rs.waiting = nil
+	if err != nil || ls == nil {
+		delete(n.ranges, st.rng)
+		for _, w := range waiting {
+			w.leaseQueued = false // on an error, the next sweep tries again
+			if err == nil {
+				w.dirty = false // held elsewhere
+			}
+		}
+		if err != nil {
+			n.log.Warn("acquire lease", "range", key, "table", table, "err", err)
+		}
+		return
+	}
+	rs.lease = ls
+	rs.ctx, rs.stop = context.WithCancelCause(ctx)
 	n.m.leasesHeld.Inc()
 	if prev != nil {
-		n.log.Info("lease taken over", "table", table, "previous_holder", prev.Holder)
+		// Every table the previous holder coordinated, and every table
+		// of the range this node heard of, is looked at again: its
+		// holder may have died with work planned.
+		rs.inherited = prev.Tables
+		for t := range prev.Tables {
+			n.markDirtyLocked(n.state(t))
+		}
+		for _, o := range n.tables {
+			if o.rng == st.rng && !o.leaseQueued {
+				n.markDirtyLocked(o)
+			}
+		}
+		n.log.Info("lease taken over", "range", key, "table", table, "previous_holder", prev.Holder, "tables", len(prev.Tables))
 	}
+	for _, w := range waiting {
+		if w.dirty && !w.running {
+			n.startLocked(wg, w, rs)
+		} else {
+			w.leaseQueued = false
+		}
+	}
+}
+
+// startLocked starts the table's coordinator under the range's lease and
+// queues its first plan. n.mu is held.
+func (n *Node) startLocked(wg *sync.WaitGroup, st *tableState, rs *rangeState) {
+	cctx, stop := context.WithCancelCause(rs.ctx)
+	st.leaseQueued = false
+	st.running, st.lease, st.ctx, st.stop, st.stopping = true, rs.lease, cctx, stop, false
+	st.heldCheckedAt = n.cfg.Now()
+	st.inherited = rs.inherited[st.table]
+	delete(rs.inherited, st.table)
+	st.dirty = true // the first plan
+	st.resultsFrom, st.rereadAt, st.caughtUp = 0, time.Time{}, false
+	rs.tables[st.table] = st
+	n.scheduleLocked(st)
+	n.traced(st.table, "leased")
+	ls := rs.lease
 	wg.Go(func() { n.runTable(cctx, st, ls) })
 }
 
@@ -254,6 +340,7 @@ func (n *Node) dispatch(ctx context.Context) {
 				// Back to the front of the table's pending tasks, in order.
 				delete(st.inflight, t.Key)
 				st.pending = append([]Task{t}, st.pending...)
+				n.withPending[t.Table] = struct{}{}
 				failed = true
 			case r.duplicate:
 				// JetStream already had this key inside its dedup window:
@@ -287,19 +374,31 @@ func (n *Node) dispatch(ctx context.Context) {
 // dispatchBatch bounds the tasks one dispatch turn publishes together.
 const dispatchBatch = 256
 
+// addPendingLocked appends a planned task to the table's pending tasks.
+// n.mu is held.
+func (n *Node) addPendingLocked(st *tableState, t Task) {
+	st.pending = append(st.pending, t)
+	n.withPending[st.table] = struct{}{}
+}
+
 // nextTasks takes up to limit tasks in round-robin order (one per table per
 // turn, tables in name order starting after the last one served) and marks
-// them in flight.
+// them in flight. It looks only at the tables with pending tasks, not at
+// every table this node knows.
 func (n *Node) nextTasks(limit int) []Task {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.ring = n.ring[:0]
 	var total int
 	now := n.cfg.Now()
-	for t, st := range n.tables {
+	for t := range n.withPending {
+		st := n.tables[t]
+		if len(st.pending) == 0 {
+			delete(n.withPending, t)
+			continue
+		}
 		total += len(st.pending)
-		if len(st.pending) > 0 && st.running && len(st.inflight) < n.cfg.TableInFlight &&
-			st.lease.valid(now, n.cfg.LeaseTTL/6) {
+		if st.running && len(st.inflight) < n.cfg.TableInFlight && st.lease.valid(now, n.cfg.LeaseTTL/6) {
 			n.ring = append(n.ring, t)
 		}
 	}

@@ -16,20 +16,32 @@
 //     MaxDeliver is copied to the dead-letter stream LANCED_DEAD
 //     (lanced.dead.<kind>) from the server's MAX_DELIVERIES advisory and
 //     removed from the work queue.
-//   - Coordination: one coordinator per table across all nodes, decided by a
-//     lease in the JetStream KV bucket LANCED_LEASES (create-if-absent, renewed
-//     with revision checks, kept for LeaseLinger after the table goes idle so
-//     the next burst of versions is planned at once, then released; released
-//     when the node exits, taken over by CAS once its stored deadline passed).
-//     Each node watches the bucket (one watch per node) to skip tables another
-//     node coordinates without a round trip, and takes a released lease with
-//     one compare-and-set on the delete marker it saw. Announced tables wait
+//   - Coordination: one coordinator per table across all nodes, decided by
+//     leases on hash ranges of tables: a table belongs to one of 64 ranges
+//     (a hash of its TableID), and the node holding a range's lease in the
+//     JetStream KV bucket LANCED_LEASES (key range-NN; create-if-absent,
+//     renewed with revision checks, taken over by CAS once its stored
+//     deadline passed) coordinates every table of the range. So a burst
+//     over many tables costs one lease write per range, and a table whose
+//     range is held here starts its coordinator without a round trip. A
+//     table's coordinator stays for LeaseLinger after the table goes idle,
+//     so the next burst of versions is planned at once; the range's lease
+//     is released when its last coordinator stops, and when the node
+//     exits. Each renewal records the range's tables with their in-flight
+//     task keys, so a node taking over an expired range plans every table
+//     the previous holder coordinated (and every table of the range it
+//     heard of) around the tasks still running. Each node watches the
+//     bucket (one watch per node) to skip tables of ranges another node
+//     holds without a round trip, and takes a released lease with one
+//     compare-and-set on the delete marker it saw. Announced tables wait
 //     in two queues served by pools: a lease queue (leaseAttempts attempts
-//     side by side, each node taking a burst's tables in its own hash order
-//     so the nodes do not race for the same ones) and a plan queue
-//     (Config.Planners planners, first due first served), so planning never
-//     waits for the table's coordinator, which reads results and commits.
-//     One loop per node renews every held lease. Only the lease holder plans a
+//     side by side, each node taking a burst's tables in its own hash
+//     order so the nodes do not race for the same ranges; tables of a
+//     range being taken wait for that one attempt, holding no slot) and a
+//     plan queue (Config.Planners planners, first due first served), so
+//     planning never waits for the table's coordinator, which reads
+//     results and commits.
+//     One loop per node renews every held range lease. Only the lease holder plans a
 //     table, feeds its tasks into the queue (round-robin across tables, a
 //     per-table in-flight cap, a global queue-depth cap), reads the table's
 //     results and commits them in micro-batches through the Committer.
@@ -69,9 +81,12 @@
 //     finishing leaves it to be redelivered.
 //   - A result message is removed from LANCED_RESULTS only after the
 //     Committer accepted (or finally rejected) it.
-//   - At no instant do two nodes both believe they hold one table's lease:
-//     every renewal is a compare-and-set on the KV revision, and a holder stops
-//     acting as coordinator as soon as a renewal fails or its deadline passes.
+//   - At no instant do two nodes both believe they hold one range's lease
+//     (and so coordinate one table): every renewal is a compare-and-set on
+//     the KV revision, and a holder stops every coordinator of the range as
+//     soon as a renewal fails or its deadline passes. All nodes of a cluster
+//     must run a version with range leases: a node of an earlier version
+//     leases single tables and would not see them.
 //
 // Logging keys: table, version, read_version, task_id, kind, fragments,
 // attempt, err, duration. Metrics are registered on the injected

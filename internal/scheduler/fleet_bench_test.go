@@ -379,7 +379,7 @@ func fleetState(pl *fleetPlanner, nodes []*Node, names []string, max int) string
 			}
 			n.mu.Unlock()
 			n.view.mu.Lock()
-			if r, ok := n.view.recs[TableID(t)]; ok {
+			if r, ok := n.view.recs[rangeKey(rangeOf(t))]; ok {
 				desc += fmt.Sprintf(" view: %s until %s", r.Holder, time.Unix(0, r.Expires).Format("15:04:05.000"))
 			}
 			n.view.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,21 +16,44 @@ import (
 // ErrLeaseLost is returned when a renewal finds the lease taken or gone.
 var ErrLeaseLost = errors.New("lease lost")
 
-// leaseRecord is the value stored under the table's key in LANCED_LEASES.
-type leaseRecord struct {
-	Holder  string `json:"holder"`
-	Table   string `json:"table"`
-	Expires int64  `json:"expires_unix_nano"`
-	// InFlight lists the keys of tasks the holder enqueued and has not yet
-	// committed, so a node taking over can tell the planner what is running.
-	InFlight []string `json:"in_flight,omitempty"`
+// leaseRanges is the number of hash ranges tables are leased in: a
+// node coordinates every table of the ranges it holds, so a burst over
+// many tables costs one lease write per range, not per table. Every node
+// of a cluster must use the same number (it is not configurable) or two
+// nodes could coordinate one table under different ranges.
+const leaseRanges = 64
+
+// rangeOf is the lease range of a table.
+func rangeOf(table string) int { return rangeOfID(TableID(table)) }
+
+// rangeOfID is the lease range of the table with the given TableID (the
+// id in its result subjects).
+func rangeOfID(id string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	return int(h.Sum32() % leaseRanges)
 }
 
-// lease is a held coordinator lease. The renewal goroutine updates rev and
-// expires while the coordinator reads them, hence the mutex.
+// rangeKey is the LANCED_LEASES key of a lease range.
+func rangeKey(r int) string { return fmt.Sprintf("range-%02d", r) }
+
+// leaseRecord is the value stored under a range's key in LANCED_LEASES.
+type leaseRecord struct {
+	Holder  string `json:"holder"`
+	Range   int    `json:"range"`
+	Expires int64  `json:"expires_unix_nano"`
+	// Tables lists the tables of the range the holder coordinated at its
+	// last renewal, each with the keys of the tasks it enqueued and has
+	// not yet committed, so a node taking over knows which tables to look
+	// at and can tell the planner what is running.
+	Tables map[string][]string `json:"tables,omitempty"`
+}
+
+// lease is a held coordinator lease of one range. The renewal loop
+// updates rev and expires while coordinators read them, hence the mutex.
 type lease struct {
-	table string
-	key   string
+	rng int
+	key string
 
 	// op orders renewals and the release of this lease, so a release
 	// always names the revision of the last renewal.
@@ -65,7 +89,7 @@ func (l *lease) revision() uint64 {
 	return l.rev
 }
 
-// leaser takes, renews and releases table leases for one node.
+// leaser takes, renews and releases range leases for one node.
 type leaser struct {
 	kv   jetstream.KeyValue
 	node string
@@ -73,24 +97,24 @@ type leaser struct {
 	now  func() time.Time
 }
 
-func (l *leaser) record(table string, inflight []string) ([]byte, time.Time) {
+func (l *leaser) record(rng int, tables map[string][]string) ([]byte, time.Time) {
 	exp := l.now().Add(l.ttl)
-	b, _ := json.Marshal(leaseRecord{Holder: l.node, Table: table, Expires: exp.UnixNano(), InFlight: inflight})
+	b, _ := json.Marshal(leaseRecord{Holder: l.node, Range: rng, Expires: exp.UnixNano(), Tables: tables})
 	return b, exp
 }
 
-// acquire takes the table's lease if it is free or expired. It returns
+// acquire takes the range's lease if it is free or expired. It returns
 // (nil, rec, nil) when another node holds it; rec is that node's record.
 // On takeover, the previous holder's record is returned alongside the lease.
 // freeRev, when not 0, is the revision of the delete marker the node's
 // lease view last saw for the key (a released lease): the lease is then
 // written in one compare-and-set on it.
-func (l *leaser) acquire(ctx context.Context, table string, freeRev uint64) (*lease, *leaseRecord, error) {
-	key := TableID(table)
-	val, exp := l.record(table, nil)
+func (l *leaser) acquire(ctx context.Context, rng int, freeRev uint64) (*lease, *leaseRecord, error) {
+	key := rangeKey(rng)
+	val, exp := l.record(rng, nil)
 	if freeRev > 0 {
 		if rev, err := l.kv.Update(ctx, key, val, freeRev); err == nil {
-			return &lease{table: table, key: key, rev: rev, expires: exp}, nil, nil
+			return &lease{rng: rng, key: key, rev: rev, expires: exp}, nil, nil
 		}
 		// Taken or released again since: the full path below decides.
 	}
@@ -99,16 +123,16 @@ func (l *leaser) acquire(ctx context.Context, table string, freeRev uint64) (*le
 	rev, err := l.kv.Create(ctx, key, val)
 	switch {
 	case err == nil:
-		return &lease{table: table, key: key, rev: rev, expires: exp}, nil, nil
+		return &lease{rng: rng, key: key, rev: rev, expires: exp}, nil, nil
 	case !errors.Is(err, jetstream.ErrKeyExists):
-		return nil, nil, fmt.Errorf("create lease %s: %w", table, err)
+		return nil, nil, fmt.Errorf("create lease %s: %w", key, err)
 	}
 	entry, err := l.kv.Get(ctx, key)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		return nil, nil, nil // released meanwhile: the next attempt creates it
 	case err != nil:
-		return nil, nil, fmt.Errorf("read lease %s: %w", table, err)
+		return nil, nil, fmt.Errorf("read lease %s: %w", key, err)
 	}
 	var cur leaseRecord
 	if err := json.Unmarshal(entry.Value(), &cur); err != nil {
@@ -123,23 +147,23 @@ func (l *leaser) acquire(ctx context.Context, table string, freeRev uint64) (*le
 		if isWrongRevision(err) {
 			return nil, nil, nil
 		}
-		return nil, nil, fmt.Errorf("take over lease %s: %w", table, err)
+		return nil, nil, fmt.Errorf("take over lease %s: %w", key, err)
 	}
-	return &lease{table: table, key: key, rev: rev, expires: exp}, &cur, nil
+	return &lease{rng: rng, key: key, rev: rev, expires: exp}, &cur, nil
 }
 
 // renew extends a held lease with a compare-and-set on its revision and
-// records the in-flight task keys.
-func (l *leaser) renew(ctx context.Context, ls *lease, inflight []string) error {
+// records the range's coordinated tables with their in-flight task keys.
+func (l *leaser) renew(ctx context.Context, ls *lease, tables map[string][]string) error {
 	ls.op.Lock()
 	defer ls.op.Unlock()
-	val, exp := l.record(ls.table, inflight)
+	val, exp := l.record(ls.rng, tables)
 	rev, err := l.kv.Update(ctx, ls.key, val, ls.revision())
 	if err != nil {
 		if isWrongRevision(err) || errors.Is(err, jetstream.ErrKeyNotFound) {
-			return fmt.Errorf("renew lease %s: %w", ls.table, ErrLeaseLost)
+			return fmt.Errorf("renew lease %s: %w", ls.key, ErrLeaseLost)
 		}
-		return fmt.Errorf("renew lease %s: %w", ls.table, err)
+		return fmt.Errorf("renew lease %s: %w", ls.key, err)
 	}
 	ls.mu.Lock()
 	ls.rev, ls.expires = rev, exp
@@ -153,7 +177,7 @@ func (l *leaser) release(ctx context.Context, ls *lease) error {
 	defer ls.op.Unlock()
 	err := l.kv.Delete(ctx, ls.key, jetstream.LastRevision(ls.revision()))
 	if err != nil && !isWrongRevision(err) {
-		return fmt.Errorf("release lease %s: %w", ls.table, err)
+		return fmt.Errorf("release lease %s: %w", ls.key, err)
 	}
 	return nil
 }
@@ -174,7 +198,7 @@ func isWrongRevision(err error) bool {
 // (a watch interrupted) errs towards asking the bucket.
 type leaseView struct {
 	mu   sync.Mutex
-	recs map[string]leaseRecord // TableID → record
+	recs map[string]leaseRecord // range key → record
 	// freed holds the revision of each released lease's delete marker.
 	freed map[string]uint64
 }
@@ -187,8 +211,8 @@ func (v *leaseView) freeRevision(id string) uint64 {
 	return v.freed[id]
 }
 
-// heldElsewhere reports whether the view has an unexpired lease of the
-// table with the given id held by a node other than node.
+// heldElsewhere reports whether the view has an unexpired lease under key
+// held by a node other than node.
 func (v *leaseView) heldElsewhere(id, node string, now time.Time) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -196,13 +220,13 @@ func (v *leaseView) heldElsewhere(id, node string, now time.Time) bool {
 	return ok && r.Holder != node && now.UnixNano() < r.Expires
 }
 
-// expired returns the records whose deadline passed.
+// expired returns the range leases whose deadline passed.
 func (v *leaseView) expired(now time.Time) []leaseRecord {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	var out []leaseRecord
-	for _, r := range v.recs {
-		if r.Expires < now.UnixNano() {
+	for k, r := range v.recs {
+		if r.Expires < now.UnixNano() && k == rangeKey(r.Range) {
 			out = append(out, r)
 		}
 	}

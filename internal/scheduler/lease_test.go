@@ -36,30 +36,33 @@ func TestLeaseIsTakenOverOnlyAfterExpiry(t *testing.T) {
 	a := &leaser{kv: node.q.leases, node: "a", ttl: ttl, now: clock.Now}
 	b := &leaser{kv: node.q.leases, node: "b", ttl: ttl, now: clock.Now}
 	ctx := context.Background()
-	const table = "s3://lake/events.lance"
+	const rng = 7
 
-	la, _, err := a.acquire(ctx, table, 0)
+	la, _, err := a.acquire(ctx, rng, 0)
 	if err != nil || la == nil {
 		t.Fatalf("a acquire: %v %v", la, err)
 	}
-	lb, rec, err := b.acquire(ctx, table, 0)
+	lb, rec, err := b.acquire(ctx, rng, 0)
 	if err != nil || lb != nil || rec == nil || rec.Holder != "a" {
 		t.Fatalf("b acquired a held lease: lease=%v rec=%v err=%v", lb, rec, err)
 	}
 	clock.Add(20 * time.Second)
-	if err := a.renew(ctx, la, []string{"k1"}); err != nil {
+	if err := a.renew(ctx, la, map[string][]string{"s3://lake/events.lance": {"k1"}}); err != nil {
 		t.Fatalf("renew: %v", err)
 	}
 	clock.Add(20 * time.Second) // 40s after acquire, 20s after renewal: still held
-	if lb, _, _ := b.acquire(ctx, table, 0); lb != nil {
+	if lb, _, _ := b.acquire(ctx, rng, 0); lb != nil {
 		t.Fatal("b took a lease that was renewed and not yet expired")
 	}
 	clock.Add(11 * time.Second) // past the renewed deadline
-	lb, rec, err = b.acquire(ctx, table, 0)
+	lb, rec, err = b.acquire(ctx, rng, 0)
 	if err != nil || lb == nil {
 		t.Fatalf("b could not take over an expired lease: %v", err)
 	}
-	if rec == nil || rec.Holder != "a" || len(rec.InFlight) != 1 || rec.InFlight[0] != "k1" {
+	if rec == nil {
+		t.Fatal("takeover did not return the previous record")
+	}
+	if keys := rec.Tables["s3://lake/events.lance"]; rec.Holder != "a" || len(keys) != 1 || keys[0] != "k1" {
 		t.Fatalf("takeover did not hand over the previous record: %+v", rec)
 	}
 	if err := a.renew(ctx, la, nil); !errors.Is(err, ErrLeaseLost) {
@@ -69,13 +72,13 @@ func TestLeaseIsTakenOverOnlyAfterExpiry(t *testing.T) {
 	if err := a.release(ctx, la); err != nil {
 		t.Fatal(err)
 	}
-	if lc, _, _ := a.acquire(ctx, table, 0); lc != nil {
+	if lc, _, _ := a.acquire(ctx, rng, 0); lc != nil {
 		t.Fatal("a's stale release freed b's lease")
 	}
 	if err := b.release(ctx, lb); err != nil {
 		t.Fatal(err)
 	}
-	if lc, _, err := a.acquire(ctx, table, 0); lc == nil || err != nil {
+	if lc, _, err := a.acquire(ctx, rng, 0); lc == nil || err != nil {
 		t.Fatalf("a could not take a released lease: %v", err)
 	}
 }
@@ -86,7 +89,7 @@ func TestLeaseNeverHeldByTwoNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const table = "file:///tables/contended.lance"
+	rng := rangeOf("file:///tables/contended.lance")
 	var holders, maxHolders, acquisitions atomic.Int32
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
@@ -112,7 +115,7 @@ func TestLeaseNeverHeldByTwoNodes(t *testing.T) {
 		}
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				ls, _, err := l.acquire(ctx, table, view.freeRevision(TableID(table)))
+				ls, _, err := l.acquire(ctx, rng, view.freeRevision(rangeKey(rng)))
 				if err != nil || ls == nil {
 					time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
 					continue

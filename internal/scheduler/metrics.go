@@ -92,7 +92,7 @@ func newMetrics(reg prometheus.Registerer, tableHolds bool) *metrics {
 		}),
 		leasesHeld: f.NewGauge(prometheus.GaugeOpts{
 			Name: "lanced_scheduler_leases_held",
-			Help: "Table coordinator leases this node holds.",
+			Help: "Coordinator lease ranges this node holds (each covers the tables whose id hashes into it).",
 		}),
 		leaseLost: f.NewCounter(prometheus.CounterOpts{
 			Name: "lanced_scheduler_leases_lost_total",

@@ -8,10 +8,14 @@ import (
 )
 
 // sweepOrphans finds tables whose coordinator went away with work left
-// over and marks them dirty, so a live node takes the lease and finishes:
+// over and marks them dirty, so a live node takes the range lease and
+// finishes:
 //   - results waiting in LANCED_RESULTS for a table nobody here coordinates
 //     (the holder died after its tasks were queued);
-//   - expired leases (the holder died, perhaps before it queued anything).
+//   - expired range leases (the holder died, perhaps before it queued
+//     anything): the tables its last renewal listed, or else one table of
+//     the range this node heard of, so the range is taken over (which
+//     looks at every table of it again).
 //
 // The poll source only announces tables whose version changed, so without
 // this sweep such a table would wait for its next commit.
@@ -26,7 +30,7 @@ func (n *Node) sweepOrphans(ctx context.Context) {
 				continue
 			}
 			id := strings.TrimPrefix(subj, resultSubjectPrefix)
-			if n.coordinatesID(id) || n.view.heldElsewhere(id, n.cfg.NodeID, n.cfg.Now()) {
+			if n.coordinatesID(id) || n.view.heldElsewhere(rangeKey(rangeOfID(id)), n.cfg.NodeID, n.cfg.Now()) {
 				continue // its coordinator (here or elsewhere) reads them
 			}
 			m, err := n.q.results.GetLastMsgForSubject(ctx, subj)
@@ -41,8 +45,25 @@ func (n *Node) sweepOrphans(ctx context.Context) {
 	// Expired leases, from the node's view of the lease bucket (kept by
 	// its watch): no read per lease.
 	for _, rec := range n.view.expired(n.cfg.Now()) {
-		if rec.Table != "" && !n.coordinatesID(TableID(rec.Table)) {
-			n.noteVersion(rec.Table, 0)
+		n.mu.Lock()
+		_, ours := n.ranges[rec.Range]
+		var tables []string
+		if !ours {
+			for t := range rec.Tables {
+				tables = append(tables, t)
+			}
+			for t, st := range n.tables {
+				if len(tables) > 0 {
+					break
+				}
+				if st.rng == rec.Range {
+					tables = append(tables, t)
+				}
+			}
+		}
+		n.mu.Unlock()
+		for _, t := range tables {
+			n.noteVersion(t, 0)
 		}
 	}
 }

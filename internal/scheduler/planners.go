@@ -227,7 +227,7 @@ func (n *Node) plan(ctx context.Context, table string, extraInFlight []string) {
 			continue
 		}
 		known[t.Key] = true
-		st.pending = append(st.pending, t)
+		n.addPendingLocked(st, t)
 		added++
 	}
 	st.batchSize = p.CommitBatchTasks

@@ -82,13 +82,17 @@ type Node struct {
 	mu     sync.Mutex
 	tables map[string]*tableState
 	byID   map[string]*tableState // TableID → state
+	ranges map[int]*rangeState    // lease ranges held (or being taken) here
 	ring   []string               // round-robin order of tables with pending tasks
-	next   int
-	wake   chan struct{}
-	planQ  *readyQueue // dirty tables whose coordinator runs here
-	leaseQ *readyQueue // dirty tables without a coordinator here
-	ready  atomic.Bool
-	depth  atomic.Int64
+	// withPending holds the tables with pending tasks (and some whose
+	// pending tasks were taken since: nextTasks drops those).
+	withPending map[string]struct{}
+	next        int
+	wake        chan struct{}
+	planQ       *readyQueue // dirty tables whose coordinator runs here
+	leaseQ      *readyQueue // dirty tables without a coordinator here
+	ready       atomic.Bool
+	depth       atomic.Int64
 
 	running running
 
@@ -131,15 +135,17 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config, p Planner, e Executor, 
 	}
 	n := &Node{
 		cfg: cfg, nc: nc, q: q, planner: p, exec: e, commit: c,
-		log:      cfg.Logger.With("node", cfg.NodeID),
-		m:        newMetrics(cfg.Registerer, cfg.Holds != nil),
-		tables:   map[string]*tableState{},
-		byID:     map[string]*tableState{},
-		view:     leaseView{recs: map[string]leaseRecord{}, freed: map[string]uint64{}},
-		holdView: holdView{held: map[string]bool{}},
-		wake:     make(chan struct{}, 1),
-		planQ:    newReadyQueue(nil),
-		leaseQ:   newReadyQueue(leaseRank(cfg.NodeID)),
+		log:         cfg.Logger.With("node", cfg.NodeID),
+		m:           newMetrics(cfg.Registerer, cfg.Holds != nil),
+		tables:      map[string]*tableState{},
+		byID:        map[string]*tableState{},
+		ranges:      map[int]*rangeState{},
+		withPending: map[string]struct{}{},
+		view:        leaseView{recs: map[string]leaseRecord{}, freed: map[string]uint64{}},
+		holdView:    holdView{held: map[string]bool{}},
+		wake:        make(chan struct{}, 1),
+		planQ:       newReadyQueue(nil),
+		leaseQ:      newReadyQueue(leaseRank(cfg.NodeID)),
 	}
 	n.leases = &leaser{kv: q.leases, node: cfg.NodeID, ttl: cfg.LeaseTTL, now: cfg.Now}
 	if cfg.Registerer != nil {
@@ -276,13 +282,15 @@ func (n *Node) coordinate(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+			// A kick (a plan, a stopped coordinator) only dispatches:
+			// looking at every table for one to queue is the tick's job.
+			n.startCoordinators()
 		case <-n.wake:
 		}
 		if time.Since(lastRefresh) > min(5*time.Second, n.cfg.LeaseTTL) {
 			lastRefresh = time.Now()
 			n.refreshGauges(ctx)
 		}
-		n.startCoordinators()
 		n.dispatch(ctx)
 	}
 }

@@ -40,9 +40,14 @@ func (n *Node) runTable(ctx context.Context, st *tableState, ls *lease) {
 			log.Error("lease expired before renewal")
 			return
 		}
-		batch = n.collect(ctx, st.table, batch)
+		var more bool
+		batch, more = n.collect(ctx, st.table, batch)
 		batch = n.maybeCommit(ctx, st.table, batch)
-		wait, done := n.nextWait(ctx, st, batch, &idleSince, log)
+		if more {
+			idleSince = time.Time{}
+			continue // more results to read
+		}
+		wait, done := n.nextWait(st, batch, &idleSince)
 		if done {
 			return
 		}
@@ -56,13 +61,12 @@ func (n *Node) runTable(ctx context.Context, st *tableState, ls *lease) {
 	}
 }
 
-// renewLeases renews the leases of this node's coordinators, each once a
-// third of the TTL passed since its last renewal, recording the table's
-// in-flight task keys in it; a lost lease stops its coordinator. One loop
-// per node checks every LeaseTTL/12 and starts every due renewal at once
-// (not a bounded few: renewals must keep up with leases/(TTL/3) however
-// slow the round trips are), so a slow renewal delays no other and no
-// table needs a timer of its own.
+// renewLeases renews the range leases of this node, each once a third of
+// the TTL passed since its last renewal, recording the range's tables and
+// their in-flight task keys in it; a lost lease stops the range's
+// coordinators. One loop per node checks every LeaseTTL/12 and starts
+// every due renewal at once (not a bounded few: renewals must keep up
+// however slow the round trips are), so a slow renewal delays no other.
 func (n *Node) renewLeases(ctx context.Context) {
 	t := time.NewTicker(n.cfg.LeaseTTL / 12)
 	defer t.Stop()
@@ -75,34 +79,37 @@ func (n *Node) renewLeases(ctx context.Context) {
 		case <-t.C:
 		}
 		type due struct {
-			st   *tableState
-			ls   *lease
-			ctx  context.Context
-			stop context.CancelCauseFunc
-			keys []string
+			ls     *lease
+			ctx    context.Context
+			stop   context.CancelCauseFunc
+			tables map[string][]string
 		}
 		var todo []due
 		now := n.cfg.Now()
 		n.mu.Lock()
-		for _, st := range n.tables {
-			ls := st.lease
-			if !st.running || ls == nil || !ls.renewDue(now, n.cfg.LeaseTTL) || !ls.renewing.CompareAndSwap(false, true) {
+		for _, rs := range n.ranges {
+			ls := rs.lease
+			if ls == nil || rs.busy || !ls.renewDue(now, n.cfg.LeaseTTL) || !ls.renewing.CompareAndSwap(false, true) {
 				continue
 			}
-			keys := make([]string, 0, len(st.inflight))
-			for k := range st.inflight {
-				keys = append(keys, k)
+			tables := make(map[string][]string, len(rs.tables))
+			for name, st := range rs.tables {
+				keys := make([]string, 0, len(st.inflight))
+				for k := range st.inflight {
+					keys = append(keys, k)
+				}
+				tables[name] = keys
 			}
-			todo = append(todo, due{st: st, ls: ls, ctx: st.ctx, stop: st.stop, keys: keys})
+			todo = append(todo, due{ls: ls, ctx: rs.ctx, stop: rs.stop, tables: tables})
 		}
 		n.mu.Unlock()
 		for _, d := range todo {
 			renewals.Go(func() {
 				defer d.ls.renewing.Store(false)
-				err := n.leases.renew(d.ctx, d.ls, d.keys)
+				err := n.leases.renew(d.ctx, d.ls, d.tables)
 				if errors.Is(err, ErrLeaseLost) || (err != nil && !d.ls.valid(n.cfg.Now(), 0)) {
 					n.m.leaseLost.Inc()
-					n.log.Error("lease lost", "table", d.st.table, "err", err)
+					n.log.Error("lease lost", "range", d.ls.key, "tables", len(d.tables), "err", err)
 					d.stop(ErrLeaseLost)
 				}
 			})
@@ -112,48 +119,34 @@ func (n *Node) renewLeases(ctx context.Context) {
 
 // nextWait returns how long the coordinator sleeps unless woken: until
 // its batch's commit is due, resultPoll while work is outstanding, the
-// rest of LeaseLinger while the table is idle. done reports that the
-// table stayed idle for LeaseLinger; the coordinator is then marked
-// stopping in the same step, so no plan starts after the decision.
-func (n *Node) nextWait(ctx context.Context, st *tableState, batch []batchMsg, idleSince *time.Time, log *slog.Logger) (wait time.Duration, done bool) {
+// rest of LeaseLinger while the table is idle. Results not read yet (the
+// last read failed, or results were handed back after a failed commit:
+// read again at st.rereadAt) keep the table busy; that is known from the
+// last read, without asking the stream. done reports that the table
+// stayed idle for LeaseLinger; the coordinator is then marked stopping in
+// the same step, so no plan starts after the decision.
+func (n *Node) nextWait(st *tableState, batch []batchMsg, idleSince *time.Time) (wait time.Duration, done bool) {
 	now := n.cfg.Now()
 	wait = resultPoll
 	if len(batch) > 0 {
 		wait = min(wait, max(time.Millisecond, batch[0].seen.Add(n.cfg.CommitMaxWait).Sub(now)))
 	}
 	n.mu.Lock()
+	defer n.mu.Unlock()
 	busy := len(st.pending) > 0 || len(st.inflight) > 0 || len(batch) > 0 ||
-		st.dirty || st.planQueued || st.planning
-	rereadAt := st.rereadAt
-	n.mu.Unlock()
-	if busy {
-		*idleSince = time.Time{}
-		return wait, false
-	}
-	// Results nobody read yet (the previous holder's, or handed back after
-	// a failed commit) keep the table busy.
-	m, err := n.q.nextResult(ctx, st.table, 0)
+		st.dirty || st.planQueued || st.planning || !st.caughtUp
 	switch {
-	case err != nil && ctx.Err() == nil:
-		log.Warn("read results", "err", err)
-		return wait, false
-	case m != nil:
+	case !st.caughtUp && st.rereadAt.After(now):
 		*idleSince = time.Time{}
-		n.mu.Lock()
-		st.resultsFrom = min(st.resultsFrom, m.Sequence)
-		n.mu.Unlock()
-		return max(0, rereadAt.Sub(now)), false
+		return min(wait, st.rereadAt.Sub(now)), false
+	case busy:
+		*idleSince = time.Time{}
+		return wait, false
 	case idleSince.IsZero():
 		*idleSince = now
 		return n.cfg.LeaseLinger, false
 	case now.Sub(*idleSince) < n.cfg.LeaseLinger:
 		return n.cfg.LeaseLinger - now.Sub(*idleSince), false
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if st.dirty || st.planQueued || st.planning || len(st.pending) > 0 {
-		*idleSince = time.Time{} // a version arrived while reading
-		return 0, false
 	}
 	st.stopping = true
 	return 0, true
@@ -172,17 +165,44 @@ func (n *Node) stopCoordinator(ctx context.Context, st *tableState, ls *lease, l
 	if planDone != nil {
 		<-planDone
 	}
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	_ = n.leases.release(rctx, ls)
-	rcancel()
 	n.mu.Lock()
 	st.running, st.lease, st.ctx, st.stop, st.stopping = false, nil, nil, nil, false
 	st.pending, st.inherited = nil, nil
 	clear(st.inflight)
 	clear(st.kept)
+	rs := n.ranges[st.rng]
+	last := rs != nil && rs.lease == ls && rs.tables[st.table] == st
+	if last {
+		delete(rs.tables, st.table)
+		last = len(rs.tables) == 0 && !rs.busy
+		rs.busy = rs.busy || last
+	}
 	n.scheduleLocked(st)
 	n.mu.Unlock()
-	n.m.leasesHeld.Dec()
 	log.Info("coordinator stopped", "cause", context.Cause(ctx))
+	if last {
+		n.releaseRange(ctx, st.rng, rs)
+	}
 	n.kick()
+}
+
+// releaseRange gives back the lease of a range whose last coordinator
+// here stopped (marked busy by the caller), then queues the tables that
+// asked for a coordinator meanwhile for a new lease attempt.
+func (n *Node) releaseRange(ctx context.Context, rng int, rs *rangeState) {
+	rs.stop(nil)
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	_ = n.leases.release(rctx, rs.lease)
+	rcancel()
+	n.m.leasesHeld.Dec()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ranges[rng] == rs {
+		delete(n.ranges, rng)
+	}
+	for _, w := range rs.waiting {
+		w.leaseQueued = false
+		n.scheduleLocked(w)
+	}
+	rs.waiting = nil
 }
