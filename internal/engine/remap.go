@@ -540,7 +540,7 @@ func (r *Runner) executeRemaps(ctx context.Context, pre *remapPrep, m *tablepb.M
 		pre.added = append(pre.added, p)
 	}
 	if len(pre.added) > 0 {
-		failpoint.Hit("remap.commit")
+		failpoint.HitContext(ctx, "remap.commit")
 	}
 	return nil
 }

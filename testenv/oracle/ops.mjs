@@ -122,6 +122,11 @@ const handlers = {
     await t.createIndex(op.column, opts);
     return { indices: await t.listIndices() };
   },
+  async drop_index(t, op) {
+    if (!op.name) throw new Error("drop_index needs name");
+    await t.dropIndex(op.name);
+    return { indices: await t.listIndices() };
+  },
   async optimize(t, op) {
     const o = {};
     if (op.cleanup_older_than_ms !== undefined) o.cleanupOlderThan = new Date(Date.now() - op.cleanup_older_than_ms);

@@ -1,6 +1,7 @@
 package failpoint
 
 import (
+	"context"
 	"os"
 	"sync"
 	"syscall"
@@ -61,5 +62,22 @@ func Hit(name string) {
 	if hit {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // never returns
+	}
+}
+
+type hookKey struct{ name string }
+
+// WithHook returns a context under which HitContext(ctx, name) calls fn:
+// tests use it to land a concurrent commit at an exact point of a run (a
+// context, not a global, so parallel tests do not see each other's hooks).
+func WithHook(ctx context.Context, name string, fn func()) context.Context {
+	return context.WithValue(ctx, hookKey{name}, fn)
+}
+
+// HitContext is Hit, then the hook WithHook set on ctx for the point.
+func HitContext(ctx context.Context, name string) {
+	Hit(name)
+	if fn, ok := ctx.Value(hookKey{name}).(func()); ok {
+		fn()
 	}
 }

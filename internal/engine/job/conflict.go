@@ -173,6 +173,35 @@ func classifyIndexForRewrite(oldIDs map[uint64]bool, ci *tablepb.Transaction_Cre
 	return Compatible, "CreateIndex covers other fragments"
 }
 
+// RewriteRebase decides whether a rewrite group that read fragment read
+// (as it was at the rewrite's read version) can still replace it in
+// latest, the same fragment in the newest manifest (nil if it is gone).
+// The rewritten rows, and the row addresses an index remap wrote for them,
+// are those of read: a fragment that lost rows since (a Delete or Update
+// committed a deletion file), or whose rows or row ids changed, would bring
+// deleted rows back and leave the remapped index pointing at them. Lance
+// 8.0.0 retries a Rewrite over a Delete or Update of its fragments
+// (check_rewrite_txn in
+// https://github.com/lancedb/lance/blob/main/rust/lance/src/io/commit/conflict_resolver.rs;
+// a rebase that carries the deletions over is still open upstream:
+// https://github.com/lance-format/lance/issues/6150), so this is retryable
+// too. It guards the commit whatever the classification of the committed
+// transactions said.
+func RewriteRebase(read, latest *tablepb.DataFragment) (Verdict, string) {
+	id := read.GetId()
+	switch {
+	case latest == nil:
+		return Retryable, fmt.Sprintf("fragment %d that the rewrite replaces was removed", id)
+	case latest.GetPhysicalRows() != read.GetPhysicalRows():
+		return Retryable, fmt.Sprintf("fragment %d that the rewrite replaces changed its rows", id)
+	case !proto.Equal(latest.GetDeletionFile(), read.GetDeletionFile()):
+		return Retryable, fmt.Sprintf("fragment %d that the rewrite replaces has new deletions since the rewrite read it", id)
+	case string(latest.GetInlineRowIds()) != string(read.GetInlineRowIds()) || !proto.Equal(latest.GetExternalRowIds(), read.GetExternalRowIds()):
+		return Retryable, fmt.Sprintf("fragment %d that the rewrite replaces has other row ids", id)
+	}
+	return Compatible, ""
+}
+
 // ClassifyForRepack checks a committed transaction against our repack of the
 // fragments in frags (committed with the Update REWRITE_COLUMNS carrier).
 //

@@ -190,7 +190,9 @@ func (rewriteTxn) Build(latest *format.Manifest, jobs []Job, txn *tablepb.Transa
 		}
 	}
 	stable := latest.PB.GetReaderFeatureFlags()&format.FlagStableRowIDs != 0
+	rws, stale := staleRewrites(latest.PB, rws)
 	rws, rms, refusals := joinRemaps(latest, rws, rms, stable)
+	refusals = append(stale, refusals...)
 	if len(rws) == 0 {
 		return &Built{Refused: refusals}, nil
 	}
@@ -224,6 +226,9 @@ func (rewriteTxn) Build(latest *format.Manifest, jobs []Job, txn *tablepb.Transa
 			if err := verifyRemapped(want, after.Indices.GetIndices(), rewrite.GetRewrittenIndices()); err != nil {
 				return fmt.Errorf("%w: %w", ErrInvariant, err)
 			}
+			if err := verifyRemapCoverage(beforeIdx, after, tg, rms); err != nil {
+				return fmt.Errorf("%w: %w", ErrInvariant, err)
+			}
 		}
 		return nil
 	}}
@@ -249,6 +254,30 @@ func (rewriteTxn) Build(latest *format.Manifest, jobs []Job, txn *tablepb.Transa
 		b.Indices = &tablepb.IndexSection{Indices: idx}
 	}
 	return b, nil
+}
+
+// staleRewrites refuses the rewrite jobs whose old fragments are not in
+// latest as the job read them (RewriteRebase); joinRemaps then refuses the
+// remaps of their groups.
+func staleRewrites(latest *tablepb.Manifest, rws []*RewriteOutput) ([]*RewriteOutput, []Refusal) {
+	cur := format.FragmentsByID(latest)
+	var keep []*RewriteOutput
+	var refused []Refusal
+	for _, o := range rws {
+		why := ""
+		for _, f := range o.Group.Old {
+			if v, w := RewriteRebase(f, cur[f.GetId()]); v != Compatible {
+				why = w
+				break
+			}
+		}
+		if why != "" {
+			refused = append(refused, Refusal{Job: o, Verdict: Retryable, Reason: "rewrite refused: " + why})
+			continue
+		}
+		keep = append(keep, o)
+	}
+	return keep, refused
 }
 
 // RepackTxn commits repack jobs as one Update with update_mode

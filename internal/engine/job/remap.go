@@ -389,6 +389,87 @@ func verifyRemapped(want, got []*tablepb.IndexMetadata, rewritten []*tablepb.Tra
 	return nil
 }
 
+// verifyRemapCoverage checks a committed remapping Rewrite against the
+// fragments it committed: each remapped segment (looked up in beforeIdx,
+// the index section the commit was built on) was remapped for every
+// rewrite group of the transaction that it covers, each of its groups was
+// committed as the remap mapped it (the reserved new fragments are there,
+// with the rows the remap wrote addresses for and no deletions), and its
+// new entry claims exactly its old fragments with the groups' old ids
+// replaced by their new ids, nothing its files do not index.
+func verifyRemapCoverage(beforeIdx []*tablepb.IndexMetadata, after *format.Manifest, tg []*tablepb.Transaction_Rewrite_RewriteGroup, rms []*RemapOutput) error {
+	old := map[string]*tablepb.IndexMetadata{}
+	for _, m := range beforeIdx {
+		old[segmentKey(m)] = m
+	}
+	got := map[string]*tablepb.IndexMetadata{}
+	for _, m := range after.Indices.GetIndices() {
+		got[segmentKey(m)] = m
+	}
+	frags := format.FragmentsByID(after.PB)
+	oldIDs := func(g *tablepb.Transaction_Rewrite_RewriteGroup) []uint64 {
+		out := make([]uint64, 0, len(g.GetOldFragments()))
+		for _, f := range g.GetOldFragments() {
+			out = append(out, f.GetId())
+		}
+		return out
+	}
+	for _, r := range rms {
+		seg, err := r.Remap.SegmentMeta()
+		if err != nil {
+			return err
+		}
+		o, n := old[segmentKey(seg)], got[string(r.NewUUID)]
+		if o == nil || n == nil {
+			return fmt.Errorf("index %q: remapped segment %s or its replacement is missing", seg.GetName(), r.Remap.SegmentUUID())
+		}
+		if n.GetName() != o.GetName() || !slices.Equal(n.GetFields(), o.GetFields()) {
+			return fmt.Errorf("index %q: remapped segment changed its name or fields", o.GetName())
+		}
+		ob, err := index.DecodeBitmap(o.GetFragmentBitmap())
+		if err != nil || ob == nil {
+			return fmt.Errorf("index %q: old fragment bitmap unreadable or missing: %v", o.GetName(), err)
+		}
+		nb, err := index.DecodeBitmap(n.GetFragmentBitmap())
+		if err != nil || nb == nil {
+			return fmt.Errorf("index %q: new fragment bitmap unreadable or missing: %v", o.GetName(), err)
+		}
+		want := ob.Clone()
+		done := map[int]bool{}
+		for _, rg := range r.Remap.Groups {
+			gi := slices.IndexFunc(tg, func(g *tablepb.Transaction_Rewrite_RewriteGroup) bool { return slices.Equal(oldIDs(g), rg.Old) })
+			if gi < 0 || len(tg[gi].GetNewFragments()) != len(rg.New) {
+				return fmt.Errorf("index %q: remapped for fragments %v, which the commit did not rewrite as mapped", o.GetName(), rg.Old)
+			}
+			done[gi] = true
+			for _, id := range rg.Old {
+				want.Remove(uint32(id))
+			}
+			for i, nr := range rg.New {
+				f := frags[nr.ID]
+				if tg[gi].GetNewFragments()[i].GetId() != nr.ID || f == nil || f.GetPhysicalRows() != nr.Rows || f.GetDeletionFile() != nil {
+					return fmt.Errorf("index %q: new fragment %d is not committed with the %d rows the remap wrote addresses for", o.GetName(), nr.ID, nr.Rows)
+				}
+				want.Add(uint32(nr.ID))
+			}
+		}
+		for gi, g := range tg {
+			if done[gi] {
+				continue
+			}
+			for _, id := range oldIDs(g) {
+				if ob.Contains(uint32(id)) {
+					return fmt.Errorf("index %q segment %s covers rewritten fragment %d but was not remapped for its group", o.GetName(), r.Remap.SegmentUUID(), id)
+				}
+			}
+		}
+		if !nb.Equals(want) {
+			return fmt.Errorf("index %q: remapped segment claims fragments %v, its files index %v", o.GetName(), nb.ToArray(), want.ToArray())
+		}
+	}
+	return nil
+}
+
 // CoversGroup reports whether a (non-system) index segment's fragment
 // bitmap holds one of the group's old fragments: the segment must be
 // remapped for the group in address mode.

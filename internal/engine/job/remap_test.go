@@ -122,3 +122,61 @@ func TestRemapTaskAndResultRoundTrip(t *testing.T) {
 		t.Fatal("a remap without reserved ids validated")
 	}
 }
+
+// A rewrite whose old fragment gained deletions after it read it is
+// refused as retryable (Lance retries a Rewrite over such a Delete), and
+// the remap of its group with it: nothing is committed that would bring
+// the deleted rows back or leave the remapped index pointing at them.
+func TestRewriteTxnRefusesStaleRewrite(t *testing.T) {
+	latest, _, rw, rm := remapFixture(t)
+	latest.PB.Fragments[1] = proto.Clone(latest.PB.Fragments[1]).(*tablepb.DataFragment)
+	latest.PB.Fragments[1].DeletionFile = &tablepb.DeletionFile{Id: 9, ReadVersion: 7, NumDeletedRows: 3}
+	b, err := RewriteTxn.Build(latest, []Job{rw, rm}, &tablepb.Transaction{})
+	if err != nil || b.Manifest != nil || len(b.Refused) != 2 {
+		t.Fatalf("built %+v %v", b, err)
+	}
+	for _, r := range b.Refused {
+		if r.Verdict != Retryable {
+			t.Fatalf("refusal %+v", r)
+		}
+	}
+	if !strings.Contains(b.Refused[0].Reason, "fragment 1") || !strings.Contains(b.Refused[0].Reason, "new deletions") {
+		t.Fatalf("reason %q", b.Refused[0].Reason)
+	}
+}
+
+// The verification of a committed remapping Rewrite checks each remapped
+// segment's coverage against the committed fragments.
+func TestVerifyRemapCoverage(t *testing.T) {
+	latest, _, rw, rm := remapFixture(t)
+	txn := &tablepb.Transaction{}
+	b, err := RewriteTxn.Build(latest, []Job{rw, rm}, txn)
+	if err != nil || b.Manifest == nil {
+		t.Fatalf("built %+v %v", b, err)
+	}
+	committed := func() *format.Manifest {
+		return &format.Manifest{PB: proto.Clone(b.Manifest).(*tablepb.Manifest), Indices: proto.Clone(b.Indices).(*tablepb.IndexSection)}
+	}
+	if err := b.Verify(committed()); err != nil {
+		t.Fatalf("a correct commit failed verification: %v", err)
+	}
+	tg := txn.GetRewrite().GetGroups()
+	// The new segment claims a fragment it does not index.
+	after := committed()
+	after.Indices.Indices[0].FragmentBitmap = bitmapBytes(t, 3, 4)
+	if err := verifyRemapCoverage(latest.Indices.GetIndices(), after, tg, []*RemapOutput{rm}); err == nil || !strings.Contains(err.Error(), "claims fragments [3 4]") {
+		t.Fatalf("extra fragment not detected: %v", err)
+	}
+	// The new fragment is committed with other rows than the remap mapped.
+	after = committed()
+	after.PB.Fragments[2].PhysicalRows = 199
+	if err := verifyRemapCoverage(latest.Indices.GetIndices(), after, tg, []*RemapOutput{rm}); err == nil || !strings.Contains(err.Error(), "new fragment 4") {
+		t.Fatalf("row mismatch not detected: %v", err)
+	}
+	// A group the old segment covers but the remap did not map.
+	other := *rm.Remap
+	other.Groups = nil
+	if err := verifyRemapCoverage(latest.Indices.GetIndices(), committed(), tg, []*RemapOutput{{Remap: &other, NewUUID: rm.NewUUID}}); err == nil || !strings.Contains(err.Error(), "not remapped for its group") {
+		t.Fatalf("unmapped group not detected: %v", err)
+	}
+}

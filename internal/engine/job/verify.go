@@ -45,9 +45,13 @@ func VerifyRewrite(before, after *tablepb.Manifest, groups []*tablepb.Transactio
 		return fmt.Errorf("%w: rewrite changed the schema", ErrInvariant)
 	}
 	removed, added := map[uint64]bool{}, map[uint64]*tablepb.DataFragment{}
+	beforeByID := format.FragmentsByID(before)
 	for gi, g := range groups {
 		var oldLive, newRows uint64
 		for _, f := range g.GetOldFragments() {
+			if v, why := RewriteRebase(f, beforeByID[f.GetId()]); v != Compatible {
+				return fmt.Errorf("%w: group %d: %s", ErrInvariant, gi, why)
+			}
 			removed[f.GetId()] = true
 			oldLive += format.LiveRows(f)
 		}

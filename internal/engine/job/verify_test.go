@@ -42,6 +42,12 @@ func TestVerifyRewrite(t *testing.T) {
 	if err := VerifyRewrite(before, bad, tg); !errors.Is(err, ErrInvariant) {
 		t.Fatalf("changed untouched fragment not detected: %v", err)
 	}
+	// A rewritten fragment gained deletions after the rewrite read it.
+	stale := proto.Clone(before).(*tablepb.Manifest)
+	stale.Fragments[1].DeletionFile = &tablepb.DeletionFile{NumDeletedRows: 11}
+	if err := VerifyRewrite(stale, after, tg); !errors.Is(err, ErrInvariant) || !strings.Contains(err.Error(), "new deletions") {
+		t.Fatalf("stale rewrite not detected: %v", err)
+	}
 }
 
 func TestVerifyRepack(t *testing.T) {

@@ -1,0 +1,243 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/failpoint"
+	"github.com/lanced-dev/lanced/internal/engine/job"
+	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
+	"github.com/lanced-dev/lanced/internal/format/index"
+	"github.com/lanced-dev/lanced/internal/policy"
+	"github.com/lanced-dev/lanced/testenv/oracle"
+)
+
+// TestRemapRaceAtCommitOracle lands a real-Lance commit at the last moment
+// of lanced's remapping compaction: its new fragment ids are reserved and
+// every remapped index segment is written (failpoint remap.commit), the
+// Rewrite not yet committed. The table has an IVF_PQ and a BTree over four
+// fragments; the compaction rewrites fragments 0 and 1 only. Judged by
+// Lance's rules: a delete or update of rewritten rows, createIndex(replace)
+// and optimize() make the rewrite retryable (nothing of ours committed, our
+// files deleted); a delete of rows in the other (indexed, not rewritten)
+// fragments is rebased over, and a dropIndex of a remapped index commits
+// the rewrite without that index's segment. Either way real Lance then
+// reads the same rows as a control table that only got Lance's commit,
+// counts the same indexed rows, and answers through each index (explain
+// plan) what the control answers: BTree filters the same ids, vector
+// recall@10 no worse. Real Lance's optimize() afterwards keeps the indices.
+func TestRemapRaceAtCommitOracle(t *testing.T) {
+	oracle.Require(t)
+	both := []string{"id_idx", "vec_idx"}
+	for _, c := range []struct {
+		name    string
+		op      oracle.Op
+		commit  bool
+		indices []string
+	}{
+		{"delete of rewritten rows", oracle.Op{"op": "delete", "where": "id < 2000 AND id % 7 = 3"}, false, both},
+		{"update of rewritten rows", oracle.Op{"op": "update", "where": "id < 2000 AND id % 9 = 4", "values_sql": map[string]string{"id": "id"}}, false, both},
+		{"delete of other indexed rows", oracle.Op{"op": "delete", "where": "id >= 2000 AND id % 7 = 3"}, true, both},
+		{"dropIndex of a remapped index", oracle.Op{"op": "drop_index", "name": "vec_idx"}, true, []string{"id_idx"}},
+		{"createIndex replace", oracle.Op{"op": "create_index", "column": "vec", "type": "ivf_pq", "name": "vec_idx", "replace": true,
+			"options": map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}}, false, both},
+		{"optimize", oracle.Op{"op": "optimize"}, false, both},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			path := oracle.Build(t, "sized-4x1000-v32-t0-d0", t.TempDir())
+			oracle.RunOps(t, path, []oracle.Op{
+				{"op": "delete", "where": "id < 2000 AND id % 5 = 0"},
+				{"op": "create_index", "column": "vec", "type": "ivf_pq", "name": "vec_idx", "options": map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}},
+				{"op": "create_index", "column": "id", "type": "btree", "name": "id_idx"},
+			})
+			control := filepath.Join(t.TempDir(), "control.lance")
+			oracle.CopyTree(t, path, control)
+
+			tbl, m := tabletest.Open(t, "file://"+path)
+			p := planFor(t, path, m, func(e *policy.Effective) { e.Compaction.TargetRowsPerFragment.Value = 1000 })
+			if len(p.Rewrites) != 1 || !slices.Equal(p.Rewrites[0].Fragments, []uint64{0, 1}) {
+				t.Fatalf("plan: %+v", p.Decisions)
+			}
+			r := &engine.Runner{Table: tbl}
+			ps := executeAll(t, r, m, []job.Task{{Rewrite: &p.Rewrites[0]}})
+			var once sync.Once
+			var landed uint64
+			ctx := failpoint.WithHook(context.Background(), "remap.commit", func() {
+				once.Do(func() {
+					oracle.RunOps(t, path, []oracle.Op{c.op})
+					_, lm := tabletest.Open(t, "file://"+path)
+					landed = lm.Version()
+				})
+			})
+			reps, err := r.Commit(ctx, ps)
+			if err != nil {
+				t.Fatalf("commit: %v", err)
+			}
+			if landed == 0 {
+				t.Fatal("the remap.commit hook never ran: nothing was remapped")
+			}
+			oracle.RunOps(t, control, []oracle.Op{c.op})
+
+			var committed uint64
+			var dropped, written []string
+			for _, rep := range reps {
+				if rep.Op == "rewrite" && rep.Version != 0 {
+					committed = rep.Version
+				}
+				for _, d := range rep.Dropped {
+					dropped = append(dropped, d.Verdict.String()+": "+d.Reason)
+					if d.Verdict != job.Retryable {
+						t.Errorf("dropped %s as %s, want retryable: %s", d.Key, d.Verdict, d.Reason)
+					}
+				}
+			}
+			for _, pe := range ps {
+				written = append(written, pe.Job.Written()...)
+			}
+			if (committed != 0) != c.commit {
+				t.Fatalf("committed %v, want %v; dropped %v", committed != 0, c.commit, dropped)
+			}
+			_, latest := tabletest.Open(t, "file://"+path)
+			if c.commit {
+				if committed != landed+1 || latest.Version() != committed {
+					t.Fatalf("committed version %d, Lance landed %d, latest %d", committed, landed, latest.Version())
+				}
+				if rw := latest.Txn.GetRewrite(); rw == nil || len(rw.GetRewrittenIndices()) != len(c.indices) {
+					t.Fatalf("rewritten_indices %v, want one per index left (%v)", rw.GetRewrittenIndices(), c.indices)
+				}
+			} else {
+				if latest.Version() != landed || len(dropped) == 0 {
+					t.Fatalf("latest %d, Lance landed %d; dropped %v", latest.Version(), landed, dropped)
+				}
+				for _, k := range written {
+					if dataFileExists(t, path, k) {
+						t.Fatalf("a dropped job left %s behind", k)
+					}
+				}
+			}
+			// No index segment is left that no version references (a
+			// dropped remap's files are deleted at once).
+			keep := map[string]bool{}
+			for _, d := range indexDirs(t, control) {
+				keep[d] = true
+			}
+			for v := uint64(1); v <= latest.Version(); v++ {
+				mv, err := tbl.Load(context.Background(), v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, ix := range mv.Indices.GetIndices() {
+					keep[(&index.Segment{Meta: ix}).UUID()] = true
+				}
+			}
+			for _, d := range indexDirs(t, path) {
+				if fs, _ := os.ReadDir(filepath.Join(path, "_indices", d)); !keep[d] && len(fs) > 0 {
+					t.Fatalf("index directory %s is neither committed nor real Lance's", d)
+				}
+			}
+			if got, want := digestByID(t, path), digestByID(t, control); !maps.Equal(got, want) {
+				t.Fatalf("real Lance reads other rows than the control")
+			}
+			checkRacedIndices(t, path, control, c.indices)
+			t.Logf("%s: committed %d (Lance landed %d); dropped %v", c.name, committed, landed, dropped)
+
+			oracle.RunOps(t, path, []oracle.Op{{"op": "optimize"}})
+			if got := indexNames(oracle.Inspect(t, path, 0)); !slices.Equal(got, c.indices) {
+				t.Fatalf("after real Lance's optimize: indices %v", got)
+			}
+		})
+	}
+}
+
+// checkRacedIndices compares the indices real Lance reports on path with
+// the control's: same names and indexStats, BTree filters answered through
+// id_idx with the control's ids, vector searches through vec_idx with
+// recall@10 no worse than the control's (ties aside).
+func checkRacedIndices(t *testing.T, path, control string, names []string) {
+	t.Helper()
+	got, want := oracle.Inspect(t, path, 0), oracle.Inspect(t, control, 0)
+	if n := indexNames(got); !slices.Equal(n, names) || !slices.Equal(indexNames(want), names) {
+		t.Fatalf("indices %v, control %v, want %v", n, indexNames(want), names)
+	}
+	for _, name := range names {
+		a, b := indexByName(t, got, name), indexByName(t, want, name)
+		if a.IndexedRows != b.IndexedRows || a.UnindexedRows != b.UnindexedRows || a.IndexedRows+a.UnindexedRows != got.Rows {
+			t.Fatalf("%s indexStats %d/%d, control %d/%d, %d rows", name, a.IndexedRows, a.UnindexedRows, b.IndexedRows, b.UnindexedRows, got.Rows)
+		}
+	}
+	for _, where := range []string{"id IN (1, 3, 10, 13, 1234, 1999, 2003, 2500, 3998)", "id >= 1500 AND id < 2600"} {
+		q := oracle.Queries(t, path, []oracle.Op{{"op": "query", "where": where, "columns": []string{"id"}, "explain": true}})[0]
+		qc := oracle.Queries(t, control, []oracle.Op{{"op": "query", "where": where, "columns": []string{"id"}}})[0]
+		if !slices.Equal(q.IDs(), qc.IDs()) || len(qc.IDs()) == 0 || !strings.Contains(q.Plan, "id_idx") {
+			t.Fatalf("%s: ids %v, control %v; plan:\n%s", where, q.IDs(), qc.IDs(), q.Plan)
+		}
+	}
+	if !slices.Contains(names, "vec_idx") {
+		return
+	}
+	qs := remapQueries(8)
+	c := remapEngineCase{typ: "ivf_pq"}
+	recall, plans := recallAt10(t, path, qs, c)
+	recallControl, _ := recallAt10(t, control, qs, c)
+	for _, pl := range plans {
+		if !strings.Contains(pl, "ANN") {
+			t.Fatalf("vector search not through the index:\n%s", pl)
+		}
+	}
+	// Same codes and centroids: only ties (broken by storage order) may
+	// differ, at most a hit or two over all queries.
+	if recall+0.3/float64(len(qs)) < recallControl {
+		t.Fatalf("recall@10 %.3f, control %.3f", recall, recallControl)
+	}
+	// No search through the index returns a row the control does not have.
+	live := map[int64]bool{}
+	for id := range oracle.RowAddrsByID(t, control, 0) {
+		live[id] = true
+	}
+	for _, q := range qs {
+		var res queryResult
+		raw := oracle.RunOps(t, path, []oracle.Op{{"op": "vector_search", "column": "vec", "vector": q, "k": 10, "nprobes": 4, "columns": []string{"id"}}})
+		if err := json.Unmarshal(raw[0], &res); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range res.IDs() {
+			if !live[id] {
+				t.Fatalf("vector search returned row %d, deleted in the control", id)
+			}
+		}
+	}
+}
+
+// digestByID is real Lance's scan of path, digested in id order (a
+// compaction may reorder fragments).
+func digestByID(t *testing.T, path string) map[string]string {
+	t.Helper()
+	d, err := oracle.DigestByKey(oracle.Scan(t, path, 0, nil), "id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// indexDirs lists the segment directories under path's _indices.
+func indexDirs(t *testing.T, path string) []string {
+	t.Helper()
+	es, err := os.ReadDir(filepath.Join(path, "_indices"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Name())
+	}
+	return out
+}
