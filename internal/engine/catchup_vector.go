@@ -40,6 +40,7 @@ func catchUpVector(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in 
 		return nil, fmt.Errorf("catch-up of %q: %w", t.Index, err)
 	}
 	delta := vm.NewDelta()
+	delta.Workers = int(taskWorkers.Load())
 	out := &job.CatchUpOutput{CatchUp: t}
 	for _, f := range in.frags {
 		read, err := catchUpFragment(ctx, b, in.m.PB, f, fieldID, col, delta)

@@ -8,6 +8,8 @@ import (
 	"io"
 	"maps"
 	"math"
+	"runtime"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -79,6 +81,7 @@ type Model struct {
 	normalize bool // cosine: vectors are normalized first
 	residual  bool // PQ codes the residual to the centroid
 	book      []float32
+	bookT     []float32 // book per sub-vector, column-major (nearestColumns)
 	sqStart   float64
 	sqEnd     float64
 	codeWidth int // bytes per stored row code (FLAT: 4*dim)
@@ -138,6 +141,13 @@ func NewModel(x *IndexFile, s *StorageFile) (*Model, error) {
 			return nil, errorf(s.File, ErrCorrupt, "PQ codes of %d bytes for %d sub-vectors of %d bits", m.codeWidth, s.PQSubVectors, s.PQBits)
 		}
 		m.book = book
+		if k%8 == 0 {
+			sw := m.dim / s.PQSubVectors
+			m.bookT = make([]float32, 0, len(book))
+			for sub := 0; sub < s.PQSubVectors; sub++ {
+				m.bookT = append(m.bookT, transposeVectors(book[sub*k*sw:(sub+1)*k*sw], k, sw)...)
+			}
+		}
 		m.residual = !m.dot
 	case QuantSQ:
 		var err error
@@ -176,40 +186,21 @@ func float32s(b []byte) []float32 {
 	return out
 }
 
-// distance is lance's distance for assignment: squared L2, or dot distance
-// (1 - x·y).
-func (m *Model) distance(a, b []float32) float32 {
-	var s float32
-	if m.dot {
-		for i := range a {
-			s += a[i] * b[i]
-		}
-		return 1 - s
-	}
-	for i := range a {
-		d := a[i] - b[i]
-		s += d * d
-	}
-	return s
-}
-
 // nearest returns the index of the nearest of the n vectors of width len(v)
-// in set (the first on ties, like lance's argmin).
+// in set (the first on ties, like lance's argmin), by the model's distance:
+// squared L2, or dot distance (1 - x·y).
 func (m *Model) nearest(set []float32, n int, v []float32) int {
-	w := len(v)
-	best, bestD := 0, float32(math.Inf(1))
-	for i := 0; i < n; i++ {
-		if d := m.distance(set[i*w:(i+1)*w], v); d < bestD {
-			best, bestD = i, d
-		}
+	if m.dot {
+		return nearestDot(set, n, v)
 	}
-	return best
+	return nearestL2(set, n, v)
 }
 
-// Encode assigns v to its partition and writes its stored code into code
+// encode assigns v to its partition and writes its stored code into code
 // (Model's code width); false when lance's transforms drop the vector (not
-// finite after normalizing). v is modified (normalized, residual).
-func (m *Model) Encode(v []float32, code []byte) (int, bool) {
+// finite after normalizing). v is modified (normalized, residual); buf is
+// scratch of 1 << PQBits values (PQ codebook distances).
+func (m *Model) encode(v []float32, code []byte, buf []float32) (int, bool) {
 	if m.normalize {
 		var n float32
 		for _, x := range v {
@@ -259,7 +250,14 @@ func (m *Model) Encode(v []float32, code []byte) (int, bool) {
 		subs := m.s.PQSubVectors
 		sw := m.dim / subs
 		for sub := 0; sub < subs; sub++ {
-			c := m.nearest(m.book[sub*k*sw:(sub+1)*k*sw], k, v[sub*sw:(sub+1)*sw])
+			sv := v[sub*sw : (sub+1)*sw]
+			c, ok := 0, false
+			if m.bookT != nil {
+				c, ok = nearestColumns(m.bookT[sub*k*sw:(sub+1)*k*sw], k, sv, buf, m.dot)
+			}
+			if !ok {
+				c = m.nearest(m.book[sub*k*sw:(sub+1)*k*sw], k, sv)
+			}
 			if m.s.PQBits == 4 {
 				if sub%2 == 0 {
 					code[sub/2] = byte(c)
@@ -281,7 +279,11 @@ type Delta struct {
 	m     *Model
 	ids   [][]uint64
 	codes [][]byte
-	vec   []float32
+	// Workers is how many goroutines encode one added batch (0: GOMAXPROCS).
+	Workers int
+	// per-batch scratch, reused: each row's partition (-1: dropped) and code
+	part []int32
+	code []byte
 	// Rows counts the rows added; Dropped those lance's transforms drop
 	// (null or not finite).
 	Rows, Dropped uint64
@@ -289,7 +291,7 @@ type Delta struct {
 
 // NewDelta starts an empty delta segment on the model.
 func (m *Model) NewDelta() *Delta {
-	return &Delta{m: m, ids: make([][]uint64, m.parts), codes: make([][]byte, m.parts), vec: make([]float32, m.dim)}
+	return &Delta{m: m, ids: make([][]uint64, m.parts), codes: make([][]byte, m.parts)}
 }
 
 // Bytes is the memory the collected rows hold.
@@ -297,9 +299,15 @@ func (d *Delta) Bytes() int64 {
 	return int64(d.Rows) * int64(8+d.m.codeWidth)
 }
 
+// encodeChunkRows is the fewest rows worth a goroutine of their own.
+const encodeChunkRows = 64
+
 // Add encodes the vectors of a column (a fixed-size list of float32 of
 // the model's dimension) with their row ids. Null vectors are dropped, as
-// lance's optimize scans new rows with "column IS NOT NULL".
+// lance's optimize scans new rows with "column IS NOT NULL". The batch is
+// encoded by up to Workers goroutines over contiguous row ranges, then
+// appended in row order (the result does not depend on Workers); memory
+// beyond the kept codes is one batch's partitions and codes.
 func (d *Delta) Add(ids []uint64, col arrow.Array) error {
 	fl, ok := col.(*array.FixedSizeList)
 	if !ok || fl.Len() != len(ids) {
@@ -312,22 +320,59 @@ func (d *Delta) Add(ids []uint64, col arrow.Array) error {
 	if !ok {
 		return fmt.Errorf("%w: catch-up of %s vectors (float32 only)", ErrUnsupported, fl.DataType())
 	}
+	n, dim, cw := len(ids), d.m.dim, d.m.codeWidth
 	all := vals.Float32Values()
-	base := fl.Data().Offset() * d.m.dim
-	for i, id := range ids {
-		if fl.IsNull(i) {
-			d.Dropped++
-			continue
+	base := fl.Data().Offset() * dim
+	if len(all) < base+n*dim {
+		return fmt.Errorf("%w: %d vector values for %d rows of dimension %d", ErrCorrupt, len(all)-base, n, dim)
+	}
+	if cap(d.part) < n {
+		d.part = make([]int32, n)
+	}
+	if cap(d.code) < n*cw {
+		d.code = make([]byte, n*cw)
+	}
+	part, code := d.part[:n], d.code[:n*cw]
+	encode := func(lo, hi int) {
+		vec := make([]float32, dim)
+		var buf []float32
+		if d.m.bookT != nil {
+			buf = make([]float32, 1<<d.m.s.PQBits)
 		}
-		copy(d.vec, all[base+i*d.m.dim:base+(i+1)*d.m.dim])
-		code := make([]byte, d.m.codeWidth)
-		p, ok := d.m.Encode(d.vec, code)
-		if !ok {
+		for i := lo; i < hi; i++ {
+			part[i] = -1
+			if fl.IsNull(i) {
+				continue
+			}
+			copy(vec, all[base+i*dim:base+(i+1)*dim])
+			if p, ok := d.m.encode(vec, code[i*cw:(i+1)*cw], buf); ok {
+				part[i] = int32(p)
+			}
+		}
+	}
+	workers := d.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	workers = max(1, min(workers, n/encodeChunkRows))
+	if workers == 1 {
+		encode(0, n)
+	} else {
+		var wg sync.WaitGroup
+		for w := 0; w < workers; w++ {
+			lo, hi := n*w/workers, n*(w+1)/workers
+			wg.Go(func() { encode(lo, hi) })
+		}
+		wg.Wait()
+	}
+	for i, id := range ids {
+		p := part[i]
+		if p < 0 {
 			d.Dropped++
 			continue
 		}
 		d.ids[p] = append(d.ids[p], id)
-		d.codes[p] = append(d.codes[p], code...)
+		d.codes[p] = append(d.codes[p], code[i*cw:(i+1)*cw]...)
 		d.Rows++
 	}
 	return nil
@@ -407,11 +452,20 @@ func (d *Delta) Write(ctx context.Context, bases []*StorageFile, storageOut, ind
 	if err != nil {
 		return res, err
 	}
+	// The bases are read in partition order, each through one sequential
+	// reader (a page shared by partitions is decoded once).
+	streams := make([]*partitionStream, len(bases))
+	for i, base := range bases {
+		if streams[i], err = base.newPartitionStream(ctx); err != nil {
+			return res, err
+		}
+		defer streams[i].release()
+	}
 	for p := range d.ids {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		rec, err := d.partition(ctx, sc, bases, p)
+		rec, err := d.partition(ctx, sc, streams, p)
 		if err != nil {
 			return res, err
 		}
@@ -451,15 +505,16 @@ func (d *Delta) Write(ctx context.Context, bases []*StorageFile, storageOut, ind
 
 // partition builds partition p's storage record in the storage schema:
 // the bases' rows of the partition, then the delta's.
-func (d *Delta) partition(ctx context.Context, sc *arrow.Schema, bases []*StorageFile, p int) (arrow.RecordBatch, error) {
+func (d *Delta) partition(ctx context.Context, sc *arrow.Schema, bases []*partitionStream, p int) (arrow.RecordBatch, error) {
 	m, s := d.m, d.m.s
 	var ids []uint64
 	var codes []byte
-	for _, base := range bases {
+	for _, ps := range bases {
+		base := ps.s
 		if base.IVF.GetLengths()[p] == 0 {
 			continue
 		}
-		rec, err := base.ReadPartition(ctx, p)
+		rec, err := ps.read(ctx, p)
 		if err != nil {
 			return nil, err
 		}

@@ -103,12 +103,11 @@ func RemapStorage(ctx context.Context, s *StorageFile, m index.Mapping, w io.Wri
 	if err != nil {
 		return res, err
 	}
-	seq, err := s.File.NewReader(ctx, lancefile.ReadOptions{})
+	ps, err := s.newPartitionStream(ctx)
 	if err != nil {
 		return res, err
 	}
-	defer seq.Release()
-	ps := &partitionStream{s: s, r: seq}
+	defer ps.release()
 	for p := 0; p < s.NumPartitions(); p++ {
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -180,6 +179,16 @@ type partitionStream struct {
 	r    *lancefile.Reader
 	next uint64 // row the reader is at
 }
+
+func (s *StorageFile) newPartitionStream(ctx context.Context) (*partitionStream, error) {
+	r, err := s.File.NewReader(ctx, lancefile.ReadOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return &partitionStream{s: s, r: r}, nil
+}
+
+func (ps *partitionStream) release() { ps.r.Release() }
 
 func (ps *partitionStream) read(ctx context.Context, p int) (arrow.RecordBatch, error) {
 	off, n := ps.s.IVF.GetOffsets()[p], uint64(ps.s.IVF.GetLengths()[p])
