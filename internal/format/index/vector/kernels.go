@@ -94,28 +94,41 @@ var useSIMD bool
 // caller's stack).
 const simdBlock = 64
 
-// nearestL2 returns the index of the vector of set (n vectors of width
-// len(v)) nearest to v by squared L2, the first on ties.
-func nearestL2(set []float32, n int, v []float32) int {
+// nearestSIMD is the nearest of the n vectors of set to v (squared L2, or
+// dot distance) through the vector kernels, one block of distances at a
+// time; false when they cannot run it.
+func nearestSIMD(set []float32, n int, v []float32, dot bool) (int, bool) {
 	w := len(v)
+	if !useSIMD || w%8 != 0 || n == 0 {
+		return 0, false
+	}
 	best, bestD := 0, float32(math.Inf(1))
 	var buf [simdBlock]float32
-	if useSIMD && w%8 == 0 {
-		for lo := 0; lo < n; lo += simdBlock {
-			out := buf[:min(simdBlock, n-lo)]
-			if !distancesSIMD(set[lo*w:], v, out, false) {
-				break
+	for lo := 0; lo < n; lo += simdBlock {
+		out := buf[:min(simdBlock, n-lo)]
+		if !distancesSIMD(set[lo*w:], v, out, dot) {
+			return 0, false
+		}
+		for i, d := range out {
+			if dot {
+				d = 1 - d
 			}
-			for i, d := range out {
-				if d < bestD {
-					best, bestD = lo+i, d
-				}
-			}
-			if lo+len(out) == n {
-				return best
+			if d < bestD {
+				best, bestD = lo+i, d
 			}
 		}
 	}
+	return best, true
+}
+
+// nearestL2 returns the index of the vector of set (n vectors of width
+// len(v)) nearest to v by squared L2, the first on ties.
+func nearestL2(set []float32, n int, v []float32) int {
+	if i, ok := nearestSIMD(set, n, v, false); ok {
+		return i
+	}
+	w := len(v)
+	best, bestD := 0, float32(math.Inf(1))
 	if w == 8 {
 		for i := 0; i < n; i++ {
 			if d := l2x8(set[i*8:], v); d < bestD {
@@ -135,25 +148,11 @@ func nearestL2(set []float32, n int, v []float32) int {
 // nearestDot returns the index of the vector of set nearest to v by dot
 // distance (1 - x·y, the largest product), the first on ties.
 func nearestDot(set []float32, n int, v []float32) int {
+	if i, ok := nearestSIMD(set, n, v, true); ok {
+		return i
+	}
 	w := len(v)
 	best, bestD := 0, float32(math.Inf(1))
-	var buf [simdBlock]float32
-	if useSIMD && w%8 == 0 {
-		for lo := 0; lo < n; lo += simdBlock {
-			out := buf[:min(simdBlock, n-lo)]
-			if !distancesSIMD(set[lo*w:], v, out, true) {
-				break
-			}
-			for i, p := range out {
-				if d := 1 - p; d < bestD {
-					best, bestD = lo+i, d
-				}
-			}
-			if lo+len(out) == n {
-				return best
-			}
-		}
-	}
 	for i := 0; i < n; i++ {
 		if d := 1 - dotProduct(set[i*w:(i+1)*w], v); d < bestD {
 			best, bestD = i, d
