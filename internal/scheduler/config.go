@@ -39,10 +39,10 @@ type Config struct {
 	// LeaseTTL is the coordinator lease's lifetime; it is renewed every
 	// LeaseTTL/3. Default 30s.
 	LeaseTTL time.Duration
-	// LeaseLinger is how long a coordinator keeps an idle table's lease
-	// (renewing it) before releasing it, so the table's next burst of
-	// versions is planned without taking the lease again. Default
-	// LeaseTTL/2.
+	// LeaseLinger is how long an idle table's coordinator stays (its
+	// range's lease renewed) before it stops, so the table's next burst of
+	// versions is planned at once; a range's lease is released when its
+	// last coordinator stopped. Default LeaseTTL/2.
 	LeaseLinger time.Duration
 	// Planners is how many tables this node plans at once (plans read the
 	// table's manifest from the object store). Default 16.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -202,6 +203,7 @@ func BenchmarkFleet(b *testing.B) {
 	}
 
 	for b.Loop() {
+		cpu0, load0 := processCPU(), loadAvg()
 		var lat []time.Duration
 		var ingest time.Duration
 		start := time.Now()
@@ -282,9 +284,36 @@ func BenchmarkFleet(b *testing.B) {
 		b.ReportMetric(float64(cm.tasks.Load())/elapsed.Seconds(), "tasks/s")
 		b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(tables)/3, "heap_B/table/node")
 		b.ReportMetric(float64(storeBytes), "js_store_B")
+		// The process's CPU time over the run, as a share of one core:
+		// on a loaded machine the latency tail is the scheduler's wait
+		// for a core, not the path.
+		b.ReportMetric((processCPU()-cpu0).Seconds()/elapsed.Seconds(), "cores_used")
+		b.Logf("load average %s at the start, %s at the end", load0, loadAvg())
 		b.Logf("%d tables, %d events in %d bursts: planned in %s, %d tasks committed in %s, %d plans",
 			tables, events, rounds, planned.Round(time.Millisecond), cm.tasks.Load(), elapsed.Round(time.Millisecond), pl.plans.Load())
 	}
+}
+
+// processCPU is the user and system CPU time this process used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// loadAvg is the machine's 1, 5 and 15 minute load averages.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // stageClock records, per node and table, when a table passed each stage

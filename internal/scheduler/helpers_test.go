@@ -294,3 +294,9 @@ func gaugeValue(t testing.TB, g prometheus.Gauge) float64 {
 func runServer(t testing.TB) *server.Server { t.Helper(); return natstest.Server(t) }
 
 func connect(t testing.TB, s *server.Server) *nats.Conn { t.Helper(); return natstest.Connect(t, s) }
+
+func (p *listPlanner) callCount(table string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.calls[table]
+}
