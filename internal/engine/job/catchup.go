@@ -186,6 +186,7 @@ func (catchUpTxn) TxnReadVersion(planned, _ uint64) uint64 { return planned }
 func (catchUpTxn) Build(latest *format.Manifest, jobs []Job, txn *tablepb.Transaction) (*Built, error) {
 	b := &Built{}
 	var segs, removed []*tablepb.IndexMetadata
+	var outs []*CatchUpOutput
 	seen := map[string]bool{}
 	for _, j := range jobs {
 		o, ok := j.(*CatchUpOutput)
@@ -203,6 +204,7 @@ func (catchUpTxn) Build(latest *format.Manifest, jobs []Job, txn *tablepb.Transa
 			continue
 		}
 		seen[o.CatchUp.Index] = true
+		outs = append(outs, o)
 		segs = append(segs, proto.Clone(o.Segment).(*tablepb.IndexMetadata))
 		for _, r := range o.Removed {
 			removed = append(removed, proto.Clone(r).(*tablepb.IndexMetadata))
@@ -226,7 +228,12 @@ func (catchUpTxn) Build(latest *format.Manifest, jobs []Job, txn *tablepb.Transa
 		b.Indices.Indices = idx
 	}
 	before := latest
-	b.Verify = func(after *format.Manifest) error { return VerifyCatchUp(before, after, segs, removed) }
+	b.Verify = func(after *format.Manifest) error {
+		if err := VerifyCatchUp(before, after, segs, removed); err != nil {
+			return err
+		}
+		return verifyCatchUpCoverage(after, outs)
+	}
 	return b, nil
 }
 
@@ -287,6 +294,55 @@ func VerifyCatchUp(before, after *format.Manifest, segs, removed []*tablepb.Inde
 			if mine.Intersects(other) {
 				return fmt.Errorf("%w: new segment of %q covers fragments %v another segment covers", ErrInvariant, s.GetName(), roaring.And(mine, other).ToArray())
 			}
+		}
+	}
+	return nil
+}
+
+// verifyCatchUpCoverage checks each committed catch-up segment against
+// the fragments of the committed version: it claims exactly the fragments
+// it read plus those of the segments it merged, and every fragment it read
+// is there with the data files and physical rows it read (its deletions
+// may have grown), so it holds the rows of every fragment it claims.
+func verifyCatchUpCoverage(after *format.Manifest, outs []*CatchUpOutput) error {
+	got := map[string]*tablepb.IndexMetadata{}
+	for _, ix := range after.Indices.GetIndices() {
+		got[segmentKey(ix)] = ix
+	}
+	cur := format.FragmentsByID(after.PB)
+	for _, o := range outs {
+		name := o.CatchUp.Index
+		s := got[segmentKey(o.Segment)]
+		if s == nil {
+			return fmt.Errorf("%w: new segment of index %q is not committed", ErrInvariant, name)
+		}
+		want := roaring.New()
+		for _, r := range o.Removed {
+			rb, err := decodeBitmap(r.GetFragmentBitmap())
+			if err != nil {
+				return fmt.Errorf("%w: merged segment of %q: %v", ErrInvariant, name, err)
+			}
+			want.Or(rb)
+		}
+		read := map[uint64]bool{}
+		for _, f := range o.Base {
+			read[f.GetId()] = true
+			if v, why := RepackRebase(f, cur[f.GetId()]); v != Compatible {
+				return fmt.Errorf("%w: catch-up of %q: %s", ErrInvariant, name, why)
+			}
+		}
+		for _, id := range o.CatchUp.Fragments {
+			if !read[id] {
+				return fmt.Errorf("%w: catch-up of %q claims fragment %d it did not read", ErrInvariant, name, id)
+			}
+			want.Add(uint32(id))
+		}
+		bm, err := decodeBitmap(s.GetFragmentBitmap())
+		if err != nil {
+			return fmt.Errorf("%w: new segment of %q: %v", ErrInvariant, name, err)
+		}
+		if !bm.Equals(want) {
+			return fmt.Errorf("%w: new segment of %q claims fragments %v, it holds the rows of %v", ErrInvariant, name, bm.ToArray(), want.ToArray())
 		}
 	}
 	return nil

@@ -1,0 +1,183 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/job"
+	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
+	"github.com/lanced-dev/lanced/internal/policy"
+	"github.com/lanced-dev/lanced/testenv/oracle"
+)
+
+// TestCatchUpRaceOracle executes the catch-ups of an IVF_PQ (vec_idx) and
+// a BTree (id_idx) over rows real Lance appended, then lets a concurrent
+// commit land before lanced commits them (one CreateIndex):
+//   - real Lance's dropIndex of vec_idx: that catch-up is dropped as
+//     retryable (no segment is committed for a dropped index, its files are
+//     deleted), id_idx's commits;
+//   - real Lance's update of caught-up rows (moved to a new fragment,
+//     deleted in the fragment the catch-up read): Lance's CreateIndex is
+//     compatible with an Update, both commit; the moved rows are unindexed,
+//     the deleted ones filtered at query time;
+//   - lanced's own compaction of the caught-up fragment with one appended
+//     after it: both are retryable (a Rewrite replaced the fragment they
+//     read).
+//
+// Then real Lance reads the rows of a control table that only got the
+// concurrent commit, each index covers the rows it should, BTree filters
+// through id_idx give the control's ids, vector searches through vec_idx
+// return only live rows, and real Lance's optimize() indexes everything.
+func TestCatchUpRaceOracle(t *testing.T) {
+	oracle.Require(t)
+	for _, c := range []struct {
+		name      string
+		op        oracle.Op
+		compact   bool     // lanced's compaction instead of op
+		committed []string // indices whose catch-up commits
+		indices   []string
+	}{
+		{name: "dropIndex", op: oracle.Op{"op": "drop_index", "name": "vec_idx"}, committed: []string{"id_idx"}, indices: []string{"id_idx"}},
+		{name: "update of caught-up rows", op: oracle.Op{"op": "update", "where": "id >= 4000 AND id % 3 = 0", "values_sql": map[string]string{"id": "id"}},
+			committed: []string{"id_idx", "vec_idx"}, indices: []string{"id_idx", "vec_idx"}},
+		{name: "lanced compaction", compact: true, indices: []string{"id_idx", "vec_idx"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			path := oracle.Build(t, "sized-1x4000-v32-t0-d0", filepath.Join(t.TempDir(), "t"))
+			oracle.RunOps(t, path, []oracle.Op{
+				{"op": "create_index", "column": "vec", "type": "ivf_pq", "name": "vec_idx", "options": map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}},
+				{"op": "create_index", "column": "id", "type": "btree", "name": "id_idx"},
+				{"op": "add", "rows": 300, "seed": 11},
+			})
+			control := filepath.Join(t.TempDir(), "control.lance")
+			oracle.CopyTree(t, path, control)
+			ctx := context.Background()
+			tbl, m := tabletest.Open(t, "file://"+path)
+			p := planFor(t, path, m, func(e *policy.Effective) { e.Scope.Value = policy.ScopeIndex })
+			if len(p.CatchUps) != 2 {
+				t.Fatalf("plan: %+v", p.CatchUps)
+			}
+			r := &engine.Runner{Table: tbl}
+			var ps []engine.Pending
+			for i := range p.CatchUps {
+				ps = append(ps, executeAll(t, r, m, []job.Task{{CatchUp: &p.CatchUps[i]}})...)
+			}
+			if c.compact {
+				// Another append, so the caught-up fragment has an
+				// unindexed neighbour to be compacted with.
+				oracle.RunOps(t, path, []oracle.Op{{"op": "add", "rows": 100, "seed": 12}})
+				tbl2, m2 := tabletest.Open(t, "file://"+path)
+				p2 := planFor(t, path, m2, nil)
+				if len(p2.Rewrites) == 0 {
+					t.Fatalf("compaction plan: %+v", p2.Decisions)
+				}
+				if _, err := engine.Compact(ctx, tbl2, m2, p2.Tasks(), engine.CompactOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				oracle.RunOps(t, path, []oracle.Op{c.op})
+				oracle.RunOps(t, control, []oracle.Op{c.op})
+			}
+			reps, err := r.Commit(ctx, ps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, rep := range reps {
+				for _, k := range rep.Committed {
+					got = append(got, strings.TrimPrefix(strings.SplitN(k, ":", 2)[0], "catchup."))
+				}
+				for _, d := range rep.Dropped {
+					if d.Verdict != job.Retryable {
+						t.Errorf("%s dropped as %s: %s", d.Key, d.Verdict, d.Reason)
+					}
+					t.Logf("dropped %s: %s", d.Key, d.Reason)
+				}
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, c.committed) {
+				t.Fatalf("committed catch-ups of %v, want %v", got, c.committed)
+			}
+			for _, pe := range ps {
+				k := pe.Job.Task().Key()
+				if slices.ContainsFunc(got, func(n string) bool { return strings.HasPrefix(k, "catchup."+n+":") }) {
+					continue
+				}
+				for _, f := range pe.Job.Written() {
+					if dataFileExists(t, path, f) {
+						t.Fatalf("dropped catch-up left %s behind", f)
+					}
+				}
+			}
+			if !c.compact {
+				if a, b := digestByID(t, path), digestByID(t, control); !maps.Equal(a, b) {
+					t.Fatal("real Lance reads other rows than the control")
+				}
+			}
+			rep := oracle.Inspect(t, path, 0)
+			if n := indexNames(rep); !slices.Equal(n, c.indices) {
+				t.Fatalf("indices %v, want %v", n, c.indices)
+			}
+			// Rows a committed catch-up does not hold: those Lance's update
+			// moved to a new fragment.
+			var moved int64
+			if c.op["op"] == "update" {
+				var cnt struct{ Count int64 }
+				if err := json.Unmarshal(oracle.RunOps(t, control, []oracle.Op{{"op": "count_rows", "where": "id >= 4000 AND id % 3 = 0"}})[0], &cnt); err != nil || cnt.Count == 0 {
+					t.Fatalf("count moved rows: %v %d", err, cnt.Count)
+				}
+				moved = cnt.Count
+			}
+			for _, name := range c.indices {
+				ix := indexByName(t, rep, name)
+				if ix.IndexedRows+ix.UnindexedRows != rep.Rows {
+					t.Fatalf("%s: %+v, %d rows", name, ix, rep.Rows)
+				}
+				if slices.Contains(c.committed, name) && ix.UnindexedRows != moved {
+					t.Fatalf("%s after its catch-up: %+v, want %d unindexed", name, ix, moved)
+				}
+			}
+			where := "id >= 3990 AND id < 4400"
+			q := oracle.Queries(t, path, []oracle.Op{{"op": "query", "where": where, "columns": []string{"id"}, "explain": true}})[0]
+			var want []int64
+			live := map[int64]bool{}
+			for id := range oracle.RowAddrsByID(t, path, 0) {
+				live[id] = true
+				if id >= 3990 && id < 4400 {
+					want = append(want, id)
+				}
+			}
+			slices.Sort(want)
+			if !slices.Equal(q.IDs(), want) || len(want) == 0 || !strings.Contains(q.Plan, "id_idx") {
+				t.Fatalf("%s: %d rows through the index, a scan %d:\n%s", where, len(q.IDs()), len(want), q.Plan)
+			}
+			if slices.Contains(c.indices, "vec_idx") {
+				for _, v := range catchUpQueries(4, 32) {
+					res := oracle.Queries(t, path, []oracle.Op{{"op": "vector_search", "column": "vec", "vector": v, "k": 10, "nprobes": 4, "columns": []string{"id"}, "explain": true}})[0]
+					if len(res.IDs()) != 10 || !strings.Contains(res.Plan, "ANN") {
+						t.Fatalf("vector search: %v\n%s", res.IDs(), res.Plan)
+					}
+					for _, id := range res.IDs() {
+						if !live[id] {
+							t.Fatalf("vector search returned row %d, which is not live", id)
+						}
+					}
+				}
+			}
+			oracle.RunOps(t, path, []oracle.Op{{"op": "optimize"}})
+			after := oracle.Inspect(t, path, 0)
+			for _, name := range c.indices {
+				if ix := indexByName(t, after, name); ix.UnindexedRows != 0 {
+					t.Fatalf("after real Lance's optimize: %s %+v", name, ix)
+				}
+			}
+		})
+	}
+}
