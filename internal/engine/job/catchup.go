@@ -74,12 +74,17 @@ func (o *CatchUpOutput) Op() Op { return CatchUpTxn }
 // Bytes implements Job.
 func (o *CatchUpOutput) Bytes() (read, written int64) { return o.BytesRead, o.BytesWritten }
 
-// Classify implements Job with Lance's rules for a CreateIndex: another
-// CreateIndex of the same index name (Lance's optimize() or
-// createIndex(replace)) conflicts; a Rewrite or Merge that replaced a
-// fragment the segment reads makes it retryable; changes to a fragment's
-// data files (Update, DataReplacement) are judged at Build against the
-// latest manifest (CatchUpRebase); Overwrite and Restore replace the table.
+// Classify implements Job with Lance's rules for a CreateIndex
+// (check_create_index_txn in
+// https://github.com/lancedb/lance/blob/main/rust/lance/src/io/commit/conflict_resolver.rs),
+// stricter where a segment encoded with an index's model must not outlive
+// that model: another CreateIndex that adds or removes a segment of the
+// same index name (Lance's optimize(), createIndex(replace), dropIndex)
+// makes it retryable, where Lance lets two CreateIndex commit; a Rewrite
+// that replaced a fragment the segment reads is retryable, as in Lance; a
+// Merge is retryable (Lance accepts it); changes to a fragment's data files
+// (Update, DataReplacement) are judged at Build against the latest
+// manifest (CatchUpRebase); Overwrite and Restore replace the table.
 func (o *CatchUpOutput) Classify(theirs *tablepb.Transaction) (Verdict, string) {
 	name := format.OperationName(theirs)
 	frags := map[uint64]bool{}
