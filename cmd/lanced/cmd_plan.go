@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/lanced-dev/lanced/internal/engine/hold"
+	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/engine/quarantine"
 	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
@@ -140,9 +141,11 @@ func printPlan(w io.Writer, p *plan.Plan, eff policy.Effective) error {
 		eff.Scope.Value, c.TargetRowsPerFragment.Value, c.MaterializeDeletionsThreshold.Value, c.MinReclaimRatio.Value, c.IndexCoverage.Value, eff.Repack.MaxDataFilesPerFragment.Value)
 	for i, t := range p.Rewrites {
 		fmt.Fprintf(w, "rewrite %d: fragments %v (%d live rows, %d bytes; estimated read %d, write %d bytes)\n", i, t.Fragments, t.Rows, t.Bytes, t.EstBytesRead, t.EstBytesWritten)
+		printSlices(w, t.Slices)
 	}
 	for i, t := range p.Repacks {
 		fmt.Fprintf(w, "repack %d: fragment %d, %d new file(s), drops %v, reads %d bytes\n", i, t.Fragment, len(t.Files), t.Removes, t.Bytes)
+		printSlices(w, t.Slices)
 		for _, f := range t.Files {
 			fmt.Fprintf(w, "  new file: columns %v from %v\n", f.Columns, f.Sources)
 		}
@@ -178,4 +181,11 @@ func printPlan(w io.Writer, p *plan.Plan, eff policy.Effective) error {
 		}
 	}
 	return nil
+}
+
+// printSlices lists the row slices of a task planned in slices.
+func printSlices(w io.Writer, rs []job.RowRange) {
+	for i, r := range rs {
+		fmt.Fprintf(w, "  slice %d/%d: rows [%d, %d)\n", i+1, len(rs), r.Lo, r.Hi)
+	}
 }

@@ -218,9 +218,11 @@ func (w *maintainWorkload) Commit(ctx context.Context, table string, results []s
 	// Index remaps run on workers: the first commit of a rewrite batch
 	// reserves its new fragment ids and asks for one remap task per
 	// covering segment; the rewrites wait (kept) and commit with the
-	// remap results.
+	// remap results. So do joins: the slices of a task wait for their
+	// siblings, then for the join task, which commits.
 	r := w.runner(tbl, table)
 	r.QueueRemaps = true
+	r.QueueJoins = true
 	reports, cerr := r.Commit(ctx, ps)
 	byKey := map[string]scheduler.Result{}
 	for _, res := range results {

@@ -97,6 +97,9 @@ type CommitReport struct {
 	// because they wait for them.
 	Queued  []job.Task
 	Waiting []Waiting
+	// Joined are the joins of tasks run in slices that ran here (not
+	// QueueJoins), committed with the rest.
+	Joined []Pending
 }
 
 // Waiting is an executed rewrite that waits for the remap tasks of the

@@ -15,8 +15,17 @@ import (
 // reads (0 where the manifest records no size). A remap reads index files,
 // not rows: 0, 0.
 func TaskSize(m *tablepb.Manifest, t job.Task) (rows, bytes int64) {
-	if t.Remap != nil {
+	if t.Remap != nil || t.Join != nil {
 		return 0, 0
+	}
+	if t.Slice != nil {
+		// The slice's share of its parent.
+		rows, bytes = TaskSize(m, t.Slice.Parent())
+		r := t.Slice.Range()
+		if rows > 0 {
+			bytes = int64(float64(bytes) * float64(r.Hi-r.Lo) / float64(rows))
+		}
+		return int64(r.Hi - r.Lo), bytes
 	}
 	byID := format.FragmentsByID(m)
 	for _, id := range t.Fragments() {

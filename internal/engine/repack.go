@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/lanced-dev/lanced/internal/engine/progress"
 	"io"
+	"slices"
+
+	"github.com/lanced-dev/lanced/internal/engine/progress"
 
 	"github.com/lanced-dev/lanced/internal/engine/failpoint"
 	"github.com/lanced-dev/lanced/internal/engine/job"
@@ -59,10 +61,6 @@ func ExecuteRepack(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, t
 		return nil, err
 	}
 	b := tbl.Bucket()
-	byPath := map[string]*tablepb.DataFile{}
-	for _, df := range frag.GetFiles() {
-		byPath[df.GetPath()] = df
-	}
 	out = &job.RepackOutput{Repack: t}
 	defer func() {
 		if err != nil {
@@ -71,27 +69,14 @@ func ExecuteRepack(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, t
 		}
 	}()
 
-	moved := map[int32]bool{}
-	sourceOf := map[string]*tablepb.DataFile{} // first source path -> new file
-	for i, pf := range t.Files {
-		var srcs []*tablepb.DataFile
-		for _, p := range pf.Sources {
-			df := byPath[p]
-			if df == nil {
-				return out, fmt.Errorf("fragment %d has no data file %s: %w", t.Fragment, p, job.ErrStale)
-			}
-			srcs = append(srcs, df)
+	made := make([]*tablepb.DataFile, 0, len(t.Files))
+	for i := range t.Files {
+		srcs, outFields, err := repackInputs(m, frag, t, i)
+		if err != nil {
+			return out, err
+		}
+		for _, df := range srcs {
 			out.BytesRead += int64(df.GetFileSizeBytes())
-		}
-		if len(srcs) == 0 {
-			return out, fmt.Errorf("repack file %d of fragment %d has no sources: %w", i, t.Fragment, job.ErrInvalidTask)
-		}
-		outFields := fieldsByID(m.GetFields(), pf.Fields)
-		if len(outFields) == 0 {
-			return out, fmt.Errorf("repack file %d of fragment %d holds no schema field: %w", i, t.Fragment, job.ErrInvalidTask)
-		}
-		for _, id := range pf.Fields {
-			moved[id] = true
 		}
 		df, copied, err := writeRepackFile(ctx, tbl, frag, srcs, outFields, ver, out)
 		if err != nil {
@@ -102,13 +87,53 @@ func ExecuteRepack(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, t
 		} else {
 			out.Reencoded++
 		}
-		sourceOf[pf.Sources[0]] = df
+		made = append(made, df)
 		var srcBytes int64
 		for _, sf := range srcs {
 			srcBytes += int64(sf.GetFileSizeBytes())
 		}
 		rows := int64(frag.GetPhysicalRows())
 		progress.Add(ctx, rows*int64(i+1)/int64(len(t.Files))-rows*int64(i)/int64(len(t.Files)), srcBytes)
+	}
+	files := repackedFiles(frag, t, made)
+	out.Result = &job.RepackResult{Base: frag, Files: files}
+	return out, nil
+}
+
+// repackInputs are the source files and output fields of planned file i of
+// repack t of frag.
+func repackInputs(m *tablepb.Manifest, frag *tablepb.DataFragment, t *job.RepackTask, i int) ([]*tablepb.DataFile, []*filepb.Field, error) {
+	pf := t.Files[i]
+	var srcs []*tablepb.DataFile
+	for _, p := range pf.Sources {
+		i := slices.IndexFunc(frag.GetFiles(), func(df *tablepb.DataFile) bool { return df.GetPath() == p })
+		if i < 0 {
+			return nil, nil, fmt.Errorf("fragment %d has no data file %s: %w", t.Fragment, p, job.ErrStale)
+		}
+		srcs = append(srcs, frag.GetFiles()[i])
+	}
+	if len(srcs) == 0 {
+		return nil, nil, fmt.Errorf("repack file %d of fragment %d has no sources: %w", i, t.Fragment, job.ErrInvalidTask)
+	}
+	outFields := fieldsByID(m.GetFields(), pf.Fields)
+	if len(outFields) == 0 {
+		return nil, nil, fmt.Errorf("repack file %d of fragment %d holds no schema field: %w", i, t.Fragment, job.ErrInvalidTask)
+	}
+	return srcs, outFields, nil
+}
+
+// repackedFiles are frag's data files after a repack wrote made[i] for
+// t.Files[i]: each new file takes the place of its first source, emptied
+// files go, and a kept file that gave up some fields gets tombstones for
+// them, so every field lives in exactly one file of the fragment.
+func repackedFiles(frag *tablepb.DataFragment, t *job.RepackTask, made []*tablepb.DataFile) []*tablepb.DataFile {
+	moved := map[int32]bool{}
+	sourceOf := map[string]*tablepb.DataFile{} // first source path -> new file
+	for i, pf := range t.Files {
+		for _, id := range pf.Fields {
+			moved[id] = true
+		}
+		sourceOf[pf.Sources[0]] = made[i]
 	}
 	removes := map[string]bool{}
 	for _, p := range t.Removes {
@@ -122,8 +147,6 @@ func ExecuteRepack(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, t
 		if removes[df.GetPath()] {
 			continue
 		}
-		// A kept file that gave up some fields gets tombstones for them, so
-		// every field lives in exactly one file of the fragment.
 		kept := proto.Clone(df).(*tablepb.DataFile)
 		for i, id := range kept.Fields {
 			if moved[id] {
@@ -132,8 +155,7 @@ func ExecuteRepack(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, t
 		}
 		files = append(files, kept)
 	}
-	out.Result = &job.RepackResult{Base: frag, Files: files}
-	return out, nil
+	return files
 }
 
 // writeRepackFile writes one new file from srcs holding outFields: a page
@@ -203,6 +225,19 @@ func writeRepackFile(ctx context.Context, tbl *table.Table, frag *tablepb.DataFr
 // if fn and the upload succeed. The key is recorded in out.Outputs first so
 // a crash between upload and commit leaves nothing unaccounted for.
 func writeObject(ctx context.Context, b *store.Bucket, key string, out *job.RepackOutput, fn func(io.Writer) (lancewrite.Result, error)) (lancewrite.Result, error) {
+	res, err := writeOutput(ctx, b, key, &out.Outputs, fn)
+	if err != nil {
+		return res, err
+	}
+	failpoint.Hit("repack.file")
+	out.BytesWritten += res.Size
+	return res, nil
+}
+
+// writeOutput streams one new object through fn, recording key in the
+// journal and in outputs before anything is written; the object is visible
+// only if fn and the upload succeed.
+func writeOutput(ctx context.Context, b *store.Bucket, key string, outputs *[]string, fn func(io.Writer) (lancewrite.Result, error)) (lancewrite.Result, error) {
 	if err := journal.RecordOutput(ctx, key); err != nil {
 		return lancewrite.Result{}, err
 	}
@@ -210,7 +245,7 @@ func writeObject(ctx context.Context, b *store.Bucket, key string, out *job.Repa
 	if err != nil {
 		return lancewrite.Result{}, err
 	}
-	out.Outputs = append(out.Outputs, key)
+	*outputs = append(*outputs, key)
 	res, err := fn(sw)
 	if err != nil {
 		_ = abortWriter(sw)
@@ -219,7 +254,5 @@ func writeObject(ctx context.Context, b *store.Bucket, key string, out *job.Repa
 	if err := sw.Close(); err != nil {
 		return res, fmt.Errorf("upload %s: %w", key, err)
 	}
-	failpoint.Hit("repack.file")
-	out.BytesWritten += res.Size
 	return res, nil
 }

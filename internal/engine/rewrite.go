@@ -127,13 +127,7 @@ func ExecuteRewrite(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, 
 	if err != nil {
 		return nil, err
 	}
-	target := t.TargetRowsPerFragment
-	if target == 0 {
-		target = 1024 * 1024
-	}
-	if t.MaxRowsPerFile > 0 && t.MaxRowsPerFile < target {
-		target = t.MaxRowsPerFile
-	}
+	target := rewriteTarget(t)
 	rw := &rewriteRun{ctx: ctx, tbl: tbl, fields: m.GetFields(), ver: ver, target: target, maxBytes: t.MaxBytesPerFile,
 		out: &job.RewriteOutput{Rewrite: t, Group: &job.RewriteGroup{}}}
 	if format.StableRowIDs(m) {

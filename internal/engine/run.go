@@ -48,6 +48,10 @@ type Runner struct {
 	// wait for them come back in a CommitReport (Queued, Waiting), and a
 	// later Commit of those rewrites with the remap results commits them.
 	QueueRemaps bool
+	// QueueJoins makes Commit hand the join of a task run in slices to
+	// workers instead of running it here: the join task and the slices
+	// that wait for it come back in a CommitReport (Queued, Waiting).
+	QueueJoins bool
 }
 
 // Pending is an executed job waiting for its commit, with the journal id
@@ -119,6 +123,13 @@ func (r *Runner) Execute(ctx context.Context, m *tablepb.Manifest, t job.Task) (
 		if out, err = ExecuteCatchUp(jctx, r.Table, t.CatchUp); err == nil {
 			j = out
 		}
+	case t.Slice != nil:
+		var out *job.SliceOutput
+		if out, err = ExecuteSlice(jctx, r.Table, m, t.Slice); err == nil {
+			j = out
+		}
+	case t.Join != nil:
+		j, err = ExecuteJoin(jctx, r.Table, m, t.Join)
 	}
 	if err != nil {
 		r.Journal.Discard(ctx, r.name(), b, jid)
@@ -225,6 +236,13 @@ func (r *Runner) Commit(ctx context.Context, ps []Pending) ([]*CommitReport, err
 	}
 	var groups []*group
 	var reports []*CommitReport
+	ps, srep, err := r.prepareSlices(ctx, ps)
+	if srep != nil {
+		reports = append(reports, srep)
+	}
+	if err != nil {
+		return reports, err
+	}
 	missing := &CommitReport{}
 	for _, p := range ps {
 		t := p.Job.Task()
@@ -396,13 +414,24 @@ func Compact(ctx context.Context, tbl *table.Table, m *format.Manifest, tasks []
 				ts = append(ts, t)
 			}
 		}
-		for i := 0; i < len(ts); i += batch {
-			if err := r.compactBatch(ctx, m, ts[i:min(i+batch, len(ts))], sum); err != nil {
+		for i := 0; i < len(ts); {
+			j := min(i+batch, len(ts))
+			// A task's slices are joined in one batch.
+			for j < len(ts) && sameParent(ts[j-1], ts[j]) {
+				j++
+			}
+			if err := r.compactBatch(ctx, m, ts[i:j], sum); err != nil {
 				return sum, err
 			}
+			i = j
 		}
 	}
 	return sum, nil
+}
+
+// sameParent reports whether a and b are slices of one task.
+func sameParent(a, b job.Task) bool {
+	return a.Slice != nil && b.Slice != nil && a.Slice.Parent().Key() == b.Slice.Parent().Key()
 }
 
 // compactBatch executes tasks and commits what succeeded.
@@ -439,6 +468,9 @@ func (r *Runner) compactBatch(ctx context.Context, m *format.Manifest, tasks []j
 		for _, k := range rep.Committed {
 			committed[k] = true
 		}
+	}
+	for _, rep := range reports {
+		ps = append(ps, rep.Joined...)
 	}
 	for _, p := range ps {
 		if committed[p.Job.Task().Key()] {

@@ -134,6 +134,7 @@ func jobCounts(j job.Job) Counts {
 		}
 		c.FilesRemoved = len(before)
 		c.FilesCopied, c.FilesReencoded = o.Copied, o.Reencoded
+		c.Pages = o.Paths
 		c.BytesRead, c.BytesWritten = o.BytesRead, o.BytesWritten
 	case *job.CatchUpOutput:
 		c.RowsIndexed = o.Rows

@@ -123,6 +123,10 @@ type Compaction struct {
 	MinReclaimRatio  Setting[float64] `json:"min_reclaim_ratio"`
 	IndexCoverage    Setting[string]  `json:"index_coverage"`
 	CommitBatchTasks Setting[uint64]  `json:"commit_batch_tasks"`
+	// SliceBytes: a rewrite or repack of one fragment whose files hold
+	// more than this many bytes runs as row slices of about this many
+	// bytes each, on any workers, joined by page copy.
+	SliceBytes Setting[uint64] `json:"slice_bytes"`
 	// ForceBinaryCopy mirrors Lance's CompactionMode::ForceBinaryCopy. lanced
 	// has no policy knob for it yet; the planner honours it (no repacks).
 	ForceBinaryCopy Setting[bool] `json:"force_binary_copy"`
@@ -205,6 +209,9 @@ const (
 	DefaultDebounce    = 5 * time.Second
 	DefaultMaxDelay    = time.Minute
 	DefaultMinInterval = 5 * time.Minute
+	// DefaultSliceBytes is lanced's default slice_bytes: a fragment of
+	// more than 2 GiB of files is rewritten or repacked in row slices.
+	DefaultSliceBytes = 2 << 30
 )
 
 func lance[T any](v T) Setting[T] {
@@ -235,6 +242,7 @@ func LanceDefaults(table string) Effective {
 			MinReclaimRatio:               lanced(0.0),
 			IndexCoverage:                 lance(CoverageRemap),
 			CommitBatchTasks:              lanced(uint64(0)),
+			SliceBytes:                    lanced(uint64(DefaultSliceBytes)),
 			ForceBinaryCopy:               lanced(false),
 		},
 		Repack: Repack{

@@ -98,6 +98,8 @@ var specs = []*spec{
 		set:     setS(func(e *Effective) *Setting[string] { return &e.Compaction.IndexCoverage })},
 	{section: "compaction", name: "commit_batch_tasks", kind: kCount, min: 1,
 		set: setU(func(e *Effective) *Setting[uint64] { return &e.Compaction.CommitBatchTasks })},
+	{section: "compaction", name: "slice_bytes", kind: kSize, min: 1,
+		set: setU(func(e *Effective) *Setting[uint64] { return &e.Compaction.SliceBytes })},
 
 	{section: "repack", name: "max_data_files_per_fragment", kind: kCount, min: 1, configKey: "lance.compaction.max_data_files_per_fragment",
 		set: setU(func(e *Effective) *Setting[uint64] { return &e.Repack.MaxDataFilesPerFragment })},

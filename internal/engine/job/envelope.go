@@ -55,6 +55,10 @@ func (t Task) Op() Op {
 		return RepackTxn
 	case KindCatchUp:
 		return CatchUpTxn
+	case KindSlice:
+		return t.Slice.Parent().Op()
+	case KindJoin:
+		return t.Join.Parent().Op()
 	}
 	return nil
 }

@@ -87,6 +87,8 @@ func (r Result) Job() Job {
 		return r.Remap
 	case r.CatchUp != nil:
 		return r.CatchUp
+	case r.Slice != nil:
+		return r.Slice
 	}
 	return nil
 }
@@ -102,6 +104,8 @@ func ResultOf(j Job) Result {
 		return Result{Remap: o}
 	case *CatchUpOutput:
 		return Result{CatchUp: o}
+	case *SliceOutput:
+		return Result{Slice: o}
 	}
 	return Result{}
 }
@@ -134,7 +138,12 @@ type Committed struct {
 // The rewrite kind.
 
 // Task implements Job.
-func (o *RewriteOutput) Task() Task { return Task{Rewrite: o.Rewrite} }
+func (o *RewriteOutput) Task() Task {
+	if o.Join != nil {
+		return Task{Join: o.Join}
+	}
+	return Task{Rewrite: o.Rewrite}
+}
 
 // Written implements Job.
 func (o *RewriteOutput) Written() []string { return o.Outputs }
@@ -150,7 +159,12 @@ func (o *RewriteOutput) Op() Op { return RewriteTxn }
 // The repack kind.
 
 // Task implements Job.
-func (o *RepackOutput) Task() Task { return Task{Repack: o.Repack} }
+func (o *RepackOutput) Task() Task {
+	if o.Join != nil {
+		return Task{Join: o.Join}
+	}
+	return Task{Repack: o.Repack}
+}
 
 // Written implements Job.
 func (o *RepackOutput) Written() []string { return o.Outputs }

@@ -21,6 +21,7 @@ type Result struct {
 	Repack  *RepackOutput
 	Remap   *RemapOutput
 	CatchUp *CatchUpOutput
+	Slice   *SliceOutput
 }
 
 // Task returns the task the result is for.
@@ -64,6 +65,8 @@ type resultJSON struct {
 	// the segments it merged).
 	Indices [][]byte `json:"new_indices,omitempty"`
 	Merged  string   `json:"merged,omitempty"`
+	// Slice is an executed slice (its pieces).
+	Slice *SliceOutput `json:"slice,omitempty"`
 }
 
 func marshalAll[M proto.Message](ms []M) ([][]byte, error) {
@@ -118,6 +121,9 @@ func (r Result) MarshalJSON() ([]byte, error) {
 			return nil, err
 		}
 		j.BytesRead, j.BytesWritten, j.Copied, j.Reencoded = o.BytesRead, o.BytesWritten, o.Copied, o.Reencoded
+	case r.Slice != nil:
+		j.Slice = r.Slice
+		j.RowsRead, j.RowsWritten, j.BytesRead, j.BytesWritten = r.Slice.RowsRead, r.Slice.RowsWritten, r.Slice.BytesRead, r.Slice.BytesWritten
 	case r.Remap != nil:
 		j.Remap = r.Remap
 		j.BytesRead, j.BytesWritten = r.Remap.BytesRead, r.Remap.BytesWritten
@@ -150,7 +156,18 @@ func (r *Result) UnmarshalJSON(data []byte) error {
 	if err != nil {
 		return fmt.Errorf("%w: fragments: %v", ErrTaskFormat, err)
 	}
+	// A join's output is its parent's kind of output.
+	join := j.Task.Join
+	if join != nil {
+		j.Task.Rewrite, j.Task.Repack = join.Rewrite, join.Repack
+	}
 	switch {
+	case j.Task.Slice != nil:
+		if j.Slice == nil {
+			return fmt.Errorf("%w: slice result without its pieces", ErrTaskFormat)
+		}
+		j.Slice.Slice = j.Task.Slice
+		*r = Result{Slice: j.Slice}
 	case j.Task.Rewrite != nil:
 		nw, err := unmarshalFrags(j.New)
 		if err != nil {
@@ -175,6 +192,9 @@ func (r *Result) UnmarshalJSON(data []byte) error {
 		}
 		*r = Result{Repack: &RepackOutput{Repack: j.Task.Repack, Result: &RepackResult{Base: old[0], Files: files}, Outputs: j.Written,
 			BytesRead: j.BytesRead, BytesWritten: j.BytesWritten, Copied: j.Copied, Reencoded: j.Reencoded}}
+		if j.Paths != nil {
+			r.Repack.Paths = *j.Paths
+		}
 	case j.Task.Remap != nil:
 		if j.Remap == nil || len(j.Remap.NewUUID) != 16 {
 			return fmt.Errorf("%w: remap result without its new segment", ErrTaskFormat)
@@ -197,6 +217,14 @@ func (r *Result) UnmarshalJSON(data []byte) error {
 	default:
 		return fmt.Errorf("%w: result without a task", ErrTaskFormat)
 	}
+	if join != nil {
+		switch {
+		case r.Rewrite != nil:
+			r.Rewrite.Join = join
+		case r.Repack != nil:
+			r.Repack.Join = join
+		}
+	}
 	return nil
 }
 
@@ -217,6 +245,9 @@ type RewriteOutput struct {
 	// Paths counts the pages of page-copied files by how they were made
 	// (copied, filtered, re-encoded, dropped).
 	Paths lancewrite.PathStats
+	// Join is set when the rewrite was run in slices and this is the
+	// join's output (Task is then the join).
+	Join *JoinTask
 }
 
 // RepackOutput is what an executed repack task hands to the committer.
@@ -229,4 +260,9 @@ type RepackOutput struct {
 	Copied, Reencoded int
 	BytesRead         int64
 	BytesWritten      int64
+	// Join is set when the repack was run in slices and this is the
+	// join's output (Task is then the join).
+	Join *JoinTask
+	// Paths counts a join's copied pages.
+	Paths lancewrite.PathStats
 }

@@ -63,6 +63,10 @@ type RewriteTask struct {
 	Rows uint64 `json:"rows,omitempty"`
 	// Bytes is the recorded size of the files the task reads (informational).
 	Bytes uint64 `json:"bytes,omitempty"`
+	// Slices, when set (two or more), split the task's one fragment into
+	// row slices run as separate tasks and joined by page copy (SliceTask,
+	// JoinTask).
+	Slices []RowRange `json:"slices,omitempty"`
 	// EstBytesRead and EstBytesWritten are the planner's estimates of the
 	// bytes the task reads and writes (from the manifest alone), to compare
 	// with the result's bytes_read and bytes_written.
@@ -102,6 +106,9 @@ type RepackTask struct {
 	Removes []string `json:"removes"`
 	// Bytes is the recorded size of the files the task reads.
 	Bytes uint64 `json:"bytes,omitempty"`
+	// Slices, when set (two or more), split the fragment into row slices
+	// run as separate tasks and joined by page copy (SliceTask, JoinTask).
+	Slices []RowRange `json:"slices,omitempty"`
 }
 
 // Task is the unit the scheduler queues: exactly one of Rewrite, Repack or
@@ -111,6 +118,8 @@ type Task struct {
 	Repack  *RepackTask
 	Remap   *RemapTask
 	CatchUp *CatchUpTask
+	Slice   *SliceTask
+	Join    *JoinTask
 }
 
 // Kind returns the task's kind, or "" for an empty task.
@@ -124,6 +133,10 @@ func (t Task) Kind() Kind {
 		return KindRemap
 	case t.CatchUp != nil:
 		return KindCatchUp
+	case t.Slice != nil:
+		return KindSlice
+	case t.Join != nil:
+		return KindJoin
 	}
 	return ""
 }
@@ -139,6 +152,10 @@ func (t Task) Table() string {
 		return t.Remap.Table
 	case t.CatchUp != nil:
 		return t.CatchUp.Table
+	case t.Slice != nil:
+		return t.Slice.Parent().Table()
+	case t.Join != nil:
+		return t.Join.Parent().Table()
 	}
 	return ""
 }
@@ -154,6 +171,10 @@ func (t Task) ReadVersion() uint64 {
 		return t.Remap.ReadVersion
 	case t.CatchUp != nil:
 		return t.CatchUp.ReadVersion
+	case t.Slice != nil:
+		return t.Slice.Parent().ReadVersion()
+	case t.Join != nil:
+		return t.Join.Parent().ReadVersion()
 	}
 	return 0
 }
@@ -169,6 +190,10 @@ func (t Task) Fragments() []uint64 {
 		return t.Remap.fragments()
 	case t.CatchUp != nil:
 		return t.CatchUp.Fragments
+	case t.Slice != nil:
+		return t.Slice.Parent().Fragments()
+	case t.Join != nil:
+		return t.Join.Parent().Fragments()
 	}
 	return nil
 }
@@ -184,6 +209,12 @@ func (t Task) Key() string {
 	}
 	if t.CatchUp != nil {
 		k = t.CatchUp.keyKind()
+	}
+	if t.Slice != nil {
+		k = t.Slice.keyKind()
+	}
+	if t.Join != nil {
+		k = t.Join.keyKind()
 	}
 	return TaskKey{Kind: k, Table: t.Table(), ReadVersion: t.ReadVersion(), Fragments: t.Fragments()}.String()
 }
@@ -273,6 +304,8 @@ type taskJSON struct {
 	Repack        *RepackTask  `json:"repack,omitempty"`
 	Remap         *RemapTask   `json:"remap,omitempty"`
 	CatchUp       *CatchUpTask `json:"catchup,omitempty"`
+	Slice         *SliceTask   `json:"slice,omitempty"`
+	Join          *JoinTask    `json:"join,omitempty"`
 }
 
 // MarshalJSON encodes the task with its format version and kind.
@@ -280,7 +313,7 @@ func (t Task) MarshalJSON() ([]byte, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	return json.Marshal(taskJSON{FormatVersion: TaskFormatVersion, Kind: t.Kind(), Rewrite: t.Rewrite, Repack: t.Repack, Remap: t.Remap, CatchUp: t.CatchUp})
+	return json.Marshal(taskJSON{FormatVersion: TaskFormatVersion, Kind: t.Kind(), Rewrite: t.Rewrite, Repack: t.Repack, Remap: t.Remap, CatchUp: t.CatchUp, Slice: t.Slice, Join: t.Join})
 }
 
 // UnmarshalJSON decodes a task, refusing (ErrTaskFormat) any other format
@@ -305,30 +338,12 @@ func (t *Task) UnmarshalJSON(data []byte) error {
 	if err := dec.Decode(&w); err != nil {
 		return fmt.Errorf("decode task: %w: %w", ErrTaskFormat, err)
 	}
-	var out Task
-	switch w.Kind {
-	case KindRewrite:
-		if w.Repack != nil || w.Remap != nil || w.CatchUp != nil {
-			return fmt.Errorf("decode task: %w: rewrite task carries another kind", ErrInvalidTask)
+	out := Task{Rewrite: w.Rewrite, Repack: w.Repack, Remap: w.Remap, CatchUp: w.CatchUp, Slice: w.Slice, Join: w.Join}
+	if out.Kind() != w.Kind {
+		if !slices.Contains([]Kind{KindRewrite, KindRepack, KindRemap, KindCatchUp, KindSlice, KindJoin}, w.Kind) {
+			return fmt.Errorf("decode task: %w: unknown kind %q", ErrTaskFormat, w.Kind)
 		}
-		out.Rewrite = w.Rewrite
-	case KindRepack:
-		if w.Rewrite != nil || w.Remap != nil || w.CatchUp != nil {
-			return fmt.Errorf("decode task: %w: repack task carries another kind", ErrInvalidTask)
-		}
-		out.Repack = w.Repack
-	case KindRemap:
-		if w.Rewrite != nil || w.Repack != nil || w.CatchUp != nil {
-			return fmt.Errorf("decode task: %w: remap task carries another kind", ErrInvalidTask)
-		}
-		out.Remap = w.Remap
-	case KindCatchUp:
-		if w.Rewrite != nil || w.Repack != nil || w.Remap != nil {
-			return fmt.Errorf("decode task: %w: catchup task carries another kind", ErrInvalidTask)
-		}
-		out.CatchUp = w.CatchUp
-	default:
-		return fmt.Errorf("decode task: %w: unknown kind %q", ErrTaskFormat, w.Kind)
+		return fmt.Errorf("decode task: %w: %s task carries another kind", ErrInvalidTask, w.Kind)
 	}
 	if err := out.Validate(); err != nil {
 		return fmt.Errorf("decode task: %w", err)
@@ -340,13 +355,19 @@ func (t *Task) UnmarshalJSON(data []byte) error {
 // Validate checks the task's shape.
 func (t Task) Validate() error {
 	set := 0
-	for _, b := range []bool{t.Rewrite != nil, t.Repack != nil, t.Remap != nil, t.CatchUp != nil} {
+	for _, b := range []bool{t.Rewrite != nil, t.Repack != nil, t.Remap != nil, t.CatchUp != nil, t.Slice != nil, t.Join != nil} {
 		if b {
 			set++
 		}
 	}
 	if set != 1 {
-		return fmt.Errorf("%w: exactly one of rewrite, repack, remap or catchup must be set", ErrInvalidTask)
+		return fmt.Errorf("%w: exactly one of rewrite, repack, remap, catchup, slice or join must be set", ErrInvalidTask)
+	}
+	if t.Slice != nil {
+		return t.Slice.validate()
+	}
+	if t.Join != nil {
+		return t.Join.validate()
 	}
 	if t.Remap != nil {
 		return t.Remap.validate()
@@ -387,12 +408,22 @@ var ErrMixedTasks = errors.New("engine: a fragment is in both a rewrite and a re
 // CheckDisjoint rejects a set of tasks in which a fragment appears twice.
 func CheckDisjoint(tasks []Task) error {
 	seen := map[uint64]Kind{}
+	parents := map[string]bool{}
 	for _, t := range tasks {
 		if t.CatchUp != nil {
 			// Catch-ups read fragments without changing them; one that
 			// loses its fragments to a rewrite committed first is refused
 			// at its own commit.
 			continue
+		}
+		if t.Slice != nil {
+			// The slices of one task share its fragment.
+			pk := t.Slice.Parent().Key()
+			if parents[pk] {
+				continue
+			}
+			parents[pk] = true
+			t = t.Slice.Parent()
 		}
 		for _, id := range t.Fragments() {
 			if k, dup := seen[id]; dup {

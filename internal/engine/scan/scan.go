@@ -32,6 +32,9 @@ type ScanOptions struct {
 	Deletions *roaring.Bitmap
 	// KeepDeleted returns every physical row (no deletion file is read).
 	KeepDeleted bool
+	// Offset and Limit read only physical rows [Offset, Offset+Limit)
+	// (Limit 0: to the end).
+	Offset, Limit uint64
 }
 
 // FragmentReader streams the live rows of one fragment. It implements
@@ -46,6 +49,7 @@ type FragmentReader struct {
 	// in that file's batches, or file -1 for an all-null column.
 	srcOf    []colSource
 	physical uint64
+	end      uint64 // physical row to stop at
 	batch    uint64
 	pos      uint64
 	cur      arrow.RecordBatch
@@ -106,6 +110,14 @@ func ScanFragment(ctx context.Context, b *store.Bucket, schema []*filepb.Field, 
 	if len(frag.GetFiles()) == 0 {
 		return nil, fmt.Errorf("scan fragment %d: no data files", frag.GetId())
 	}
+	defer func() {
+		if err == nil {
+			fr.pos, fr.end = min(opts.Offset, fr.physical), fr.physical
+			if opts.Limit > 0 {
+				fr.end = min(fr.end, fr.pos+opts.Limit)
+			}
+		}
+	}()
 	for _, df := range frag.GetFiles() {
 		key := format.DataFileKey(df.GetPath())
 		ff, err := fr.openFile(ctx, b, schema, frag, df)
@@ -126,7 +138,7 @@ func ScanFragment(ctx context.Context, b *store.Bucket, schema []*filepb.Field, 
 		if len(ids) == 0 {
 			continue
 		}
-		if ff.r, err = ff.f.NewReader(ctx, lancefile.ReadOptions{FieldIDs: ids, BatchRows: opts.BatchRows}); err != nil {
+		if ff.r, err = ff.f.NewReader(ctx, lancefile.ReadOptions{FieldIDs: ids, BatchRows: opts.BatchRows, Offset: opts.Offset, Limit: opts.Limit}); err != nil {
 			return nil, job.FragmentErr(frag.GetId(), key, err)
 		}
 	}
@@ -214,7 +226,7 @@ func (fr *FragmentReader) Next() bool {
 		fr.cur.Release()
 		fr.cur = nil
 	}
-	for fr.err == nil && fr.pos < fr.physical {
+	for fr.err == nil && fr.pos < fr.end {
 		if err := fr.ctx.Err(); err != nil {
 			fr.err = err
 			return false
@@ -255,7 +267,7 @@ func (fr *FragmentReader) step() (arrow.RecordBatch, error) {
 	}
 	if n < 0 {
 		// Only all-null columns: step by the batch size.
-		n = int64(min(fr.batch, fr.physical-fr.pos))
+		n = int64(min(fr.batch, fr.end-fr.pos))
 	}
 	start := fr.pos
 	fr.pos += uint64(n)

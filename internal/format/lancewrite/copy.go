@@ -182,10 +182,12 @@ func outColumns(fields []*filepb.Field, v20 bool) ([]*filepb.Field, error) {
 
 // copier writes relocated pages into a new container.
 type copier struct {
-	ctx  context.Context
-	c    *container
-	buf  []byte
-	cols []*file2pb.ColumnMetadata
+	ctx    context.Context
+	c      *container
+	buf    []byte
+	cols   []*file2pb.ColumnMetadata
+	pages  int
+	copied int64
 }
 
 func newCopier(ctx context.Context, dst io.Writer) *copier {
@@ -206,7 +208,9 @@ func (cp *copier) copyPage(src *openSource, p *file2pb.ColumnMetadata_Page, prio
 		if err := cp.c.copyRuns(src.R, src.Name, []byteRun{{off, size}}, cp.buf); err != nil {
 			return nil, err
 		}
+		cp.copied += int64(size)
 	}
+	cp.pages++
 	return np, nil
 }
 
@@ -288,6 +292,7 @@ func (cp *copier) finish(first *openSource, fields []*filepb.Field, rows uint64,
 	}
 	res.Size = cp.c.pos
 	res.KernelBytes = cp.c.kernel
+	res.PagesCopied, res.BytesCopied = cp.pages, cp.copied
 	res.Major, res.Minor = 2, 1
 	if first.f.Format == lancefile.Format20 {
 		res.Minor = 0

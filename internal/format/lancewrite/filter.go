@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"sort"
 	"sync"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -278,6 +279,21 @@ func (s *filterSrc) deadIn(a, b uint64) uint64 {
 		return 0
 	}
 	return rankBelow(s.deleted, b) - rankBelow(s.deleted, a)
+}
+
+// liveSpan is the smallest run of rows [a, b) holding every live row of
+// the source; ok is false when none is live. A source cut down to a row
+// range (every row outside it deleted) is decoded only over that range.
+func (s *filterSrc) liveSpan() (a, b uint64, ok bool) {
+	n := s.f.NumRows()
+	live := func(x uint64) uint64 { return x - rankBelow(s.deleted, x) } // live rows below x
+	total := live(n)
+	if total == 0 {
+		return 0, 0, false
+	}
+	a = uint64(sort.Search(int(n), func(x int) bool { return live(uint64(x)+1) >= 1 }))
+	b = uint64(sort.Search(int(n)+1, func(x int) bool { return live(uint64(x)) >= total }))
+	return a, b, true
 }
 
 // outRow is the output row of physical row r (the next live row at or after it).
@@ -567,8 +583,8 @@ func (p *colPlan) run(ctx context.Context, out chan<- *outPage, bud *budget, opt
 	cr := &colRun{p: p, l: p.leaf, ctx: ctx, out: out, bud: bud, opts: opts, pendingFrom: -1, pendingPage: -1}
 	for si, s := range p.sources {
 		if !p.copy {
-			if s.f.NumRows() > s.deadIn(0, s.f.NumRows()) {
-				if err := cr.addRows(si, s, 0, s.f.NumRows(), -1); err != nil {
+			if a, b, ok := s.liveSpan(); ok {
+				if err := cr.addRows(si, s, a, b, -1); err != nil {
 					return err
 				}
 			}

@@ -56,6 +56,10 @@ type Result struct {
 	// KernelBytes are the bytes the destination copied from the sources
 	// itself (RangeWriter): they never passed through this process.
 	KernelBytes int64
+	// PagesCopied and BytesCopied count the source pages a page copy
+	// (CopyColumns, ConcatRows) copied verbatim and their buffer bytes.
+	PagesCopied int
+	BytesCopied int64
 }
 
 // ErrClosed is returned when writing to a closed Writer.

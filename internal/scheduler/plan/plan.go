@@ -105,7 +105,57 @@ func Compute(in Input) *Plan {
 		planRepacks(in, p, frags, excluded, inRewrite, decided, reasons, b, warn)
 	}
 	planCatchUps(in, p, frags, excluded, inRewrite)
+	planSlices(p, frags, c.SliceBytes.Value)
 	return finishPlan(p, decided, reasons)
+}
+
+// minSliceRows keeps slices from getting tiny: a fragment is cut into at
+// most physical rows / minSliceRows slices.
+const minSliceRows = 64 * 1024
+
+// planSlices splits every rewrite of one fragment and every repack whose
+// files hold more than sliceBytes into row slices of about sliceBytes
+// each (job.SliceTask), saying so in the fragment's decision.
+func planSlices(p *Plan, frags []*tablepb.DataFragment, sliceBytes uint64) {
+	if sliceBytes == 0 {
+		return
+	}
+	byID := format.FragmentsByID(&tablepb.Manifest{Fragments: frags})
+	cut := func(id, bytes uint64) []job.RowRange {
+		f := byID[id]
+		rows := f.GetPhysicalRows()
+		if bytes <= sliceBytes || rows < 2*minSliceRows {
+			return nil
+		}
+		n := min((bytes+sliceBytes-1)/sliceBytes, rows/minSliceRows)
+		out := make([]job.RowRange, n)
+		for i := range out {
+			out[i] = job.RowRange{Lo: rows * uint64(i) / n, Hi: rows * uint64(i+1) / n}
+		}
+		return out
+	}
+	note := func(action string, task int, rs []job.RowRange) {
+		for i := range p.Decisions {
+			d := &p.Decisions[i]
+			if d.Action == action && d.Task == task {
+				d.Reason = joinReason(d.Reason, fmt.Sprintf("in %d row slices of about %d rows (files over slice_bytes %d)", len(rs), rs[0].Hi-rs[0].Lo, sliceBytes))
+			}
+		}
+	}
+	for i := range p.Rewrites {
+		t := &p.Rewrites[i]
+		if len(t.Fragments) == 1 {
+			if t.Slices = cut(t.Fragments[0], t.Bytes); t.Slices != nil {
+				note(ActionRewrite, i, t.Slices)
+			}
+		}
+	}
+	for i := range p.Repacks {
+		t := &p.Repacks[i]
+		if t.Slices = cut(t.Fragment, t.Bytes); t.Slices != nil {
+			note(ActionRepack, i, t.Slices)
+		}
+	}
 }
 
 // finishPlan gives every fragment no task decided its reason.

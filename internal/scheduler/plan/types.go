@@ -93,14 +93,22 @@ func (p *Plan) Empty() bool {
 }
 
 // Tasks returns the plan's tasks in execution order: rewrites, then
-// repacks, then index catch-ups.
+// repacks, then index catch-ups; a task planned in row slices comes as its
+// slices (job.Task.Slices).
 func (p *Plan) Tasks() []job.Task {
 	out := make([]job.Task, 0, len(p.Rewrites)+len(p.Repacks)+len(p.CatchUps))
+	add := func(t job.Task) {
+		if ss := t.Slices(); ss != nil {
+			out = append(out, ss...)
+			return
+		}
+		out = append(out, t)
+	}
 	for i := range p.Rewrites {
-		out = append(out, job.Task{Rewrite: &p.Rewrites[i]})
+		add(job.Task{Rewrite: &p.Rewrites[i]})
 	}
 	for i := range p.Repacks {
-		out = append(out, job.Task{Repack: &p.Repacks[i]})
+		add(job.Task{Repack: &p.Repacks[i]})
 	}
 	for i := range p.CatchUps {
 		out = append(out, job.Task{CatchUp: &p.CatchUps[i]})

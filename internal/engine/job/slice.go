@@ -1,0 +1,231 @@
+package job
+
+import (
+	"fmt"
+	"strconv"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/lanced-dev/lanced/internal/format/lancewrite"
+	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
+)
+
+// A rewrite or repack of one huge fragment may be planned in row slices
+// (RewriteTask.Slices, RepackTask.Slices): each slice is a task of its own
+// (SliceTask) that any worker runs, writing the slice's rows as encoded
+// file pieces (data files no manifest references yet, recorded in the
+// journal under the slice's execution id). When every slice has its
+// result, one join task (JoinTask) concatenates the pieces by page copy
+// (lancewrite.ConcatRows: pages copied byte for byte, their priorities
+// shifted, never decoded) into the fragment's files, and its output is the
+// parent task's job (a RewriteOutput or RepackOutput with Join set),
+// committed like any other. A slice that fails is run again alone: the
+// other slices' pieces stay until the join has committed or given up.
+
+// The slice and join kinds.
+const (
+	KindSlice Kind = "slice"
+	KindJoin  Kind = "join"
+)
+
+// RowRange is one slice of a fragment: physical rows [Lo, Hi).
+type RowRange struct {
+	Lo uint64 `json:"lo"`
+	Hi uint64 `json:"hi"`
+}
+
+// SliceTask runs one row range of a rewrite or repack planned in slices:
+// exactly one of Rewrite and Repack is set (the parent task, whose Slices
+// list every range), Index picks the range.
+type SliceTask struct {
+	Rewrite *RewriteTask `json:"rewrite,omitempty"`
+	Repack  *RepackTask  `json:"repack,omitempty"`
+	Index   int          `json:"index"`
+}
+
+// Parent is the task the slice is part of.
+func (s *SliceTask) Parent() Task { return Task{Rewrite: s.Rewrite, Repack: s.Repack} }
+
+// Range is the slice's rows.
+func (s *SliceTask) Range() RowRange { return parentSlices(s.Parent())[s.Index] }
+
+func parentSlices(t Task) []RowRange {
+	switch {
+	case t.Rewrite != nil:
+		return t.Rewrite.Slices
+	case t.Repack != nil:
+		return t.Repack.Slices
+	}
+	return nil
+}
+
+// Slices returns the slice tasks of a task planned in slices (nil for any
+// other task).
+func (t Task) Slices() []Task {
+	n := len(parentSlices(t))
+	if n < 2 || (t.Rewrite == nil && t.Repack == nil) {
+		return nil
+	}
+	out := make([]Task, n)
+	for i := range out {
+		out[i] = Task{Slice: &SliceTask{Rewrite: t.Rewrite, Repack: t.Repack, Index: i}}
+	}
+	return out
+}
+
+func (s *SliceTask) keyKind() Kind {
+	p := s.Parent()
+	return Kind(string(KindSlice) + "/" + string(p.Kind()) + "/" + strconv.Itoa(s.Index+1) + "of" + strconv.Itoa(len(parentSlices(p))))
+}
+
+func validateParent(kind string, rw *RewriteTask, rp *RepackTask) error {
+	p := Task{Rewrite: rw, Repack: rp}
+	if (rw == nil) == (rp == nil) {
+		return fmt.Errorf("%w: a %s names exactly one rewrite or repack", ErrInvalidTask, kind)
+	}
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if len(p.Fragments()) != 1 {
+		return fmt.Errorf("%w: a %s of %s covers %d fragments, not one", ErrInvalidTask, kind, p.Table(), len(p.Fragments()))
+	}
+	rs := parentSlices(p)
+	if len(rs) < 2 {
+		return fmt.Errorf("%w: a %s of %s has %d slices", ErrInvalidTask, kind, p.Table(), len(rs))
+	}
+	for i, r := range rs {
+		if r.Hi <= r.Lo || (i > 0 && r.Lo != rs[i-1].Hi) || (i == 0 && r.Lo != 0) {
+			return fmt.Errorf("%w: %s of %s: slice %d [%d,%d) does not follow the one before", ErrInvalidTask, kind, p.Table(), i, r.Lo, r.Hi)
+		}
+	}
+	return nil
+}
+
+func (s *SliceTask) validate() error {
+	if err := validateParent("slice", s.Rewrite, s.Repack); err != nil {
+		return err
+	}
+	if s.Index < 0 || s.Index >= len(parentSlices(s.Parent())) {
+		return fmt.Errorf("%w: slice %d of %d", ErrInvalidTask, s.Index, len(parentSlices(s.Parent())))
+	}
+	return nil
+}
+
+// Piece is one file a slice wrote: its place in the output (File: the
+// repack's planned file, or the rewrite's new fragment, counted from 0),
+// its rows and its DataFile entry (protobuf bytes).
+type Piece struct {
+	Slice int    `json:"slice"`
+	File  int    `json:"file"`
+	Rows  uint64 `json:"rows"`
+	Entry []byte `json:"data_file"`
+}
+
+// DataFile decodes the piece's DataFile entry.
+func (p Piece) DataFile() (*tablepb.DataFile, error) {
+	df := &tablepb.DataFile{}
+	if err := proto.Unmarshal(p.Entry, df); err != nil {
+		return nil, fmt.Errorf("%w: piece of slice %d: %v", ErrTaskFormat, p.Slice, err)
+	}
+	return df, nil
+}
+
+// NewPiece makes a Piece from its DataFile entry.
+func NewPiece(slice, file int, rows uint64, df *tablepb.DataFile) (Piece, error) {
+	b, err := proto.Marshal(df)
+	if err != nil {
+		return Piece{}, err
+	}
+	return Piece{Slice: slice, File: file, Rows: rows, Entry: b}, nil
+}
+
+// SliceOutput is an executed slice: the pieces it wrote. It is never
+// committed itself: the committer waits for every slice of the parent,
+// has the join run, and deletes the pieces once the join is settled.
+type SliceOutput struct {
+	Slice        *SliceTask           `json:"-"`
+	Pieces       []Piece              `json:"pieces"`
+	Outputs      []string             `json:"written"`
+	RowsRead     uint64               `json:"rows_read"`
+	RowsWritten  uint64               `json:"rows_written"`
+	BytesRead    int64                `json:"bytes_read"`
+	BytesWritten int64                `json:"bytes_written"`
+	Paths        lancewrite.PathStats `json:"page_paths"`
+	// Kept counts how often the committer kept this result back for its
+	// sibling slices (it gives up when they never come).
+	Kept int `json:"kept,omitempty"`
+}
+
+// Task implements Job.
+func (o *SliceOutput) Task() Task { return Task{Slice: o.Slice} }
+
+// Written implements Job.
+func (o *SliceOutput) Written() []string { return o.Outputs }
+
+// Classify implements Job with the parent's rules.
+func (o *SliceOutput) Classify(theirs *tablepb.Transaction) (Verdict, string) {
+	if o.Slice.Repack != nil {
+		return ClassifyForRepack(map[uint64]bool{o.Slice.Repack.Fragment: true}, theirs)
+	}
+	ids := map[uint64]bool{}
+	for _, id := range o.Slice.Rewrite.Fragments {
+		ids[id] = true
+	}
+	return ClassifyForRewrite(ids, theirs)
+}
+
+// Op implements Job: the parent's transaction (the committer takes slices
+// out before building it).
+func (o *SliceOutput) Op() Op { return o.Slice.Parent().Op() }
+
+// Bytes implements Job.
+func (o *SliceOutput) Bytes() (read, written int64) { return o.BytesRead, o.BytesWritten }
+
+// JoinTask concatenates the pieces of every slice of a parent task (exactly
+// one of Rewrite and Repack) into the parent's output files.
+type JoinTask struct {
+	Rewrite *RewriteTask `json:"rewrite,omitempty"`
+	Repack  *RepackTask  `json:"repack,omitempty"`
+	// Pieces are every slice's pieces, in slice order.
+	Pieces []Piece `json:"pieces"`
+}
+
+// Parent is the task the join finishes.
+func (j *JoinTask) Parent() Task { return Task{Rewrite: j.Rewrite, Repack: j.Repack} }
+
+func (j *JoinTask) keyKind() Kind {
+	return Kind(string(KindJoin) + "/" + string(j.Parent().Kind()))
+}
+
+func (j *JoinTask) validate() error {
+	if err := validateParent("join", j.Rewrite, j.Repack); err != nil {
+		return err
+	}
+	if len(j.Pieces) == 0 {
+		return fmt.Errorf("%w: join of %s has no pieces", ErrInvalidTask, j.Parent().Table())
+	}
+	return nil
+}
+
+// NewJoin makes the join task of a parent from its slices' outputs (in any
+// order; one per slice).
+func NewJoin(parent Task, outs []*SliceOutput) (Task, error) {
+	n := len(parentSlices(parent))
+	bySlice := make([]*SliceOutput, n)
+	for _, o := range outs {
+		i := o.Slice.Index
+		if i < 0 || i >= n || bySlice[i] != nil {
+			return Task{}, fmt.Errorf("%w: join of %s: slice %d given twice or out of range", ErrInvalidTask, parent.Key(), i)
+		}
+		bySlice[i] = o
+	}
+	jt := &JoinTask{Rewrite: parent.Rewrite, Repack: parent.Repack}
+	for i, o := range bySlice {
+		if o == nil {
+			return Task{}, fmt.Errorf("%w: join of %s: slice %d missing", ErrInvalidTask, parent.Key(), i)
+		}
+		jt.Pieces = append(jt.Pieces, o.Pieces...)
+	}
+	t := Task{Join: jt}
+	return t, t.Validate()
+}

@@ -1,0 +1,516 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+
+	"github.com/RoaringBitmap/roaring/v2"
+
+	"github.com/lanced-dev/lanced/internal/engine/failpoint"
+	"github.com/lanced-dev/lanced/internal/engine/job"
+	"github.com/lanced-dev/lanced/internal/engine/progress"
+	"github.com/lanced-dev/lanced/internal/engine/scan"
+	"github.com/lanced-dev/lanced/internal/engine/table"
+	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/format/lancewrite"
+	"github.com/lanced-dev/lanced/internal/format/pb/filepb"
+	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
+	"github.com/lanced-dev/lanced/internal/store"
+)
+
+// Row slices (job.SliceTask): a rewrite or repack of one huge fragment is
+// run as several slice tasks, each writing its rows as file pieces, and one
+// join task that concatenates the pieces by page copy.
+//
+// A rewrite slice of physical rows [lo, hi) writes the live rows of that
+// range, cut where the rewrite's new fragments start (every
+// target_rows_per_fragment live rows of the fragment), so each new
+// fragment's file is the concatenation of whole pieces. A repack slice
+// writes, for every planned file, rows [lo, hi) (deleted rows included,
+// as a repack keeps them) of the moved columns. In 2.1 tables a piece
+// whose rows come from one file is written with lancewrite.FilterConcat,
+// the rows outside the slice treated as deleted: pages inside the range are
+// copied, the two cut at its ends filtered or re-encoded; otherwise the
+// range is decoded and encoded.
+
+// ExecuteSlice runs one slice against m, the manifest of its parent's read
+// version. On error every piece it wrote is deleted.
+func ExecuteSlice(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, t *job.SliceTask) (out *job.SliceOutput, err error) {
+	frag, ver, err := sliceInputs(m, t.Parent())
+	if err != nil {
+		return nil, err
+	}
+	r := t.Range()
+	if r.Hi > frag.GetPhysicalRows() {
+		return nil, fmt.Errorf("%w: slice [%d,%d) of fragment %d, which has %d rows", job.ErrInvalidTask, r.Lo, r.Hi, frag.GetId(), frag.GetPhysicalRows())
+	}
+	out = &job.SliceOutput{Slice: t}
+	defer func() {
+		if err != nil {
+			deleteKeys(context.WithoutCancel(ctx), tbl.Bucket(), out.Outputs)
+			out = nil
+		}
+	}()
+	sw := &sliceWriter{ctx: ctx, tbl: tbl, frag: frag, ver: ver, out: out}
+	if t.Rewrite != nil {
+		err = sw.rewrite(m.GetFields(), t.Rewrite, r)
+	} else {
+		err = sw.repack(m, t.Repack, r)
+	}
+	if err != nil {
+		return out, err
+	}
+	// Pages outside the slice are left out of its pieces; they are not
+	// dropped rows.
+	out.Paths.Dropped = lancewrite.PathCount{}
+	failpoint.Hit("slice.done")
+	return out, nil
+}
+
+// sliceInputs checks a sliced task's read version and returns its one
+// fragment and the table's storage version.
+func sliceInputs(m *tablepb.Manifest, p job.Task) (*tablepb.DataFragment, lancewrite.Version, error) {
+	if m.GetVersion() != p.ReadVersion() {
+		return nil, 0, fmt.Errorf("%s planned at version %d given manifest %d", p.Kind(), p.ReadVersion(), m.GetVersion())
+	}
+	if err := format.CheckWritable(m); err != nil {
+		return nil, 0, err
+	}
+	frags, err := taskFragments(m, p.Fragments())
+	if err != nil {
+		return nil, 0, err
+	}
+	ver, err := storageVersion(m)
+	if err != nil {
+		return nil, 0, err
+	}
+	return frags[0], ver, nil
+}
+
+// rewriteTarget is the live rows per new fragment (and file) of a rewrite.
+func rewriteTarget(t *job.RewriteTask) uint64 {
+	target := t.TargetRowsPerFragment
+	if target == 0 {
+		target = 1024 * 1024
+	}
+	if t.MaxRowsPerFile > 0 && t.MaxRowsPerFile < target {
+		target = t.MaxRowsPerFile
+	}
+	return target
+}
+
+// liveBelow counts the rows below x that are not in deleted.
+func liveBelow(deleted *roaring.Bitmap, x uint64) uint64 {
+	if deleted == nil || x == 0 {
+		return x
+	}
+	return x - deleted.Rank(uint32(x-1))
+}
+
+type sliceWriter struct {
+	ctx  context.Context
+	tbl  *table.Table
+	frag *tablepb.DataFragment
+	ver  lancewrite.Version
+	out  *job.SliceOutput
+}
+
+// rewrite writes the live rows of r, one piece per new fragment it reaches.
+func (sw *sliceWriter) rewrite(fields []*filepb.Field, t *job.RewriteTask, r job.RowRange) error {
+	deleted, err := sw.tbl.ReadDeletions(sw.ctx, sw.frag)
+	if err != nil {
+		return fmt.Errorf("read fragment %d: %w", sw.frag.GetId(), err)
+	}
+	if deleted != nil && deleted.IsEmpty() {
+		deleted = nil
+	}
+	target := rewriteTarget(t)
+	for pos := r.Lo; pos < r.Hi; {
+		w := liveBelow(deleted, pos) / target
+		bound := (w + 1) * target // the next new fragment's first live row
+		n := r.Hi - pos
+		end := pos + uint64(sort.Search(int(n), func(i int) bool { return liveBelow(deleted, pos+uint64(i)+1) >= bound })) + 1
+		end = min(end, r.Hi)
+		if rows := liveBelow(deleted, end) - liveBelow(deleted, pos); rows > 0 {
+			if err := sw.piece(fields, sw.frag.GetFiles(), int(w), pos, end, rows, deleted, true); err != nil {
+				return err
+			}
+		}
+		pos = end
+	}
+	return nil
+}
+
+// repack writes rows r of every planned file's columns, one piece each.
+func (sw *sliceWriter) repack(m *tablepb.Manifest, t *job.RepackTask, r job.RowRange) error {
+	for i := range t.Files {
+		srcs, outFields, err := repackInputs(m, sw.frag, t, i)
+		if err != nil {
+			return err
+		}
+		if err := sw.piece(outFields, srcs, i, r.Lo, r.Hi, r.Hi-r.Lo, nil, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// piece writes physical rows [lo, hi) of srcs (fields), without the rows
+// in deleted, as piece file of the output; rows is how many it holds.
+func (sw *sliceWriter) piece(fields []*filepb.Field, srcs []*tablepb.DataFile, file int, lo, hi, rows uint64, deleted *roaring.Bitmap, dropDeleted bool) error {
+	b := sw.tbl.Bucket()
+	phys := sw.frag.GetPhysicalRows()
+	var res lancewrite.Result
+	done := false
+	if sw.ver == lancewrite.V2_1 && len(srcs) == 1 && srcs[0].GetFileMajorVersion() == 2 && srcs[0].GetFileMinorVersion() == 1 {
+		mask := roaring.New()
+		if deleted != nil {
+			mask = deleted.Clone()
+		}
+		mask.AddRange(0, lo)
+		mask.AddRange(hi, phys)
+		key := format.DataFileKey(srcs[0].GetPath())
+		ra, err := b.OpenReaderAt(sw.ctx, key)
+		if err != nil {
+			return fmt.Errorf("open %s: %w", key, err)
+		}
+		var paths lancewrite.PathStats
+		name := newDataFileName()
+		res, err = writeOutput(sw.ctx, b, format.DataFileKey(name), &sw.out.Outputs, func(w io.Writer) (lancewrite.Result, error) {
+			fr, err := lancewrite.FilterConcat(sw.ctx, w, fields, []lancewrite.FilterSource{{
+				CopySource: lancewrite.CopySource{R: ra, Size: ra.Size(), Name: key, File: srcs[0]}, Deleted: mask}},
+				lancewrite.FilterOptions{Workers: int(taskWorkers.Load()), BudgetBytes: taskBudget.Load(), PageCost: copyPageCost})
+			paths = fr.Paths
+			return fr.Result, err
+		})
+		_ = ra.Close()
+		switch {
+		case err == nil:
+			done = true
+			sw.out.Paths.Add(paths)
+			if err := sw.addPiece(name, file, rows, res); err != nil {
+				return err
+			}
+		case errors.Is(err, lancewrite.ErrCopyUnsupported):
+			// Nothing was written under the key; forget it.
+			deleteKeys(context.WithoutCancel(sw.ctx), b, sw.out.Outputs[len(sw.out.Outputs)-1:])
+			sw.out.Outputs = sw.out.Outputs[:len(sw.out.Outputs)-1]
+		default:
+			return fmt.Errorf("slice of fragment %d: %w", sw.frag.GetId(), err)
+		}
+	}
+	if !done {
+		name := newDataFileName()
+		var err error
+		res, err = writeOutput(sw.ctx, b, format.DataFileKey(name), &sw.out.Outputs, func(w io.Writer) (lancewrite.Result, error) {
+			opts := scan.ScanOptions{Offset: lo, Limit: hi - lo, BatchRows: rewriteBatchRows, Deletions: deleted, KeepDeleted: !dropDeleted}
+			if dropDeleted && deleted == nil {
+				opts.Deletions = roaring.New()
+			}
+			src := &tablepb.DataFragment{Id: sw.frag.GetId(), Files: srcs, PhysicalRows: phys}
+			fr, err := scan.ScanFragment(sw.ctx, b, fields, src, opts)
+			if err != nil {
+				return lancewrite.Result{}, err
+			}
+			defer fr.Release()
+			lw, err := lancewrite.NewWriter(w, fields, lancewrite.Options{Version: sw.ver})
+			if err != nil {
+				return lancewrite.Result{}, err
+			}
+			for fr.Next() {
+				if err := lw.Write(fr.RecordBatch()); err != nil {
+					return lancewrite.Result{}, err
+				}
+			}
+			if err := fr.Err(); err != nil {
+				return lancewrite.Result{}, err
+			}
+			return lw.Close()
+		})
+		if err != nil {
+			return fmt.Errorf("slice of fragment %d: %w", sw.frag.GetId(), err)
+		}
+		sw.out.Paths.Reencoded.Pages++
+		sw.out.Paths.Reencoded.Bytes += res.Size
+		if err := sw.addPiece(name, file, rows, res); err != nil {
+			return err
+		}
+	}
+	var srcBytes uint64
+	for _, df := range srcs {
+		srcBytes += df.GetFileSizeBytes()
+	}
+	progress.Add(sw.ctx, int64(hi-lo), int64(float64(srcBytes)*float64(hi-lo)/float64(max(phys, 1))))
+	return nil
+}
+
+func (sw *sliceWriter) addPiece(name string, file int, rows uint64, res lancewrite.Result) error {
+	if res.NumRows != rows {
+		return fmt.Errorf("%w: slice piece %s of fragment %d has %d rows, want %d", job.ErrInvariant, name, sw.frag.GetId(), res.NumRows, rows)
+	}
+	p, err := job.NewPiece(sw.out.Slice.Index, file, rows, dataFile(name, res))
+	if err != nil {
+		return err
+	}
+	sw.out.Pieces = append(sw.out.Pieces, p)
+	sw.out.RowsWritten += rows
+	sw.out.BytesWritten += res.Size
+	failpoint.Hit("slice.piece")
+	return nil
+}
+
+// ExecuteJoin concatenates the pieces of a sliced task by page copy into
+// the parent's files and returns the parent's job (its Join set). Pieces
+// are never decoded: a piece that cannot be copied fails the join.
+func ExecuteJoin(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, t *job.JoinTask) (j job.Job, err error) {
+	frag, _, err := sliceInputs(m, t.Parent())
+	if err != nil {
+		return nil, err
+	}
+	var outputs []string
+	defer func() {
+		if err != nil {
+			deleteKeys(context.WithoutCancel(ctx), tbl.Bucket(), outputs)
+		}
+	}()
+	files := map[int][]job.Piece{}
+	var order []int
+	for _, p := range t.Pieces {
+		if _, ok := files[p.File]; !ok {
+			order = append(order, p.File)
+		}
+		files[p.File] = append(files[p.File], p)
+	}
+	slices.Sort(order)
+	var paths lancewrite.PathStats
+	var read, written int64
+	made := make([]*tablepb.DataFile, 0, len(order))
+	rows := make([]uint64, 0, len(order))
+	for _, f := range order {
+		df, res, n, err := joinPieces(ctx, tbl.Bucket(), files[f], &outputs)
+		if err != nil {
+			return nil, fmt.Errorf("join fragment %d file %d: %w", frag.GetId(), f, err)
+		}
+		made = append(made, df)
+		rows = append(rows, res.NumRows)
+		read += n
+		written += res.Size
+		paths.Copied.Pages += res.PagesCopied
+		paths.Copied.Bytes += res.BytesCopied
+		paths.KernelBytes += res.KernelBytes
+	}
+	paths.ColsCopied = len(order)
+	if t.Repack != nil {
+		if len(made) != len(t.Repack.Files) {
+			return nil, fmt.Errorf("%w: join of fragment %d made %d files, the repack plans %d", job.ErrInvalidTask, frag.GetId(), len(made), len(t.Repack.Files))
+		}
+		for i, n := range rows {
+			if n != frag.GetPhysicalRows() {
+				return nil, fmt.Errorf("%w: joined file %s has %d rows, fragment %d has %d", job.ErrInvariant, made[i].GetPath(), n, frag.GetId(), frag.GetPhysicalRows())
+			}
+		}
+		return &job.RepackOutput{Repack: t.Repack, Join: t, Result: &job.RepackResult{Base: frag, Files: repackedFiles(frag, t.Repack, made)},
+			Outputs: outputs, Copied: len(made), BytesRead: read, BytesWritten: written, Paths: paths}, nil
+	}
+	out := &job.RewriteOutput{Rewrite: t.Rewrite, Join: t, Group: &job.RewriteGroup{Old: []*tablepb.DataFragment{frag}}, Outputs: outputs,
+		RowsRead: format.LiveRows(frag), BytesRead: read, BytesWritten: written, Copied: len(made), Paths: paths}
+	var lin *format.Lineage
+	if format.StableRowIDs(m) {
+		deleted, err := tbl.ReadDeletions(ctx, frag)
+		if err != nil {
+			return nil, fmt.Errorf("read fragment %d: %w", frag.GetId(), err)
+		}
+		meta, err := format.DecodeRowMeta(frag)
+		if err != nil {
+			return nil, err
+		}
+		lin = &format.Lineage{}
+		lin.Keep(meta, deleted)
+	}
+	for i, df := range made {
+		nf := &tablepb.DataFragment{PhysicalRows: rows[i], Files: []*tablepb.DataFile{df}}
+		if lin != nil {
+			if err := lin.Assign(nf, rows[i]); err != nil {
+				return nil, err
+			}
+		}
+		out.Group.New = append(out.Group.New, nf)
+		out.RowsWritten += rows[i]
+	}
+	if out.RowsWritten != out.RowsRead {
+		return nil, fmt.Errorf("%w: fragment %d has %d live rows, its slices joined %d", job.ErrInvariant, frag.GetId(), out.RowsRead, out.RowsWritten)
+	}
+	if lin != nil && lin.Left() != 0 {
+		return nil, fmt.Errorf("%w: %d row ids left after the join", job.ErrInvariant, lin.Left())
+	}
+	return out, nil
+}
+
+// joinPieces concatenates pieces (in order) into one new data file; n is
+// the bytes of pieces read.
+func joinPieces(ctx context.Context, b *store.Bucket, pieces []job.Piece, outputs *[]string) (*tablepb.DataFile, lancewrite.Result, int64, error) {
+	var srcs []lancewrite.CopySource
+	defer func() {
+		for _, s := range srcs {
+			_ = s.R.(store.ReaderAt).Close()
+		}
+	}()
+	var n int64
+	for _, p := range pieces {
+		df, err := p.DataFile()
+		if err != nil {
+			return nil, lancewrite.Result{}, 0, err
+		}
+		key := format.DataFileKey(df.GetPath())
+		ra, err := b.OpenReaderAt(ctx, key)
+		if errors.Is(err, store.ErrNotFound) {
+			// The pieces went with an earlier run of this join.
+			return nil, lancewrite.Result{}, 0, fmt.Errorf("piece %s is gone: %w: %w", key, job.ErrStale, err)
+		}
+		if err != nil {
+			return nil, lancewrite.Result{}, 0, fmt.Errorf("open %s: %w", key, err)
+		}
+		srcs = append(srcs, lancewrite.CopySource{R: ra, Size: ra.Size(), Name: key, File: df})
+		n += ra.Size()
+	}
+	name := newDataFileName()
+	res, err := writeOutput(ctx, b, format.DataFileKey(name), outputs, func(w io.Writer) (lancewrite.Result, error) {
+		return lancewrite.ConcatRows(ctx, w, srcs...)
+	})
+	if err != nil {
+		return nil, res, 0, err
+	}
+	failpoint.Hit("join.file")
+	return dataFile(name, res), res, n, nil
+}
+
+// prepareSlices takes the executed slices out of ps before a commit. A
+// task whose slices are all there gets its join: run here, its job added
+// to what is committed, or, with Runner.QueueJoins, handed back as a
+// queued task the slices wait for. Slices whose join is in ps have done
+// their part: their pieces are deleted (the join copied them). Slices
+// whose siblings are missing wait for them once (QueueJoins; the daemon
+// queues every slice of a task together); kept back a second time, or in a
+// run without a queue, they are given up and their pieces deleted (the
+// table is planned again).
+func (r *Runner) prepareSlices(ctx context.Context, ps []Pending) ([]Pending, *CommitReport, error) {
+	type sliced struct {
+		parent job.Task
+		slices []Pending
+	}
+	groups := map[string]*sliced{}
+	var order []string
+	joined := map[string]bool{}
+	var rest []Pending
+	for _, p := range ps {
+		o, ok := p.Job.(*job.SliceOutput)
+		if !ok {
+			if jt := p.Job.Task().Join; jt != nil {
+				joined[jt.Parent().Key()] = true
+			}
+			rest = append(rest, p)
+			continue
+		}
+		pk := o.Slice.Parent().Key()
+		if groups[pk] == nil {
+			groups[pk] = &sliced{parent: o.Slice.Parent()}
+			order = append(order, pk)
+		}
+		groups[pk].slices = append(groups[pk].slices, p)
+	}
+	if len(order) == 0 {
+		return ps, nil, nil
+	}
+	rep := &CommitReport{Op: "slice"}
+	giveUp := func(g *sliced, why string) {
+		for _, p := range g.slices {
+			rep.Dropped = append(rep.Dropped, Dropped{Key: p.Job.Task().Key(), Verdict: job.Retryable, Reason: why})
+		}
+		r.log().Warn("slices given up", "table", r.name(), "task_id", g.parent.Key(), "slices", len(g.slices), "err", why)
+		r.Discard(ctx, g.slices)
+	}
+	for _, pk := range order {
+		g := groups[pk]
+		rep.ReadVersion = g.parent.ReadVersion()
+		if joined[pk] {
+			r.Discard(ctx, g.slices)
+			continue
+		}
+		byIndex := map[int]Pending{}
+		var dups []Pending
+		for _, p := range g.slices {
+			i := p.Job.(*job.SliceOutput).Slice.Index
+			if _, dup := byIndex[i]; dup {
+				dups = append(dups, p)
+				continue
+			}
+			byIndex[i] = p
+		}
+		r.Discard(ctx, dups)
+		g.slices = slices.DeleteFunc(g.slices, func(p Pending) bool { return slices.Contains(dups, p) })
+		var missing []string
+		kept := false
+		for i, st := range g.parent.Slices() {
+			if _, ok := byIndex[i]; !ok {
+				missing = append(missing, st.Key())
+			}
+		}
+		for _, p := range g.slices {
+			kept = kept || p.Job.(*job.SliceOutput).Kept > 0
+		}
+		if len(missing) > 0 {
+			if !r.QueueJoins || kept {
+				giveUp(g, fmt.Sprintf("slices %v of %s have no result", missing, pk))
+				continue
+			}
+			for _, p := range g.slices {
+				p.Job.(*job.SliceOutput).Kept++
+				rep.Waiting = append(rep.Waiting, Waiting{Pending: p, After: missing})
+			}
+			continue
+		}
+		outs := make([]*job.SliceOutput, 0, len(g.slices))
+		for _, p := range g.slices {
+			outs = append(outs, p.Job.(*job.SliceOutput))
+		}
+		jt, err := job.NewJoin(g.parent, outs)
+		if err != nil {
+			giveUp(g, err.Error())
+			continue
+		}
+		if r.QueueJoins {
+			rep.Queued = append(rep.Queued, jt)
+			for _, p := range g.slices {
+				rep.Waiting = append(rep.Waiting, Waiting{Pending: p, After: []string{jt.Key()}})
+			}
+			continue
+		}
+		m, err := r.LoadReadVersion(ctx, jt)
+		if err != nil {
+			giveUp(g, err.Error())
+			if errors.Is(err, job.ErrStale) {
+				continue
+			}
+			return rest, rep, err
+		}
+		jp, err := r.Execute(ctx, m.PB, jt)
+		r.Discard(ctx, g.slices)
+		if err != nil {
+			if errors.Is(err, job.ErrInvariant) {
+				return rest, rep, err
+			}
+			for _, p := range g.slices {
+				rep.Dropped = append(rep.Dropped, Dropped{Key: p.Job.Task().Key(), Verdict: job.Retryable, Reason: "join: " + err.Error()})
+			}
+			r.log().Warn("join failed", "table", r.name(), "task_id", jt.Key(), "err", err)
+			continue
+		}
+		rest = append(rest, jp)
+		rep.Joined = append(rep.Joined, jp)
+	}
+	return rest, rep, nil
+}

@@ -1,0 +1,111 @@
+package engine_test
+
+import (
+	"context"
+	"maps"
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
+	"github.com/lanced-dev/lanced/internal/policy"
+	"github.com/lanced-dev/lanced/testenv/oracle"
+)
+
+// sliceRows is the row count of the sliced fragment (LANCED_SLICE_ROWS
+// overrides it; real Lance writes at most 1 Mi rows per fragment).
+func sliceRows(t *testing.T, def int) int {
+	if v := os.Getenv("LANCED_SLICE_ROWS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("LANCED_SLICE_ROWS=%q", v)
+		}
+		return n
+	}
+	return def
+}
+
+// TestSliceOracle: one fragment real Lance wrote (vectors, every 7th row
+// deleted) and then backfilled with add_columns (a second data file) is
+// repacked, then rewritten, each in three row slices run as separate tasks
+// and joined by page copy, through lanced compact's own path (the slices
+// and the join run in one process, then one commit each). Real Lance reads
+// the same rows after each, and keeps writing the table. The rewrite's
+// slices copy the pages inside their ranges (the fragment has one file by
+// then); the joins copy every page of every piece, and re-encode none.
+func TestSliceOracle(t *testing.T) {
+	oracle.Require(t)
+	rows := sliceRows(t, 300_000)
+	scenario := oracle.Sized{Fragments: 1, RowsPerFragment: rows, VectorDim: 16, DeleteEvery: 7}.Scenario()
+	path := oracle.Build(t, scenario, t.TempDir())
+	oracle.RunOps(t, path, []oracle.Op{{"op": "add_columns", "columns": []map[string]string{{"name": "doubled", "value_sql": "id * 2"}}}})
+	want := oracle.Digest(oracle.Scan(t, path, 0, nil))
+	before := oracle.Inspect(t, path, 0)
+	if before.Fragments != 1 || before.DataFiles != 2 {
+		t.Fatalf("want one fragment of two data files, have %+v", before)
+	}
+	ctx := context.Background()
+
+	sliced := func(scope string, tune func(*policy.Effective)) *engine.Summary {
+		t.Helper()
+		tbl, m := tabletest.Open(t, "file://"+path)
+		fb := m.PB.GetFragments()[0]
+		var bytes uint64
+		for _, df := range fb.GetFiles() {
+			bytes += df.GetFileSizeBytes()
+		}
+		p := planFor(t, path, m, func(e *policy.Effective) {
+			e.Scope.Value = scope
+			e.Compaction.SliceBytes.Value = bytes/3 + 1
+			if tune != nil {
+				tune(e)
+			}
+		})
+		tasks := p.Tasks()
+		if len(tasks) != 3 || tasks[0].Slice == nil {
+			t.Fatalf("%s: want 3 slice tasks, plan has %d: %+v", scope, len(tasks), p.Decisions)
+		}
+		sum, err := engine.Compact(ctx, tbl, m, tasks, engine.CompactOptions{})
+		if err != nil {
+			t.Fatalf("%s: compact: %v (%+v)", scope, err, sum)
+		}
+		if len(sum.VersionsCommitted) != 1 || sum.TasksCommitted != 1 {
+			t.Fatalf("%s: want one commit of the join, got %+v", scope, sum)
+		}
+		// The join copied every page of the pieces and decoded nothing.
+		if sum.Pages.Copied.Pages == 0 || sum.Pages.Copied.Bytes == 0 || sum.FilesReencoded != 0 {
+			t.Fatalf("%s: join did not page-copy the pieces: %+v", scope, sum)
+		}
+		if got := oracle.Digest(oracle.Scan(t, path, 0, nil)); !maps.Equal(got, want) {
+			t.Fatalf("%s: real Lance reads different rows:\nbefore %v\nafter  %v", scope, want, got)
+		}
+		return sum
+	}
+
+	rp := sliced(policy.ScopeRepack, func(e *policy.Effective) { e.Repack.MaxDataFilesPerFragment.Value = 1 })
+	afterRepack := oracle.Inspect(t, path, 0)
+	if afterRepack.Fragments != 1 || afterRepack.DataFiles != 1 || afterRepack.DeletedRows != before.DeletedRows {
+		t.Fatalf("repack: %+v, before %+v", afterRepack, before)
+	}
+	target := uint64(rows) * 2 / 5 // the rewrite writes 3 fragments
+	rw := sliced(policy.ScopeRewrite, func(e *policy.Effective) { e.Compaction.TargetRowsPerFragment.Value = target })
+	after := oracle.Inspect(t, path, 0)
+	if after.Fragments != 3 || after.DeletedRows != 0 || after.Rows != before.Rows {
+		t.Fatalf("rewrite: %+v, before %+v", after, before)
+	}
+	if rw.FragmentsAdded != 3 || rw.FragmentsRemoved != 1 {
+		t.Fatalf("rewrite summary: %+v", rw)
+	}
+	ops := []oracle.Op{
+		{"op": "add", "rows": 50, "seed": 7},
+		{"op": "delete", "where": "id % 11 = 3"},
+		{"op": "optimize"},
+		{"op": "count_rows"},
+	}
+	if res := oracle.RunOps(t, path, ops); len(res) != len(ops) {
+		t.Fatalf("ops: %d results", len(res))
+	}
+	t.Logf("%d rows; repack joined %d pages (%d bytes); rewrite joined %d pages (%d bytes)",
+		before.Rows, rp.Pages.Copied.Pages, rp.Pages.Copied.Bytes, rw.Pages.Copied.Pages, rw.Pages.Copied.Bytes)
+}
