@@ -55,7 +55,7 @@ func catchUpVector(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in 
 	}
 	// The model segment is open already; the others are opened for their
 	// partition lengths (and, on a merge, their rows).
-	stores, closeSegs, err := openVectorStorages(ctx, b, in.segs[1:])
+	segIndexes, stores, closeSegs, err := openVectorStorages(ctx, b, in.segs[1:])
 	if err != nil {
 		return nil, err
 	}
@@ -64,6 +64,19 @@ func catchUpVector(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in 
 	merge, why, err := delta.Layout(vectorPartitionRows(vm.Partitions(), stores))
 	if err != nil {
 		return nil, fmt.Errorf("catch-up of %q: %w", t.Index, err)
+	}
+	if t.Merge && !merge {
+		// The policy's max_segments: every segment and the new rows in
+		// one, as lance's optimize_indices does with num_indices_to_merge
+		// at least the segment count.
+		merge, why = true, fmt.Sprintf("max_segments: %d segment(s) merged into one", len(in.segs))
+	}
+	if merge {
+		for i, x := range segIndexes {
+			if err := vm.Shares(x, stores[i+1]); err != nil {
+				return nil, fmt.Errorf("catch-up of %q: segment %d of %d: %w: %w", t.Index, i+2, len(in.segs), err, job.ErrUnsupported)
+			}
+		}
 	}
 	var bases []*vector.StorageFile
 	var merged []*tablepb.IndexMetadata
@@ -98,9 +111,11 @@ func catchUpVector(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in 
 	return out, nil
 }
 
-// openVectorStorages opens every segment's auxiliary.idx (the rows each
-// holds per partition decide delta or merge; a merge reads them).
-func openVectorStorages(ctx context.Context, b *store.Bucket, segs []*tablepb.IndexMetadata) ([]*vector.StorageFile, func(), error) {
+// openVectorStorages opens every segment's index.idx and auxiliary.idx
+// (the rows each holds per partition decide delta or merge; a merge reads
+// them, once it checked they share the model).
+func openVectorStorages(ctx context.Context, b *store.Bucket, segs []*tablepb.IndexMetadata) ([]*vector.IndexFile, []*vector.StorageFile, func(), error) {
+	var xs []*vector.IndexFile
 	var stores []*vector.StorageFile
 	var closers []func()
 	closeAll := func() {
@@ -109,15 +124,16 @@ func openVectorStorages(ctx context.Context, b *store.Bucket, segs []*tablepb.In
 		}
 	}
 	for _, sg := range segs {
-		_, ss, closeSeg, err := openVectorSegment(ctx, b, sg)
+		x, ss, closeSeg, err := openVectorSegment(ctx, b, sg)
 		if err != nil {
 			closeAll()
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		closers = append(closers, closeSeg)
+		xs = append(xs, x)
 		stores = append(stores, ss)
 	}
-	return stores, closeAll, nil
+	return xs, stores, closeAll, nil
 }
 
 // vectorPartitionRows is the rows the segments hold per partition of the

@@ -31,6 +31,10 @@ type CatchUpTask struct {
 	Fragments []uint64 `json:"fragments"`
 	// Rows is the number of live rows the task reads (informational).
 	Rows uint64 `json:"rows,omitempty"`
+	// Merge asks for one segment that merges every segment of the index
+	// and the new rows (the policy's max_segments would be passed by a
+	// delta); Fragments may then be empty.
+	Merge bool `json:"merge,omitempty"`
 }
 
 // catchUpKeyKind is the kind part of a catch-up task's key: two indices
@@ -358,8 +362,8 @@ func validateCatchUp(c *CatchUpTask) error {
 	if c.Index == "" {
 		return fmt.Errorf("%w: catch-up of %s names no index", ErrInvalidTask, c.Table)
 	}
-	if len(c.Fragments) == 0 {
-		return fmt.Errorf("%w: catch-up of %s index %q names no fragments", ErrInvalidTask, c.Table, c.Index)
+	if len(c.Fragments) == 0 && !c.Merge {
+		return fmt.Errorf("%w: catch-up of %s index %q names no fragments and merges no segments", ErrInvalidTask, c.Table, c.Index)
 	}
 	if !slices.IsSorted(c.Fragments) || len(slices.Compact(slices.Clone(c.Fragments))) != len(c.Fragments) {
 		return fmt.Errorf("%w: catch-up of %s index %q: fragments not ascending and distinct", ErrInvalidTask, c.Table, c.Index)

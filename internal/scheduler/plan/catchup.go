@@ -59,6 +59,9 @@ type CatchUp struct {
 	index.Backlog
 	Action string `json:"action"`
 	Reason string `json:"reason"`
+	// Merge: the catch-up merges every segment of the index into one (a
+	// delta would pass max_segments).
+	Merge bool `json:"merge,omitempty"`
 }
 
 // catchUpDecisions fills in the catch-up decision of every index.
@@ -119,6 +122,9 @@ func decideCatchUp(cu *CatchUp, kind index.Kind, segments int, p policy.Index) {
 	// segment only when a partition is to be split or joined, which the
 	// plan cannot see) and replaces a scalar index by one segment:
 	// https://github.com/lancedb/lance/blob/main/rust/lance/src/index/append.rs
+	// Past max_segments lanced merges every segment of a vector index and
+	// the new rows into one, as optimize_indices does when asked to merge
+	// at least as many segments as there are (num_indices_to_merge).
 	after := segments
 	if trigger != "" && kind.IsVector() {
 		after++
@@ -151,15 +157,18 @@ func decideCatchUp(cu *CatchUp, kind index.Kind, segments int, p policy.Index) {
 		// Lance keeps one segment per scalar index; lanced merges into it.
 		blocked = append(blocked, fmt.Sprintf("%s index of %d segments: lanced catches up a scalar index of one segment", kind, segments))
 	}
-	if merge != "" {
-		blocked = append(blocked, "lanced cannot merge index segments yet")
-	}
 	if len(blocked) > 0 {
 		cu.Action = CatchUpDue
 		cu.Reason = why + "; " + strings.Join(blocked, "; ") + ": run Lance's optimize() (or createIndex with replace to retrain)"
 		return
 	}
 	cu.Action, cu.Reason = CatchUpPlanned, why+"; rows added with the index's trained model"
+	if merge != "" {
+		// Only vector indices get here past max_segments (a scalar catch-up
+		// leaves one segment).
+		cu.Merge = true
+		cu.Reason += "; every segment merged into one"
+	}
 	if p.Retrain.Value {
 		cu.Reason += " (retrain = true, but lanced does not detect drift or retrain yet)"
 	}
@@ -254,9 +263,20 @@ func planCatchUps(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []s
 			ids = append(ids, id)
 			rows += ph - del
 		}
-		if len(ids) > 0 {
-			p.CatchUps = append(p.CatchUps, job.CatchUpTask{Table: in.Table, ReadVersion: in.Manifest.GetVersion(), Index: d.Name, Fragments: ids, Rows: rows})
-			cu.Reason += fmt.Sprintf(" (%d row(s) of %d fragment(s) in this plan's task)", rows, len(ids))
+		// A backlog past one task is caught up by delta tasks, one per
+		// plan; the task that takes its last fragments merges.
+		merge := cu.Merge && full == 0
+		switch {
+		case len(ids) > 0 || merge:
+			p.CatchUps = append(p.CatchUps, job.CatchUpTask{Table: in.Table, ReadVersion: in.Manifest.GetVersion(), Index: d.Name, Fragments: ids, Rows: rows, Merge: merge})
+			cu.Reason += fmt.Sprintf(" (%d row(s) of %d fragment(s) in this plan's task", rows, len(ids))
+			if merge {
+				cu.Reason += fmt.Sprintf(", which merges the index's %d segment(s)", d.Segments)
+			}
+			cu.Reason += ")"
+		}
+		if cu.Merge && !merge {
+			cu.Reason += "; the segments are merged by the task that takes the backlog's last fragments"
 		}
 		if full > 0 {
 			left = append(left, fmt.Sprintf("%d fragment(s) past the task bound of %d rows", full, CatchUpMaxRows))

@@ -81,17 +81,78 @@ func TestCatchUpBounds(t *testing.T) {
 
 // Segment merge: a vector index gets one more delta segment per catch-up
 // (Lance's default, unless a partition is to be split or joined), a scalar
-// index is replaced by one segment.
+// index is replaced by one segment. Past max_segments the vector catch-up
+// merges every segment into one.
 func TestCatchUpMaxSegments(t *testing.T) {
 	m, idx := catchUpTable(t)
 	p := Compute(Input{Table: "t", Manifest: m, Indices: idx, Policy: pol(func(e *policy.Effective) {
 		set(&e.Index.MaxSegments, uint64(2))
 	})})
-	if cu := indexDecision(t, p, "vec_idx").CatchUp; cu.Action != CatchUpDue || !strings.Contains(cu.Reason, "3 segment(s) > max_segments 2") || !strings.Contains(cu.Reason, "cannot merge") {
+	if cu := indexDecision(t, p, "vec_idx").CatchUp; cu.Action != CatchUpPlanned || !cu.Merge || !strings.Contains(cu.Reason, "3 segment(s) > max_segments 2") || !strings.Contains(cu.Reason, "every segment merged into one") {
 		t.Fatalf("vec_idx: %+v", cu)
 	}
-	if cu := indexDecision(t, p, "id_idx").CatchUp; strings.Contains(cu.Reason, "max_segments") {
+	if cu := indexDecision(t, p, "id_idx").CatchUp; strings.Contains(cu.Reason, "max_segments") || cu.Merge {
 		t.Fatalf("id_idx: %+v", cu)
+	}
+	// Within max_segments: a delta.
+	p = Compute(Input{Table: "t", Manifest: m, Indices: idx, Policy: pol(func(e *policy.Effective) {
+		set(&e.Index.MaxSegments, uint64(3))
+	})})
+	if cu := indexDecision(t, p, "vec_idx").CatchUp; cu.Action != CatchUpPlanned || cu.Merge || strings.Contains(cu.Reason, "max_segments") {
+		t.Fatalf("vec_idx within max_segments: %+v", cu)
+	}
+}
+
+// Past max_segments with nothing unindexed beyond the policy's bounds: one
+// task merges the segments (it takes the unindexed fragments the plan does
+// not rewrite along); with every row indexed, a merge-only task.
+func TestCatchUpMergeTask(t *testing.T) {
+	m := manifest(3, ab, small(0, 100), small(1, 100), small(2, 100))
+	idx := []*tablepb.IndexMetadata{vectorIndex(t, "vec_idx", 0), vectorIndex(t, "vec_idx", 1), vectorIndex(t, "vec_idx", 2)}
+	scope := func(e *policy.Effective) {
+		set(&e.Scope, policy.ScopeIndex)
+		set(&e.Index.MaxSegments, uint64(2))
+	}
+	p := Compute(Input{Table: "t", Manifest: m, Indices: idx, Policy: pol(scope)})
+	want := []job.CatchUpTask{{Table: "t", ReadVersion: 3, Index: "vec_idx", Merge: true}}
+	if !reflect.DeepEqual(p.CatchUps, want) {
+		t.Fatalf("tasks %+v, want %+v", p.CatchUps, want)
+	}
+	if cu := indexDecision(t, p, "vec_idx").CatchUp; cu.Action != CatchUpPlanned || !strings.Contains(cu.Reason, "3 segment(s) > max_segments 2") || !strings.Contains(cu.Reason, "merges the index's 3 segment(s)") {
+		t.Fatalf("vec_idx: %+v", cu)
+	}
+	if err := (job.Task{CatchUp: &p.CatchUps[0]}).Validate(); err != nil {
+		t.Fatalf("merge-only task: %v", err)
+	}
+	// The segment count fits: nothing to do.
+	p = Compute(Input{Table: "t", Manifest: m, Indices: []*tablepb.IndexMetadata{idx[0], vectorIndex(t, "vec_idx", 1, 2)}, Policy: pol(scope)})
+	if len(p.CatchUps) != 0 {
+		t.Fatalf("tasks %+v for 2 segments", p.CatchUps)
+	}
+}
+
+// A backlog past one task's bound is caught up by delta tasks; only the
+// task that takes its last fragments merges.
+func TestCatchUpBacklogMergesLast(t *testing.T) {
+	big := func(id uint64) *tablepb.DataFragment { return small(id, CatchUpMaxRows/2+1) }
+	m := manifest(5, ab, small(0, 100), big(1), big(2), big(3))
+	idx := []*tablepb.IndexMetadata{vectorIndex(t, "vec_idx", 0)}
+	policyOf := pol(func(e *policy.Effective) {
+		set(&e.Scope, policy.ScopeIndex)
+		set(&e.Index.MaxSegments, uint64(1))
+	})
+	p := Compute(Input{Table: "t", Manifest: m, Indices: idx, Policy: policyOf})
+	if len(p.CatchUps) != 1 || p.CatchUps[0].Merge || !slices.Equal(p.CatchUps[0].Fragments, []uint64{1}) {
+		t.Fatalf("first task %+v", p.CatchUps)
+	}
+	if cu := indexDecision(t, p, "vec_idx").CatchUp; !strings.Contains(cu.Reason, "merged by the task that takes the backlog's last fragments") {
+		t.Fatalf("vec_idx: %+v", cu)
+	}
+	// Two delta segments later, the last fragment's task merges them.
+	idx = append(idx, vectorIndex(t, "vec_idx", 1), vectorIndex(t, "vec_idx", 2))
+	p = Compute(Input{Table: "t", Manifest: m, Indices: idx, Policy: policyOf})
+	if len(p.CatchUps) != 1 || !p.CatchUps[0].Merge || !slices.Equal(p.CatchUps[0].Fragments, []uint64{3}) {
+		t.Fatalf("last task %+v", p.CatchUps)
 	}
 }
 

@@ -1,6 +1,7 @@
 package vector
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"maps"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -167,6 +169,43 @@ func NewModel(x *IndexFile, s *StorageFile) (*Model, error) {
 		return nil, errorf(x.File, ErrUnsupported, "catch-up of HNSW over FLAT storage")
 	}
 	return m, nil
+}
+
+// Shares checks that another segment of the index (its index.idx x and
+// auxiliary.idx s) holds codes of this model: the same distance, index
+// type, centroids and quantizer (PQ codebook, SQ bounds), so its stored
+// rows can be merged with rows this model encodes. Segments lance's
+// optimize() adds as deltas share their model; an error names what
+// differs.
+func (m *Model) Shares(x *IndexFile, s *StorageFile) error {
+	switch {
+	case x.Distance != m.x.Distance || x.Type != m.x.Type || x.SubIndex != m.x.SubIndex:
+		return errorf(x.File, ErrUnsupported, "segment is %s/%s (%s), the model %s/%s (%s)", x.Type, x.SubIndex, x.Distance, m.x.Type, m.x.SubIndex, m.x.Distance)
+	case s.Quantization != m.s.Quantization || s.codeWidth() != m.s.codeWidth() || s.NumPartitions() != m.parts:
+		return errorf(s.File, ErrUnsupported, "segment stores %s codes of %d bytes in %d partitions, the model %s of %d in %d", s.Quantization, s.codeWidth(), s.NumPartitions(), m.s.Quantization, m.s.codeWidth(), m.parts)
+	}
+	if t := x.IVF.GetCentroidsTensor(); t == nil || !bytes.Equal(t.GetData(), m.x.IVF.GetCentroidsTensor().GetData()) {
+		return errorf(x.File, ErrUnsupported, "segment has other IVF centroids than the model (trained apart): merging needs a retrain")
+	}
+	switch s.Quantization {
+	case QuantPQ:
+		book, err := s.pqCodebook()
+		if err != nil {
+			return err
+		}
+		if !slices.Equal(book, m.book) || s.PQBits != m.s.PQBits || s.PQSubVectors != m.s.PQSubVectors {
+			return errorf(s.File, ErrUnsupported, "segment has another PQ codebook than the model: merging needs a retrain")
+		}
+	case QuantSQ:
+		start, end, err := s.sqBounds()
+		if err != nil {
+			return err
+		}
+		if start != m.sqStart || end != m.sqEnd {
+			return errorf(s.File, ErrUnsupported, "segment has SQ bounds [%g, %g], the model [%g, %g]: merging needs a retrain", start, end, m.sqStart, m.sqEnd)
+		}
+	}
+	return nil
 }
 
 // Dim is the vector dimension the model expects.
