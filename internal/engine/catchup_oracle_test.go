@@ -54,11 +54,16 @@ var catchUpCases = []catchUpCase{
 // than the copy's; the query plan no longer scans unindexed fragments; real
 // Lance keeps appending, optimizing and re-creating the index afterwards.
 func TestCatchUpOracle(t *testing.T) {
+	runCatchUpCases(t, catchUpCases, testCatchUpOracle)
+}
+
+// runCatchUpCases runs fn for every case as a parallel subtest.
+func runCatchUpCases(t *testing.T, cases []catchUpCase, fn func(*testing.T, catchUpCase)) {
 	oracle.Require(t)
-	for _, c := range catchUpCases {
+	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			testCatchUpOracle(t, c)
+			fn(t, c)
 		})
 	}
 }
@@ -165,10 +170,18 @@ func testCatchUpOracle(t *testing.T, c catchUpCase) {
 	}
 
 	// Real Lance keeps going: appends, optimizes, re-creates the index.
+	lanceKeepsGoing(t, path, c, queries[0], ours.Rows)
+}
+
+// lanceKeepsGoing has real Lance append 120 rows to a table of rows live
+// rows, optimize, search the vector index with q, re-create the index,
+// and requires 10 hits and every row indexed.
+func lanceKeepsGoing(t *testing.T, path string, c catchUpCase, q []float64, rows int64) {
+	t.Helper()
 	res := oracle.RunOps(t, path, []oracle.Op{
 		{"op": "add", "rows": 120, "seed": 21},
 		{"op": "optimize"},
-		{"op": "vector_search", "column": "vec", "vector": queries[0], "k": 10, "columns": []string{"id"}, "distance_type": c.options["distanceType"]},
+		{"op": "vector_search", "column": "vec", "vector": q, "k": 10, "columns": []string{"id"}, "distance_type": c.options["distanceType"]},
 		{"op": "create_index", "column": "vec", "type": c.typ, "options": c.options, "replace": true},
 		{"op": "count_rows"},
 	})
@@ -177,7 +190,7 @@ func testCatchUpOracle(t *testing.T, c catchUpCase) {
 		t.Fatalf("search after Lance's optimize: %v %s", err, res[2])
 	}
 	after := oracle.Inspect(t, path, 0)
-	if ix := indexByName(t, after, "vec_idx"); ix.UnindexedRows != 0 || after.Rows != ours.Rows+120 {
+	if ix := indexByName(t, after, "vec_idx"); ix.UnindexedRows != 0 || after.Rows != rows+120 {
 		t.Fatalf("after real Lance: %+v, rows %d", ix, after.Rows)
 	}
 }
