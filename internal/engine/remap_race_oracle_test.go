@@ -15,6 +15,7 @@ import (
 	"github.com/lanced-dev/lanced/internal/engine/failpoint"
 	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
+	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/testenv/oracle"
@@ -42,14 +43,18 @@ func TestRemapRaceAtCommitOracle(t *testing.T) {
 		op      oracle.Op
 		commit  bool
 		indices []string
+		queued  bool // the daemon's way: remaps run as tasks of their own, the rewrite waits
 	}{
-		{"delete of rewritten rows", oracle.Op{"op": "delete", "where": "id < 2000 AND id % 7 = 3"}, false, both},
-		{"update of rewritten rows", oracle.Op{"op": "update", "where": "id < 2000 AND id % 9 = 4", "values_sql": map[string]string{"id": "id"}}, false, both},
-		{"delete of other indexed rows", oracle.Op{"op": "delete", "where": "id >= 2000 AND id % 7 = 3"}, true, both},
-		{"dropIndex of a remapped index", oracle.Op{"op": "drop_index", "name": "vec_idx"}, true, []string{"id_idx"}},
+		{"delete of rewritten rows", oracle.Op{"op": "delete", "where": "id < 2000 AND id % 7 = 3"}, false, both, false},
+		{"update of rewritten rows", oracle.Op{"op": "update", "where": "id < 2000 AND id % 9 = 4", "values_sql": map[string]string{"id": "id"}}, false, both, false},
+		{"delete of other indexed rows", oracle.Op{"op": "delete", "where": "id >= 2000 AND id % 7 = 3"}, true, both, false},
+		{"dropIndex of a remapped index", oracle.Op{"op": "drop_index", "name": "vec_idx"}, true, []string{"id_idx"}, false},
 		{"createIndex replace", oracle.Op{"op": "create_index", "column": "vec", "type": "ivf_pq", "name": "vec_idx", "replace": true,
-			"options": map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}}, false, both},
-		{"optimize", oracle.Op{"op": "optimize"}, false, both},
+			"options": map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}}, false, both, false},
+		{"optimize", oracle.Op{"op": "optimize"}, false, both, false},
+		{"queued: delete of rewritten rows", oracle.Op{"op": "delete", "where": "id < 2000 AND id % 7 = 3"}, false, both, true},
+		{"queued: delete of other indexed rows", oracle.Op{"op": "delete", "where": "id >= 2000 AND id % 7 = 3"}, true, both, true},
+		{"queued: dropIndex of a remapped index", oracle.Op{"op": "drop_index", "name": "vec_idx"}, true, []string{"id_idx"}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -78,6 +83,13 @@ func TestRemapRaceAtCommitOracle(t *testing.T) {
 					landed = lm.Version()
 				})
 			})
+			if c.queued {
+				ps = runQueuedRemaps(t, r, m, ps)
+				ctx = context.Background()
+				oracle.RunOps(t, path, []oracle.Op{c.op})
+				_, lm := tabletest.Open(t, "file://"+path)
+				landed = lm.Version()
+			}
 			reps, err := r.Commit(ctx, ps)
 			if err != nil {
 				t.Fatalf("commit: %v", err)
@@ -240,4 +252,34 @@ func indexDirs(t *testing.T, path string) []string {
 		out = append(out, e.Name())
 	}
 	return out
+}
+
+// runQueuedRemaps commits ps as the daemon's workers do (Runner.QueueRemaps):
+// the first commit reserves the new fragment ids and hands back the remap
+// tasks, with the rewrites waiting for them; the remaps are executed here,
+// as a worker would, and the rewrites and remaps are returned for the
+// commit that joins them.
+func runQueuedRemaps(t *testing.T, r *engine.Runner, m *format.Manifest, ps []engine.Pending) []engine.Pending {
+	t.Helper()
+	r.QueueRemaps = true
+	defer func() { r.QueueRemaps = false }()
+	reps, err := r.Commit(context.Background(), ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []engine.Pending
+	var tasks []job.Task
+	for _, rep := range reps {
+		if rep.Version != 0 || len(rep.Dropped) > 0 {
+			t.Fatalf("the first commit committed or dropped: %+v", rep)
+		}
+		tasks = append(tasks, rep.Queued...)
+		for _, w := range rep.Waiting {
+			out = append(out, w.Pending)
+		}
+	}
+	if len(tasks) == 0 || len(out) != len(ps) {
+		t.Fatalf("queued %d remaps, %d of %d rewrites waiting", len(tasks), len(out), len(ps))
+	}
+	return append(out, executeAll(t, r, m, tasks)...)
 }
