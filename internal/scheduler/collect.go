@@ -13,29 +13,40 @@ import (
 // collect reads the table's new results (up to 32 per call) from the
 // results stream, keeps successful ones for the next commit and settles
 // the others. It reads from st.resultsFrom on; results handed back after
-// a failed commit are read again once st.rereadAt has passed. more
-// reports that it stopped at the bound with results left to read;
-// st.caughtUp records whether it read to the end of the table's subject.
-func (n *Node) collect(ctx context.Context, table string, batch []batchMsg) (_ []batchMsg, more bool) {
+// a failed commit are read again once st.rereadAt has passed. With probe
+// it reads until the end of the table's subject (one read more, which
+// finds nothing); without, only as many results as were announced on the
+// subject since the last call (st.notified), so a coordinator woken by a
+// result's announcement reads just that result and one woken by a plan
+// reads nothing. more reports that it stopped at the bound with results
+// left to read; st.caughtUp records whether the last read reached the
+// end of the subject.
+func (n *Node) collect(ctx context.Context, table string, batch []batchMsg, probe bool) (_ []batchMsg, more bool) {
 	n.mu.Lock()
 	st := n.tables[table]
 	from, wait := st.resultsFrom, n.cfg.Now().Before(st.rereadAt)
+	want := st.notified
+	st.notified = 0
+	caughtUp := st.caughtUp
 	n.mu.Unlock()
-	if wait {
+	if wait || !probe && want == 0 {
 		return batch, false
 	}
 	now := n.cfg.Now()
-	caughtUp := false
 	for i := range collectBound + 1 {
 		if i == collectBound {
-			more = true
+			more, caughtUp = true, false
 			break
+		}
+		if !probe && i == want {
+			break // every announced result read
 		}
 		m, err := n.q.nextResult(ctx, table, from)
 		if err != nil {
 			if ctx.Err() == nil {
 				n.log.Warn("read results", "table", table, "err", err)
 			}
+			caughtUp = false
 			break
 		}
 		if m == nil {

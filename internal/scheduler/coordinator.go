@@ -55,6 +55,9 @@ type tableState struct {
 	// its subject and none was handed back since, so the coordinator
 	// knows there is nothing unread without asking the stream again.
 	caughtUp bool
+	// notified counts the results announced on the table's subject since
+	// its coordinator last read them.
+	notified int
 	// wake tells the table's coordinator that something changed: a new
 	// result on its subject, a plan that queued tasks.
 	wake chan struct{}
@@ -119,6 +122,9 @@ func (n *Node) noteResult(id string) {
 	n.mu.Lock()
 	st := n.byID[id]
 	running := st != nil && st.running
+	if running {
+		st.notified++
+	}
 	n.mu.Unlock()
 	if running {
 		wake(st.wake)
@@ -301,7 +307,7 @@ func (n *Node) startLocked(wg *sync.WaitGroup, st *tableState, rs *rangeState) {
 	st.inherited = rs.inherited[st.table]
 	delete(rs.inherited, st.table)
 	st.dirty = true // the first plan
-	st.resultsFrom, st.rereadAt, st.caughtUp = 0, time.Time{}, false
+	st.resultsFrom, st.rereadAt, st.caughtUp, st.notified = 0, time.Time{}, false, 0
 	rs.tables[st.table] = st
 	n.scheduleLocked(st)
 	n.traced(st.table, "leased")

@@ -34,6 +34,10 @@ func (n *Node) runTable(ctx context.Context, st *tableState, ls *lease) {
 	var idleSince time.Time
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	// probe: read the results to the end of the subject (at start, on a
+	// timer, after a full read); woken by an announcement or a plan, read
+	// only the results announced.
+	probe := true
 	for ctx.Err() == nil {
 		if !ls.valid(n.cfg.Now(), n.cfg.LeaseTTL/6) {
 			n.m.leaseLost.Inc()
@@ -41,10 +45,11 @@ func (n *Node) runTable(ctx context.Context, st *tableState, ls *lease) {
 			return
 		}
 		var more bool
-		batch, more = n.collect(ctx, st.table, batch)
+		batch, more = n.collect(ctx, st.table, batch, probe)
 		batch = n.maybeCommit(ctx, st.table, batch)
 		if more {
 			idleSince = time.Time{}
+			probe = true
 			continue // more results to read
 		}
 		wait, done := n.nextWait(st, batch, &idleSince)
@@ -55,7 +60,9 @@ func (n *Node) runTable(ctx context.Context, st *tableState, ls *lease) {
 		select {
 		case <-ctx.Done():
 		case <-st.wake:
+			probe = false
 		case <-timer.C:
+			probe = true
 		}
 		timer.Stop() // since Go 1.23 Stop leaves no stale tick behind
 	}
