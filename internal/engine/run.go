@@ -141,6 +141,7 @@ func (r *Runner) Execute(ctx context.Context, m *tablepb.Manifest, t job.Task) (
 		return Pending{}, r.quarantine(ctx, m, t, err)
 	}
 	tp.finish(TaskSize(m, t))
+	r.logSliced(j, time.Since(t0))
 	if t.Remap != nil {
 		r.log().Info("index remapped", "table", r.name(), "task_id", t.Key(), "kind", string(job.KindRemap),
 			"files", len(j.Written()), "duration", time.Since(t0).String())

@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
 
@@ -261,6 +262,39 @@ func (sw *sliceWriter) addPiece(name string, file int, rows uint64, res lancewri
 	sw.out.BytesWritten += res.Size
 	failpoint.Hit("slice.piece")
 	return nil
+}
+
+// logSliced logs what an executed slice or join did: its pieces and how
+// their pages were made, or the pages the join copied.
+func (r *Runner) logSliced(j job.Job, d time.Duration) {
+	var paths lancewrite.PathStats
+	args := []any{"table", r.name(), "task_id", j.Task().Key(), "kind", string(j.Task().Kind()), "duration", d.String()}
+	switch o := j.(type) {
+	case *job.SliceOutput:
+		paths = o.Paths
+		args = append(args, "pieces", len(o.Pieces), "rows", o.RowsWritten, "bytes_written", o.BytesWritten)
+	case *job.RewriteOutput:
+		if o.Join == nil {
+			return
+		}
+		paths = o.Paths
+		args = append(args, "pieces", len(o.Join.Pieces), "files", len(o.Outputs), "rows", o.RowsWritten, "bytes_read", o.BytesRead, "bytes_written", o.BytesWritten)
+	case *job.RepackOutput:
+		if o.Join == nil {
+			return
+		}
+		paths = o.Paths
+		args = append(args, "pieces", len(o.Join.Pieces), "files", len(o.Outputs), "bytes_read", o.BytesRead, "bytes_written", o.BytesWritten)
+	default:
+		return
+	}
+	args = append(args, "pages_copied", paths.Copied.Pages, "bytes_copied", paths.Copied.Bytes, "pages_filtered", paths.Filtered.Pages,
+		"pages_rechunked", paths.Rechunked.Pages, "pages_reencoded", paths.Reencoded.Pages, "kernel_bytes", paths.KernelBytes)
+	msg := "slice written"
+	if j.Task().Join != nil {
+		msg = "slices joined"
+	}
+	r.log().Info(msg, args...)
 }
 
 // ExecuteJoin concatenates the pieces of a sliced task by page copy into

@@ -1,0 +1,281 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lanced-dev/lanced/internal/engine/cleanup"
+	"github.com/lanced-dev/lanced/internal/engine/journal"
+	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
+	"github.com/lanced-dev/lanced/internal/store"
+	"github.com/lanced-dev/lanced/testenv/oracle"
+)
+
+// TestDaemonSlicesHugeFragmentsAcrossWorkers: three daemon processes share
+// two tables real Lance wrote, each one fragment: "rep" backfilled with
+// add_columns (two data files: a repack), "rw" with every 7th row deleted
+// (a rewrite). slice_bytes makes both tasks run as row slices: a (embedded
+// NATS, one worker) coordinates, b (two workers) dies by kill -9 after the
+// first piece it uploads (failpoint slice.piece), c has one worker. The
+// slices run on the three processes; only b's slices are run again (every
+// other slice starts exactly once); each table's join copies every page of
+// the pieces (the "slices joined" log of the join's result: pages and bytes
+// copied, none re-encoded) and commits once. Real Lance then reads the
+// same rows in both tables; the piece b left behind is in b's journal entry
+// and one cleanup pass removes it. LANCED_SLICE_ROWS sets the rows per
+// fragment (real Lance writes at most 1 Mi rows into one).
+func TestDaemonSlicesHugeFragmentsAcrossWorkers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs three daemon processes")
+	}
+	oracle.Require(t)
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := 200_000
+	if v := os.Getenv("LANCED_SLICE_ROWS"); v != "" {
+		if rows, err = strconv.Atoi(v); err != nil || rows < 1 {
+			t.Fatalf("LANCED_SLICE_ROWS=%q", v)
+		}
+	}
+	root := t.TempDir()
+	tables := filepath.Join(root, "tables")
+	stage := filepath.Join(root, "stage")
+	for _, d := range []string{tables, stage} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	repSrc := oracle.Build(t, oracle.Sized{Fragments: 1, RowsPerFragment: rows, VectorDim: 16}.Scenario(), stage)
+	oracle.RunOps(t, repSrc, []oracle.Op{{"op": "add_columns", "columns": []map[string]string{{"name": "doubled", "value_sql": "id * 2"}}}})
+	rwSrc := oracle.Build(t, oracle.Sized{Fragments: 1, RowsPerFragment: rows, VectorDim: 16, DeleteEvery: 7}.Scenario(), stage)
+	paths := map[string]string{"rep": filepath.Join(tables, "rep.lance"), "rw": filepath.Join(tables, "rw.lance")}
+	want := map[string]map[string]string{}
+	before := map[string][]string{}
+	var sliceBytes uint64
+	for name, src := range map[string]string{"rep": repSrc, "rw": rwSrc} {
+		want[name] = oracle.Digest(oracle.Scan(t, src, 0, nil))
+		_, m := tabletest.Open(t, "file://"+src)
+		var n uint64
+		for _, df := range m.PB.GetFragments()[0].GetFiles() {
+			n += df.GetFileSizeBytes()
+		}
+		if sliceBytes == 0 || n/3+1 < sliceBytes {
+			sliceBytes = n/3 + 1
+		}
+	}
+	pol := filepath.Join(root, "policies")
+	if err := os.MkdirAll(pol, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hcl := fmt.Sprintf("defaults {\n  compaction { slice_bytes = %d }\n  repack { max_data_files_per_fragment = 1 }\n}\n", sliceBytes)
+	if err := os.WriteFile(filepath.Join(pol, "slices.hcl"), []byte(hcl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	natsAddr := freeAddr(t)
+	pwFile := filepath.Join(root, "nats.pass")
+	if err := os.WriteFile(pwFile, []byte("slice-workers-test-password\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	auth := fmt.Sprintf("  user = \"lanced\"\n  password_file = %q\n", pwFile)
+	client := fmt.Sprintf("policies = %q\nnats {\n  url = \"nats://%s\"\n%s}", pol, natsAddr, auth)
+	config := func(name, natsBlock string, workers int) string {
+		p := writeProcConfig(t, root, name, tables, natsBlock, "", freeAddr(t))
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data = []byte(strings.Replace(string(data), "workers   = 2", fmt.Sprintf("workers   = %d", workers), 1))
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	a := startDaemonProc(t, bin, "a", config("a", fmt.Sprintf("policies = %q\nnats {\n  embedded = true\n  listen = %q\n%s}", pol, natsAddr, auth), 1), filepath.Join(root, "a"))
+	waitUntil(t, 60*time.Second, "a running", func() bool { return a.has("lanced running", "", "") })
+	b := startDaemonProcEnv(t, bin, "b", config("b", client, 2), filepath.Join(root, "b"), "LANCED_FAILPOINT=slice.piece:1")
+	c := startDaemonProc(t, bin, "c", config("c", client, 1), filepath.Join(root, "c"))
+	waitUntil(t, 60*time.Second, "b and c running", func() bool { return b.has("lanced running", "", "") && c.has("lanced running", "", "") })
+	// The tables appear once every worker is up, so the slices spread.
+	for name, src := range map[string]string{"rep": repSrc, "rw": rwSrc} {
+		if err := os.Rename(src, paths[name]); err != nil {
+			t.Fatal(err)
+		}
+		before[name] = treeFiles(t, paths[name])
+	}
+
+	select {
+	case <-b.done:
+	case <-time.After(180 * time.Second):
+		t.Fatal("b was not killed at slice.piece")
+	}
+	if ws, ok := b.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("b ended without kill -9: %v", b.cmd.ProcessState)
+	}
+	var victims []string
+	for _, l := range b.snapshot() {
+		if l["msg"] == "task started" && l["kind"] == "slice" {
+			k, _ := l["task_id"].(string)
+			victims = append(victims, k)
+		}
+	}
+	if len(victims) == 0 {
+		t.Fatal("b died outside a slice task")
+	}
+	joined := func(kind string) bool {
+		for _, p := range []*daemonProc{a, c} {
+			for _, l := range p.snapshot() {
+				if l["msg"] == "version committed" && l["kind"] == kind {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	waitUntil(t, 300*time.Second, "both joins committed", func() bool { return joined("rewrite") && joined("update") })
+	time.Sleep(2 * time.Second)
+	for _, p := range []*daemonProc{a, c} {
+		for _, l := range p.snapshot() {
+			if l["level"] == "ERROR" {
+				t.Fatalf("%s: %v", p.name, l)
+			}
+		}
+	}
+
+	// Who ran what: every slice started once on a or c, except that b's
+	// slices were also started (and never finished) on b.
+	started := map[string]int{}
+	ranOn := map[string]map[string]bool{}
+	var joins []map[string]any
+	for _, p := range []*daemonProc{a, c} {
+		for _, l := range p.snapshot() {
+			k, _ := l["task_id"].(string)
+			switch {
+			case l["msg"] == "task started" && l["kind"] == "slice":
+				started[k]++
+				if ranOn[k] == nil {
+					ranOn[k] = map[string]bool{}
+				}
+				ranOn[k][p.name] = true
+			case l["msg"] == "slices joined":
+				joins = append(joins, l)
+			}
+		}
+	}
+	for k, n := range started {
+		if n != 1 {
+			t.Fatalf("slice %s started %d times on a and c", k, n)
+		}
+	}
+	for _, v := range victims {
+		if b.has("task done", "task_id", v) || started[v] != 1 {
+			t.Fatalf("b's slice %s: done on b %v, started on a/c %d times", v, b.has("task done", "task_id", v), started[v])
+		}
+	}
+	workers := map[string]bool{"b": true}
+	for _, on := range ranOn {
+		for w := range on {
+			workers[w] = true
+		}
+	}
+	if len(started) < 6 || len(workers) != 3 {
+		t.Fatalf("%d slices on workers %v; want at least 6 slices over a, b and c", len(started), workers)
+	}
+	if len(joins) != 2 {
+		t.Fatalf("want one join per table, got %d: %v", len(joins), joins)
+	}
+	for _, l := range joins {
+		if l["pages_copied"].(float64) == 0 || l["bytes_copied"].(float64) == 0 || l["pages_reencoded"].(float64) != 0 || l["pieces"].(float64) < 3 {
+			t.Fatalf("join did not page-copy its pieces: %v", l)
+		}
+	}
+	_ = a.cmd.Process.Signal(syscall.SIGTERM)
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	<-a.done
+	<-c.done
+
+	// Real Lance judges.
+	for name, path := range paths {
+		if got := oracle.Digest(oracle.Scan(t, path, 0, nil)); !maps.Equal(got, want[name]) {
+			t.Fatalf("%s: real Lance reads different rows after the daemons", name)
+		}
+	}
+	if r := oracle.Inspect(t, paths["rep"], 0); r.Fragments != 1 || r.DataFiles != 1 {
+		t.Fatalf("rep after the repack: %+v", r)
+	}
+	if r := oracle.Inspect(t, paths["rw"], 0); r.DeletedRows != 0 || r.Fragments != 1 {
+		t.Fatalf("rw after the rewrite: %+v", r)
+	}
+
+	// b's piece: unreferenced, in b's journal entry, gone after cleanup.
+	ctx := context.Background()
+	removed := 0
+	for name, path := range paths {
+		uri := "file://" + path
+		ref := referencedFiles(t, uri)
+		var orphans []string
+		for _, k := range treeFiles(t, path) {
+			if !slices.Contains(before[name], k) && !ref[k] {
+				orphans = append(orphans, k)
+			}
+		}
+		bkt, err := store.Open(ctx, uri)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries, err := journal.ListPending(ctx, bkt, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range orphans {
+			if base := filepath.Base(k); strings.HasSuffix(base, ".lanced.tmp") && strings.HasPrefix(base, ".") {
+				n := strings.TrimSuffix(strings.TrimPrefix(base, "."), ".lanced.tmp")
+				k = filepath.ToSlash(filepath.Join(filepath.Dir(k), n[:max(0, strings.LastIndexByte(n, '.'))]))
+			}
+			if !slices.ContainsFunc(entries, func(e *journal.PendingEntry) bool {
+				return slices.Contains(e.Files, k) && strings.HasPrefix(e.TaskID, "slice/")
+			}) {
+				t.Fatalf("%s: orphan %s is in no slice's journal entry: %+v", name, k, entries)
+			}
+		}
+		opts, err := cleanup.TableCleanupOptions(ctx, bkt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.OlderThan, opts.UnverifiedAfter, opts.StaleTaskAfter = 1000*24*time.Hour, 0, time.Nanosecond
+		cl, err := cleanup.NewCleaner(nil, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := cl.Run(ctx, bkt, opts, false); err != nil {
+			t.Fatal(err)
+		}
+		_ = bkt.Close()
+		for _, k := range orphans {
+			if _, err := os.Stat(filepath.Join(path, k)); err == nil {
+				t.Fatalf("%s: orphan %s survived cleanup", name, k)
+			}
+		}
+		removed += len(orphans)
+		if got := oracle.Digest(oracle.Scan(t, path, 0, nil)); !maps.Equal(got, want[name]) {
+			t.Fatalf("%s: rows changed after cleanup", name)
+		}
+	}
+	if removed == 0 {
+		t.Fatal("the killed worker left no piece behind")
+	}
+	t.Logf("%d rows per fragment, slice_bytes %d: %d slices on a, b, c; b killed in %v; joins %v; %d orphan(s) removed",
+		rows, sliceBytes, len(started), victims, joins, removed)
+}
