@@ -181,3 +181,119 @@ func TestCatchUpRaceOracle(t *testing.T) {
 		})
 	}
 }
+
+// TestCatchUpOverRemapOracle: the catch-ups of an IVF_PQ and a BTree over
+// an appended fragment are executed, then lanced's own remapping
+// compaction of the indexed fragments (not the appended one) commits
+// first. Both catch-ups merged the segment the remap replaced (lance's
+// optimize_indices merges the newest segment by default), so both are
+// retried, their files deleted, nothing committed that holds the old row
+// addresses; the next run catches both indices up. Real Lance then counts
+// every row indexed, searches through vec_idx returning only live rows
+// with recall@10 no worse than real Lance's optimize() on a copy, and answers BTree filters through
+// id_idx with a scan's ids.
+func TestCatchUpOverRemapOracle(t *testing.T) {
+	oracle.Require(t)
+	path := oracle.Build(t, "sized-4x1000-v32-t0-d0", t.TempDir())
+	oracle.RunOps(t, path, []oracle.Op{
+		{"op": "delete", "where": "id % 5 = 0"},
+		{"op": "create_index", "column": "vec", "type": "ivf_pq", "name": "vec_idx", "options": map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}},
+		{"op": "create_index", "column": "id", "type": "btree", "name": "id_idx"},
+		{"op": "add", "rows": 300, "seed": 11},
+	})
+	qs := remapQueries(8)
+	control := filepath.Join(t.TempDir(), "control.lance")
+	oracle.CopyTree(t, path, control)
+	oracle.RunOps(t, control, []oracle.Op{{"op": "optimize"}})
+	recallLance, _ := recallAt10(t, control, qs, remapEngineCase{typ: "ivf_pq"})
+	ctx := context.Background()
+	tbl, m := tabletest.Open(t, "file://"+path)
+	p := planFor(t, path, m, func(e *policy.Effective) { e.Scope.Value = policy.ScopeIndex })
+	if len(p.CatchUps) != 2 {
+		t.Fatalf("plan: %+v", p.CatchUps)
+	}
+	r := &engine.Runner{Table: tbl}
+	var ps []engine.Pending
+	for i := range p.CatchUps {
+		ps = append(ps, executeAll(t, r, m, []job.Task{{CatchUp: &p.CatchUps[i]}})...)
+	}
+	tbl2, m2 := tabletest.Open(t, "file://"+path)
+	p2 := planFor(t, path, m2, nil)
+	if len(p2.Rewrites) != 1 || slices.Contains(p2.Rewrites[0].Fragments, 4) {
+		t.Fatalf("compaction plan: %+v", p2.Decisions)
+	}
+	if _, err := engine.Compact(ctx, tbl2, m2, p2.Tasks(), engine.CompactOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, mid := tabletest.Open(t, "file://"+path)
+	if rw := mid.Txn.GetRewrite(); rw == nil || len(rw.GetRewrittenIndices()) != 2 {
+		t.Fatalf("lanced's compaction did not remap both indices: %v", mid.Txn)
+	}
+	reps, err := r.Commit(ctx, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rep := range reps {
+		if len(rep.Committed) > 0 {
+			t.Fatalf("committed %v over the remap of the segments they merged", rep.Committed)
+		}
+		for _, d := range rep.Dropped {
+			if d.Verdict != job.Retryable {
+				t.Fatalf("dropped %s as %s: %s", d.Key, d.Verdict, d.Reason)
+			}
+		}
+	}
+	for _, pe := range ps {
+		for _, f := range pe.Job.Written() {
+			if dataFileExists(t, path, f) {
+				t.Fatalf("dropped catch-up left %s behind", f)
+			}
+		}
+	}
+	for _, name := range []string{"id_idx", "vec_idx"} {
+		if ix := indexByName(t, oracle.Inspect(t, path, 0), name); ix.UnindexedRows != 300 {
+			t.Fatalf("%s after the race: %+v", name, ix)
+		}
+	}
+	tbl3, m3 := tabletest.Open(t, "file://"+path)
+	p3 := planFor(t, path, m3, func(e *policy.Effective) { e.Scope.Value = policy.ScopeIndex })
+	if _, err := engine.Compact(ctx, tbl3, m3, p3.Tasks(), engine.CompactOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rep := oracle.Inspect(t, path, 0)
+	for _, name := range []string{"id_idx", "vec_idx"} {
+		if ix := indexByName(t, rep, name); ix.UnindexedRows != 0 || ix.IndexedRows != rep.Rows {
+			t.Fatalf("%s after the next catch-up: %+v, %d rows", name, ix, rep.Rows)
+		}
+	}
+	recall, plans := recallAt10(t, path, qs, remapEngineCase{typ: "ivf_pq"})
+	for _, pl := range plans {
+		if !strings.Contains(pl, "ANN") {
+			t.Fatalf("vector search not through the index:\n%s", pl)
+		}
+	}
+	if recall+0.3/float64(len(qs)) < recallLance {
+		t.Fatalf("recall@10 %.3f, real Lance's optimize() %.3f", recall, recallLance)
+	}
+	live := oracle.RowAddrsByID(t, path, 0)
+	for _, v := range qs {
+		res := oracle.Queries(t, path, []oracle.Op{{"op": "vector_search", "column": "vec", "vector": v, "k": 10, "nprobes": 4, "columns": []string{"id"}}})[0]
+		for _, id := range res.IDs() {
+			if _, ok := live[id]; !ok {
+				t.Fatalf("vector search returned row %d, which is not live", id)
+			}
+		}
+	}
+	q := oracle.Queries(t, path, []oracle.Op{{"op": "query", "where": "id >= 3990 AND id < 4400", "columns": []string{"id"}, "explain": true}})[0]
+	var want []int64
+	for id := range live {
+		if id >= 3990 && id < 4400 {
+			want = append(want, id)
+		}
+	}
+	slices.Sort(want)
+	if !slices.Equal(q.IDs(), want) || !strings.Contains(q.Plan, "id_idx") {
+		t.Fatalf("btree filter: %d ids, a scan %d:\n%s", len(q.IDs()), len(want), q.Plan)
+	}
+	t.Logf("recall@10 %.3f, real Lance's optimize() %.3f", recall, recallLance)
+}
