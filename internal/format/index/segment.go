@@ -9,6 +9,13 @@ import (
 	"github.com/lanced-dev/lanced/internal/format/lancefile"
 )
 
+// FilePageBytes is the page size of the index files lanced writes: a
+// writer buffers at most about this many bytes per column before it
+// writes a page, so a remap or catch-up holds a few MiB of output per
+// column whatever the segment's size (Lance reads pages of any size; its
+// own writer buffers 8 MiB per column).
+const FilePageBytes = 1 << 20
+
 // OpenSegmentFile opens one file of a segment as a Lance file (index files
 // are Lance files).
 func OpenSegmentFile(ctx context.Context, seg SegmentReader, name string) (*lancefile.File, error) {

@@ -24,6 +24,13 @@ func bytesForBits(bits uint32) int {
 }
 
 func decodeFullZip(l *enc21pb.FullZipLayout, bufs [][]byte, rows int) (*page, error) {
+	return decodeFullZipItems(l, bufs, rows, int(l.GetNumItems()))
+}
+
+// decodeFullZipItems decodes n entries, or with n < 0 every entry in the
+// data (a row range of a repeated page, whose entry count only the levels
+// tell).
+func decodeFullZipItems(l *enc21pb.FullZipLayout, bufs [][]byte, rows, n int) (*page, error) {
 	p := &page{layers: l.GetLayers()}
 	if len(bufs) < 1 || len(bufs) > 2 {
 		return nil, fmt.Errorf("%w: full-zip page has %d buffers", ErrCorrupt, len(bufs))
@@ -34,17 +41,25 @@ func decodeFullZip(l *enc21pb.FullZipLayout, bufs [][]byte, rows int) (*page, er
 		return nil, fmt.Errorf("%w: full-zip control word of %d+%d bits", ErrCorrupt, bitsRep, bitsDef)
 	}
 	cw := bytesForBits(bitsRep + bitsDef)
-	n := int(l.GetNumItems())
+	all := n < 0
+	if all {
+		if cw == 0 {
+			return nil, fmt.Errorf("%w: full-zip row range without levels", ErrCorrupt)
+		}
+		n = len(data) / cw // at most one entry per control word
+	}
 	mvd := maxVisibleDef(p.layers)
 	hasList := false
 	for _, ly := range p.layers {
 		hasList = hasList || isListLayer(ly)
 	}
-	if bitsRep > 0 {
-		p.rep = make([]uint16, 0, min(n, len(data)))
-	}
-	if bitsDef > 0 {
-		p.def = make([]uint16, 0, min(n, len(data)))
+	if c := min(n, len(data)); !all { // a row range grows as it decodes
+		if bitsRep > 0 {
+			p.rep = make([]uint16, 0, c)
+		}
+		if bitsDef > 0 {
+			p.def = make([]uint16, 0, c)
+		}
 	}
 	venc := l.GetValueCompression()
 	var fixedBytes, offBytes int
@@ -69,7 +84,8 @@ func decodeFullZip(l *enc21pb.FullZipLayout, bufs [][]byte, rows int) (*page, er
 	le := binary.LittleEndian
 	o := 0
 	repMask := uint32(1)<<bitsDef - 1
-	for i := 0; i < n; i++ {
+	i := 0
+	for ; i < n && (!all || o < len(data)); i++ {
 		var r, d uint32
 		if cw > 0 {
 			if o+cw > len(data) {
@@ -137,6 +153,9 @@ func decodeFullZip(l *enc21pb.FullZipLayout, bufs [][]byte, rows int) (*page, er
 	}
 	if p.vals.n != int(l.GetNumVisibleItems()) && l.GetNumVisibleItems() != 0 {
 		return nil, fmt.Errorf("%w: full-zip decoded %d visible values, layout says %d", ErrCorrupt, p.vals.n, l.GetNumVisibleItems())
+	}
+	if all {
+		n = i
 	}
 	p.entries = n
 	if cw == 0 && n != rows {

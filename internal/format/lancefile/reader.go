@@ -3,6 +3,7 @@ package lancefile
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"sync/atomic"
@@ -27,6 +28,13 @@ type ReadOptions struct {
 	BatchRows int
 	// Offset skips rows; Limit caps rows returned (0 = no limit).
 	Offset, Limit uint64
+	// ChunkReads decodes, for each batch, only the mini-block chunks (or
+	// full-zip rows) of a 2.1 page that the batch needs, instead of the
+	// whole page: memory follows the batch, not the page (a Lance page may
+	// hold a million rows). Pages whose layout needs a whole-page decode
+	// are still decoded whole. Worth it when batches are much smaller than
+	// pages; a boundary chunk shared by two batches is decoded twice.
+	ChunkReads bool
 }
 
 // fieldReader produces rows [a,b) of one top-level field.
@@ -41,7 +49,10 @@ type projection struct {
 }
 
 // project resolves ids into an Arrow schema and one reader per top field.
-func (f *File) project(ids []int32, random bool) (*projection, error) {
+// partialMax is the largest row range a column reads by partial decode:
+// 0 never (whole pages, cached), partialMaxRows for takes, no bound for
+// ReadOptions.ChunkReads.
+func (f *File) project(ids []int32, partialMax int) (*projection, error) {
 	keep := map[int32]bool{}
 	if ids == nil {
 		for _, fl := range f.fields {
@@ -82,7 +93,7 @@ func (f *File) project(ids []int32, random bool) (*projection, error) {
 		af := sch.Field(i)
 		var r fieldReader
 		if f.Format == Format21 {
-			r, err = f.newFieldReader21(tree, top, af, random)
+			r, err = f.newFieldReader21(tree, top, af, partialMax)
 		} else {
 			r, err = f.newFieldReader20(tree, top, af)
 		}
@@ -115,7 +126,11 @@ var _ array.RecordReader = (*Reader)(nil)
 
 // NewReader streams rows of the file as record batches.
 func (f *File) NewReader(ctx context.Context, opts ReadOptions) (*Reader, error) {
-	pr, err := f.project(opts.FieldIDs, false)
+	partialMax := 0
+	if opts.ChunkReads {
+		partialMax = math.MaxInt
+	}
+	pr, err := f.project(opts.FieldIDs, partialMax)
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +222,7 @@ func (f *File) readRows(pr *projection, a, b uint64) (arrow.RecordBatch, error) 
 
 // ReadAll reads the whole projection into one record (tests, small files).
 func (f *File) ReadAll(ctx context.Context, fieldIDs []int32) (arrow.RecordBatch, error) {
-	pr, err := f.project(fieldIDs, false)
+	pr, err := f.project(fieldIDs, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +235,7 @@ func (f *File) ReadAll(ctx context.Context, fieldIDs []int32) (arrow.RecordBatch
 // Take returns the given rows (any order, duplicates allowed) of the
 // projected fields as one record.
 func (f *File) Take(ctx context.Context, rows []uint64, fieldIDs []int32) (arrow.RecordBatch, error) {
-	pr, err := f.project(fieldIDs, true)
+	pr, err := f.project(fieldIDs, partialMaxRows)
 	if err != nil {
 		return nil, err
 	}
@@ -324,13 +339,13 @@ func concatData(parts []arrow.ArrayData) (arrow.ArrayData, error) {
 
 // column21 reads rows of one leaf column, one decoded page at a time.
 type column21 struct {
-	f         *File
-	ci        int
-	pageStart []uint64
-	cur       *page
-	curIdx    int
-	pm        *pageMeta // chunk table etc. of the last partially read page
-	random    bool      // random access: read only the chunks/rows needed
+	f          *File
+	ci         int
+	pageStart  []uint64
+	cur        *page
+	curIdx     int
+	pm         *pageMeta // chunk table etc. of the last partially read page
+	partialMax int       // ranges up to this many rows read only the chunks/rows needed
 }
 
 func (f *File) newColumn21(ci int) *column21 {
@@ -372,7 +387,7 @@ func (c *column21) read(path []pathField, a, b uint64) (arrow.ArrayData, error) 
 		var p *page
 		first := 0
 		var err error
-		if c.random && pi != c.curIdx && hi-lo <= partialMaxRows {
+		if c.partialMax > 0 && pi != c.curIdx && hi-lo <= uint64(c.partialMax) {
 			var ok bool
 			if p, first, ok, err = c.partial(pi, int(lo), int(hi)); err != nil {
 				release()
@@ -412,7 +427,7 @@ type fieldReader21 struct {
 	leaves []leaf21
 }
 
-func (f *File) newFieldReader21(tree *fieldTree, top *filepb.Field, af arrow.Field, random bool) (*fieldReader21, error) {
+func (f *File) newFieldReader21(tree *fieldTree, top *filepb.Field, af arrow.Field, partialMax int) (*fieldReader21, error) {
 	fr := &fieldReader21{dt: af.Type}
 	var walk func(fl *filepb.Field, a arrow.Field, path []pathField) error
 	walk = func(fl *filepb.Field, a arrow.Field, path []pathField) error {
@@ -427,7 +442,7 @@ func (f *File) newFieldReader21(tree *fieldTree, top *filepb.Field, af arrow.Fie
 			}
 			p := append(slices.Clone(path), pathField{field: a})
 			col := f.newColumn21(ci)
-			col.random = random
+			col.partialMax = partialMax
 			fr.leaves = append(fr.leaves, leaf21{col: col, path: p})
 			return nil
 		}

@@ -112,22 +112,23 @@ func (c *column21) partial(pi, lo, hi int) (p *page, first int, ok bool, err err
 		return p, pm.chunks[i0].first, true, nil
 	case pm.layout.GetFullZipLayout() != nil:
 		fz := pm.layout.GetFullZipLayout()
-		if fz.GetBitsRep() != 0 {
-			return nil, 0, false, nil
-		}
+		repeated := fz.GetBitsRep() != 0
 		var data []byte
 		switch {
-		case fz.GetBitsPerValue() != 0 && len(bufs) == 1:
+		case !repeated && fz.GetBitsPerValue() != 0 && len(bufs) == 1:
 			rowSize := bytesForBits(fz.GetBitsDef()) + int(fz.GetBitsPerValue()/8)
 			if data, err = c.f.ReadBuffer(Buffer{bufs[0].Offset + uint64(lo*rowSize), uint64((hi - lo) * rowSize)}); err != nil {
 				return nil, 0, false, err
 			}
-		case fz.GetBitsPerOffset() != 0 && len(bufs) == 2:
-			// Variable width: the repetition index holds rows+1 byte
-			// offsets into buffer 0, 1/2/4/8 bytes each.
+		case (repeated || fz.GetBitsPerOffset() != 0) && len(bufs) == 2:
+			// Variable width or repeated: the repetition index holds
+			// rows+1 byte offsets into buffer 0, 1/2/4/8 bytes each.
 			rows := c.pageStart[pi+1] - c.pageStart[pi]
 			w := bufs[1].Size / (rows + 1)
 			if w*(rows+1) != bufs[1].Size || (w != 1 && w != 2 && w != 4 && w != 8) {
+				if repeated {
+					return nil, 0, false, nil // an index this reader does not know: decode the page whole
+				}
 				return nil, 0, false, fmt.Errorf("%w: full-zip repetition index of %d bytes for %d rows", ErrCorrupt, bufs[1].Size, rows)
 			}
 			ix, err := c.f.ReadBuffer(Buffer{bufs[1].Offset + uint64(lo)*w, uint64(hi-lo+1) * w})
@@ -147,7 +148,11 @@ func (c *column21) partial(pi, lo, hi int) (p *page, first int, ok bool, err err
 		sub := proto.Clone(fz).(*enc21pb.FullZipLayout)
 		sub.NumItems = uint32(hi - lo)
 		sub.NumVisibleItems = 0
-		p, err := decodeFullZip(sub, [][]byte{data}, hi-lo)
+		items := hi - lo
+		if repeated {
+			items = -1 // as many entries as the rows' bytes hold
+		}
+		p, err := decodeFullZipItems(sub, [][]byte{data}, hi-lo, items)
 		if err != nil {
 			return nil, 0, false, err
 		}

@@ -133,7 +133,7 @@ func (b *Bitmap) Batches(ctx context.Context, rows int) (*lancefile.Reader, erro
 	if rows <= 0 {
 		rows = b.batchRows()
 	}
-	return b.File.NewReader(ctx, lancefile.ReadOptions{BatchRows: rows})
+	return b.File.NewReader(ctx, lancefile.ReadOptions{BatchRows: rows, ChunkReads: true})
 }
 
 // BitmapWriter writes a bitmap_page_lookup.lance batch by batch: a remap,
@@ -158,7 +158,7 @@ func NewBitmapWriter(out io.Writer, fields []*filepb.Field, version lancewrite.V
 	if sc.NumFields() != 2 || sc.Field(1).Type.ID() != arrow.BINARY {
 		return nil, fmt.Errorf("%w: bitmap file schema %s", ErrUnsupported, sc)
 	}
-	w, err := lancewrite.NewWriter(out, fields, lancewrite.Options{Version: version, SchemaMetadata: maps.Clone(meta)})
+	w, err := lancewrite.NewWriter(out, fields, lancewrite.Options{PageBytes: index.FilePageBytes, Version: version, SchemaMetadata: maps.Clone(meta)})
 	if err != nil {
 		return nil, err
 	}

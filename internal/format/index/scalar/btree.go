@@ -98,7 +98,7 @@ func (b *BTree) ReadPage(ctx context.Context, p int) (arrow.RecordBatch, error) 
 	}
 	off := uint64(p) * b.BatchSize
 	n := min(b.BatchSize, b.Data.NumRows()-off)
-	r, err := b.Data.NewReader(ctx, lancefile.ReadOptions{Offset: off, Limit: n, BatchRows: int(n)})
+	r, err := b.Data.NewReader(ctx, lancefile.ReadOptions{Offset: off, Limit: n, BatchRows: int(n), ChunkReads: true})
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +187,7 @@ func NewBTreeWriter(data io.Writer, o BTreeOptions) (*BTreeWriter, error) {
 	if ls.NumFields() != 4 || !arrow.TypeEqual(ls.Field(0).Type, sc.Field(0).Type) || !arrow.TypeEqual(ls.Field(1).Type, sc.Field(0).Type) {
 		return nil, fmt.Errorf("%w: btree lookup schema %s for pages %s", ErrUnsupported, ls, sc)
 	}
-	w, err := lancewrite.NewWriter(data, o.DataFields, lancewrite.Options{Version: o.Version, SchemaMetadata: maps.Clone(o.DataMeta)})
+	w, err := lancewrite.NewWriter(data, o.DataFields, lancewrite.Options{PageBytes: index.FilePageBytes, Version: o.Version, SchemaMetadata: maps.Clone(o.DataMeta)})
 	if err != nil {
 		return nil, err
 	}
@@ -347,7 +347,7 @@ func (bw *BTreeWriter) Close(lookup io.Writer) (BTreeResult, error) {
 	}
 	pages := pb.NewArray()
 	defer pages.Release()
-	lw, err := lancewrite.NewWriter(lookup, bw.lookupF, lancewrite.Options{Version: bw.version, SchemaMetadata: bw.lookupMeta})
+	lw, err := lancewrite.NewWriter(lookup, bw.lookupF, lancewrite.Options{PageBytes: index.FilePageBytes, Version: bw.version, SchemaMetadata: bw.lookupMeta})
 	if err != nil {
 		return res, err
 	}

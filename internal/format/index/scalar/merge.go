@@ -45,7 +45,7 @@ func MergeBTree(ctx context.Context, old *BTree, keep index.Mapping, added array
 	// One sequential reader over the pages: each page of the file is
 	// decoded once (a reader per page would decode the file page holding
 	// it again for every index page).
-	pages, err := old.Data.NewReader(ctx, lancefile.ReadOptions{BatchRows: int(old.BatchSize)})
+	pages, err := old.Data.NewReader(ctx, lancefile.ReadOptions{BatchRows: int(old.BatchSize), ChunkReads: true})
 	if err != nil {
 		return res, err
 	}

@@ -179,7 +179,7 @@ func ReadInvert(ctx context.Context, f *lancefile.File) (*Invert, error) {
 	}
 	_, pos := fieldID(f, colPosition)
 	inv := &Invert{Tokens: f.NumRows(), Positions: pos}
-	r, err := f.NewReader(ctx, lancefile.ReadOptions{FieldIDs: []int32{lid}})
+	r, err := f.NewReader(ctx, lancefile.ReadOptions{FieldIDs: []int32{lid}, ChunkReads: true})
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +209,7 @@ func ReadDocs(ctx context.Context, f *lancefile.File, fn func(docID uint32, rowI
 	if f.NumRows() > 1<<32 {
 		return errorf(f, ErrCorrupt, "%d docs do not fit 32-bit doc ids", f.NumRows())
 	}
-	r, err := f.NewReader(ctx, lancefile.ReadOptions{FieldIDs: []int32{rid, nt}})
+	r, err := f.NewReader(ctx, lancefile.ReadOptions{FieldIDs: []int32{rid, nt}, ChunkReads: true})
 	if err != nil {
 		return err
 	}

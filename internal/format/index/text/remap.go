@@ -38,11 +38,12 @@ const (
 	groupTokens = 256
 
 	docsBatchRows = 64 << 10
-	// Posting lists are read invertReadRows at a time and written in
+	// Posting lists are read invertReadRows at a time (only their bytes:
+	// lance writes the whole invert file as one page) and written in
 	// batches of at most invertBatchRows lists or invertBatchBytes bytes
 	// (lance writes 256 lists per batch): a frequent token's list alone
 	// can be megabytes.
-	invertReadRows   = 32
+	invertReadRows   = 4
 	invertBatchRows  = 256
 	invertBatchBytes = 4 << 20
 )
@@ -93,7 +94,7 @@ func writerOpts(f *lancefile.File) lancewrite.Options {
 	if f.Format == lancefile.Format20 {
 		v = lancewrite.V2_0
 	}
-	return lancewrite.Options{Version: v, SchemaMetadata: maps.Clone(meta(f))}
+	return lancewrite.Options{PageBytes: index.FilePageBytes, Version: v, SchemaMetadata: maps.Clone(meta(f))}
 }
 
 // writerLike opens a writer for a file with f's fields and schema metadata.
@@ -280,7 +281,7 @@ func remapInvert(ctx context.Context, f *lancefile.File, removed *roaring.Bitmap
 		removedTokens: roaring.New(), scratch: make([]uint32, blockSize),
 	}
 
-	r, err := f.NewReader(ctx, lancefile.ReadOptions{BatchRows: invertReadRows})
+	r, err := f.NewReader(ctx, lancefile.ReadOptions{BatchRows: invertReadRows, ChunkReads: true})
 	if err != nil {
 		return nil, 0, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/format/lancefile"
 	"github.com/lanced-dev/lanced/internal/format/lancewrite"
 	"github.com/lanced-dev/lanced/internal/format/pb/indexpb"
@@ -483,7 +484,7 @@ func (d *Delta) Write(ctx context.Context, bases []*StorageFile, storageOut, ind
 	if s.File.Format == lancefile.Format20 {
 		ver = lancewrite.V2_0
 	}
-	wr, err := lancewrite.NewWriter(storageOut, s.File.Fields(), lancewrite.Options{Version: ver, SchemaMetadata: maps.Clone(meta(s.File))})
+	wr, err := lancewrite.NewWriter(storageOut, s.File.Fields(), lancewrite.Options{PageBytes: index.FilePageBytes, Version: ver, SchemaMetadata: maps.Clone(meta(s.File))})
 	if err != nil {
 		return res, err
 	}

@@ -37,7 +37,7 @@ func readPartition(ctx context.Context, f *lancefile.File, ivf *indexpb.IVF, p i
 		return nil, fmt.Errorf("vector: %s: partition %d of %d", f.Name(), p, len(ivf.GetLengths()))
 	}
 	off, n := ivf.GetOffsets()[p], uint64(ivf.GetLengths()[p])
-	r, err := f.NewReader(ctx, lancefile.ReadOptions{Offset: off, Limit: n, BatchRows: int(max(n, 1))})
+	r, err := f.NewReader(ctx, lancefile.ReadOptions{Offset: off, Limit: n, BatchRows: int(max(n, 1)), ChunkReads: true})
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +99,7 @@ func RemapStorage(ctx context.Context, s *StorageFile, m index.Mapping, w io.Wri
 		ver = lancewrite.V2_0
 	}
 	md := maps.Clone(meta(s.File))
-	wr, err := lancewrite.NewWriter(w, s.File.Fields(), lancewrite.Options{Version: ver, SchemaMetadata: md})
+	wr, err := lancewrite.NewWriter(w, s.File.Fields(), lancewrite.Options{PageBytes: index.FilePageBytes, Version: ver, SchemaMetadata: md})
 	if err != nil {
 		return res, err
 	}
@@ -181,7 +181,7 @@ type partitionStream struct {
 }
 
 func (s *StorageFile) newPartitionStream(ctx context.Context) (*partitionStream, error) {
-	r, err := s.File.NewReader(ctx, lancefile.ReadOptions{})
+	r, err := s.File.NewReader(ctx, lancefile.ReadOptions{ChunkReads: true})
 	if err != nil {
 		return nil, err
 	}

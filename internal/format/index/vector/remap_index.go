@@ -131,7 +131,7 @@ func newHNSWRebuild(x *IndexFile, s *StorageFile, out io.Writer, seed uint64) (*
 	if x.File.Format == lancefile.Format20 {
 		ver = lancewrite.V2_0
 	}
-	hb.w, err = lancewrite.NewWriter(out, x.File.Fields(), lancewrite.Options{Version: ver, SchemaMetadata: maps.Clone(meta(x.File))})
+	hb.w, err = lancewrite.NewWriter(out, x.File.Fields(), lancewrite.Options{PageBytes: index.FilePageBytes, Version: ver, SchemaMetadata: maps.Clone(meta(x.File))})
 	if err != nil {
 		return nil, err
 	}
