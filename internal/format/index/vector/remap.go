@@ -171,9 +171,10 @@ func copyGlobalBuffers(f *lancefile.File, ivfPos int, ivf *indexpb.IVF, wr *lanc
 }
 
 // partitionStream hands out a storage file's partitions in file order
-// through one sequential reader, so each page is decoded once; a reader
-// per partition decodes the page holding it again for every partition in
-// it. A partition out of file order is read on its own.
+// through one sequential reader that decodes only the chunks holding each
+// partition (ChunkReads: memory is a partition, not the Lance page of up
+// to a million rows around it; a chunk shared by two partitions is decoded
+// twice). A partition out of file order is read on its own.
 type partitionStream struct {
 	s    *StorageFile
 	r    *lancefile.Reader
