@@ -73,7 +73,7 @@ func artifactDir(t *testing.T) string {
 // `lanced status` reports), a hold placed with `lanced holds place` shown
 // with its reason, gone after `lanced holds release`; the page's release
 // action is refused without an admin token. A screenshot is saved. While
-// a task runs (each is held 15s by --debug-task-delay) its progress shows in
+// a task runs (each is held 25s by --debug-task-delay) its progress shows in
 // the per-task gauges of /metrics, the page's running tasks and the "task
 // in progress" log lines; the gauges and the row go once none runs.
 func TestStatusPageInChromium(t *testing.T) {
@@ -91,12 +91,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	}
 	addr := freeAddr(t)
 	cfgPath := writeTestDaemonConfig(t, root, addr)
-	// Each task waits 15s once its size is known, so its progress can be
-	// seen; running tasks log their progress every 300ms.
-	logs, stop := startInProcessDaemon(t, "--config", cfgPath, "--debug-task-delay", "15s", "--debug-progress-every", "300ms")
-	defer stop()
 	base := "http://" + addr
-	waitUntil(t, 60*time.Second, "daemon ready", func() bool { code, _ := httpGet(base + "/readyz"); return code == 200 })
 	uris := []string{"file://" + a, "file://" + b}
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
@@ -116,11 +111,16 @@ func TestStatusPageInChromium(t *testing.T) {
 		}
 		return evalJS[string](t, bctx, expr)
 	}
-	// Start the browser now: the first page load must not take a running
-	// task's window.
+	// Start the browser before the daemon: Chromium's start (many seconds
+	// on a loaded machine) must not take a running task's window.
 	if _, err := chromedp.Run(bctx, chromedp.Navigate("about:blank")); err != nil {
 		t.Fatalf("start browser: %v", err)
 	}
+	// Each task waits 25s once its size is known, so its progress can be
+	// seen; running tasks log their progress every 300ms.
+	logs, stop := startInProcessDaemon(t, "--config", cfgPath, "--debug-task-delay", "25s", "--debug-progress-every", "300ms")
+	defer stop()
+	waitUntil(t, 60*time.Second, "daemon ready", func() bool { code, _ := httpGet(base + "/readyz"); return code == 200 })
 
 	// A running task shows its progress in /metrics (per-task gauges), on
 	// the page and in its "task in progress" log lines.
@@ -136,11 +136,18 @@ func TestStatusPageInChromium(t *testing.T) {
 		return "", 0
 	}
 	var labels string
-	waitUntil(t, 60*time.Second, "a running task's lanced_task_rows_total", func() bool {
+	for deadline := time.Now().Add(150 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		var v float64
-		labels, v = taskMetric()
-		return v > 0
-	})
+		if labels, v = taskMetric(); v > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			for _, l := range logs.lines() {
+				t.Logf("%v", l)
+			}
+			t.Fatal("timed out after 150s waiting for a running task's lanced_task_rows_total")
+		}
+	}
 	if !strings.Contains(labels, `task_id="`) || !strings.Contains(labels, `table="file://`) || strings.Contains(labels, "?") {
 		t.Fatalf("task progress labels: %s", labels)
 	}

@@ -149,17 +149,25 @@ func (k *Keeper) Settle(ctx context.Context, b *store.Bucket, ids map[string]str
 	}
 	j := NewTaskJournal(b, k.owner)
 	ctx = context.WithoutCancel(ctx)
+	// An entry left behind is harmless (cleanup takes it for in flight
+	// until it is stale, then deletes only unreferenced files), but it is
+	// logged so that it is not silent.
+	report := func(what, id string, err error) {
+		if err != nil {
+			k.log.Warn("settle journal entry", "action", what, "task_id", id, "err", err)
+		}
+	}
 	done := map[string]bool{}
 	for _, key := range committed {
 		if id := ids[key]; id != "" && !done[id] {
 			done[id] = true
-			_ = j.Clear(ctx, id)
+			report("clear", id, j.Clear(ctx, id))
 		}
 	}
 	for _, key := range dropped {
 		if id := ids[key]; id != "" && !done[id] {
 			done[id] = true
-			_ = j.Discard(ctx, id)
+			report("discard", id, j.Discard(ctx, id))
 		}
 	}
 	for _, id := range ids {
@@ -168,9 +176,9 @@ func (k *Keeper) Settle(ctx context.Context, b *store.Bucket, ids map[string]str
 		}
 		done[id] = true
 		if commitErr != nil {
-			_ = j.Abandon(ctx, id)
+			report("abandon", id, j.Abandon(ctx, id))
 		} else {
-			_ = j.Discard(ctx, id)
+			report("discard", id, j.Discard(ctx, id))
 		}
 	}
 }
