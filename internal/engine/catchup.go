@@ -78,9 +78,6 @@ func loadCatchUp(ctx context.Context, tbl *table.Table, t *job.CatchUpTask) (*ca
 	if err := format.CheckWritable(m.PB); err != nil {
 		return nil, err
 	}
-	if m.PB.GetReaderFeatureFlags()&format.FlagStableRowIDs != 0 {
-		return nil, fmt.Errorf("catch-up of %q: tables with stable row ids: %w", t.Index, job.ErrUnsupported)
-	}
 	in := &catchUpInput{m: m}
 	for _, ix := range m.Indices.GetIndices() {
 		if ix.GetName() == t.Index {
@@ -229,9 +226,18 @@ func catchUpSegment(t *job.CatchUpTask, in *catchUpInput, id uuid.UUID, merged [
 }
 
 // scanColumnRows streams one column of a fragment's live rows to fn with
-// their row addresses (fragment id << 32 | offset), in offset order; it
-// returns the bytes of the fragment's data files.
+// the ids an index stores for them, in offset order: their row addresses
+// (fragment id << 32 | offset), or on a table with stable row ids their
+// row ids (the fragment's row-id sequence, as lance indexes such tables);
+// it returns the bytes of the fragment's data files.
 func scanColumnRows(ctx context.Context, b *store.Bucket, m *tablepb.Manifest, f *tablepb.DataFragment, fieldID int32, col string, fn func(values arrow.Array, ids []uint64) error) (int64, error) {
+	var rowIDs []uint64 // stable row ids by offset; nil: row addresses
+	if m.GetReaderFeatureFlags()&format.FlagStableRowIDs != 0 {
+		var err error
+		if rowIDs, err = format.DecodeRowIDs(f); err != nil {
+			return 0, fmt.Errorf("%w: %w", job.ErrUnsupported, err)
+		}
+	}
 	fr, err := scan.ScanFragment(ctx, b, m.GetFields(), f, scan.ScanOptions{FieldIDs: []int32{fieldID}})
 	if err != nil {
 		return 0, err
@@ -252,13 +258,17 @@ func scanColumnRows(ctx context.Context, b *store.Bucket, m *tablepb.Manifest, f
 		n := int(rec.NumRows())
 		ids := make([]uint64, 0, n)
 		for len(ids) < n {
-			if deleted == nil || !deleted.Contains(uint32(next)) {
-				ids = append(ids, f.GetId()<<32|next)
-			}
-			next++
-			if next > f.GetPhysicalRows() {
+			if next >= f.GetPhysicalRows() {
 				return read, fmt.Errorf("fragment %d: more live rows than physical rows %d: %w", f.GetId(), f.GetPhysicalRows(), format.ErrCorrupt)
 			}
+			if deleted == nil || !deleted.Contains(uint32(next)) {
+				if rowIDs != nil {
+					ids = append(ids, rowIDs[next])
+				} else {
+					ids = append(ids, f.GetId()<<32|next)
+				}
+			}
+			next++
 		}
 		if err := fn(rec.Column(ci[0]), ids); err != nil {
 			return read, err

@@ -117,7 +117,7 @@ func testCatchUpMaxSegments(t *testing.T, c catchUpCase) {
 		t.Fatalf("recall@10 %.3f after our merge, %.3f after Lance's optimize", ro.recall, rl.recall)
 	}
 
-	lanceKeepsGoing(t, path, c, queries[0], ours.Rows)
+	lanceKeepsGoing(t, path, c, queries[0], ours.Rows, 10)
 }
 
 // segmentRowAddrs counts the row ids every vec_idx segment of m holds.

@@ -170,13 +170,14 @@ func testCatchUpOracle(t *testing.T, c catchUpCase) {
 	}
 
 	// Real Lance keeps going: appends, optimizes, re-creates the index.
-	lanceKeepsGoing(t, path, c, queries[0], ours.Rows)
+	lanceKeepsGoing(t, path, c, queries[0], ours.Rows, 10)
 }
 
 // lanceKeepsGoing has real Lance append 120 rows to a table of rows live
 // rows, optimize, search the vector index with q, re-create the index,
-// and requires 10 hits and every row indexed.
-func lanceKeepsGoing(t *testing.T, path string, c catchUpCase, q []float64, rows int64) {
+// and requires every row indexed and, with wantHits > 0, that many hits;
+// it returns the hits' ids.
+func lanceKeepsGoing(t *testing.T, path string, c catchUpCase, q []float64, rows int64, wantHits int) []int64 {
 	t.Helper()
 	res := oracle.RunOps(t, path, []oracle.Op{
 		{"op": "add", "rows": 120, "seed": 21},
@@ -186,13 +187,18 @@ func lanceKeepsGoing(t *testing.T, path string, c catchUpCase, q []float64, rows
 		{"op": "count_rows"},
 	})
 	var hits searchHits
-	if err := json.Unmarshal(res[2], &hits); err != nil || len(hits.Data) != 10 {
+	if err := json.Unmarshal(res[2], &hits); err != nil || len(hits.Data) == 0 || (wantHits > 0 && len(hits.Data) != wantHits) {
 		t.Fatalf("search after Lance's optimize: %v %s", err, res[2])
 	}
 	after := oracle.Inspect(t, path, 0)
 	if ix := indexByName(t, after, "vec_idx"); ix.UnindexedRows != 0 || after.Rows != rows+120 {
 		t.Fatalf("after real Lance: %+v, rows %d", ix, after.Rows)
 	}
+	var ids []int64
+	for _, h := range hits.Data {
+		ids = append(ids, h.ID)
+	}
+	return ids
 }
 
 // compactUntilSettled plans and compacts (lanced compact with the policy

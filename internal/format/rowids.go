@@ -29,6 +29,30 @@ type RowMeta struct {
 // HasRowIDs reports whether the fragment carries row-id metadata.
 func HasRowIDs(f *tablepb.DataFragment) bool { return f.GetRowIdSequence() != nil }
 
+// DecodeRowIDs expands a fragment's inline row-id sequence: the stable row
+// id of each physical row, in offset order (8 bytes per physical row).
+func DecodeRowIDs(f *tablepb.DataFragment) ([]uint64, error) {
+	if f.GetExternalRowIds() != nil {
+		return nil, fmt.Errorf("fragment %d: %w", f.GetId(), ErrExternalRowMeta)
+	}
+	var seq tablepb.RowIdSequence
+	if err := proto.Unmarshal(f.GetInlineRowIds(), &seq); err != nil {
+		return nil, fmt.Errorf("fragment %d: row IDs: %w", f.GetId(), err)
+	}
+	var ids []uint64
+	for _, s := range seq.GetSegments() {
+		vals, err := segmentValues(s)
+		if err != nil {
+			return nil, fmt.Errorf("fragment %d: row IDs: %w", f.GetId(), err)
+		}
+		ids = append(ids, vals...)
+	}
+	if uint64(len(ids)) != f.GetPhysicalRows() {
+		return nil, fmt.Errorf("fragment %d: %d row ids for %d physical rows", f.GetId(), len(ids), f.GetPhysicalRows())
+	}
+	return ids, nil
+}
+
 // DecodeRowMeta expands a fragment's row-id and version sequences.
 func DecodeRowMeta(f *tablepb.DataFragment) (*RowMeta, error) {
 	if f.GetExternalRowIds() != nil || f.GetExternalCreatedAtVersions() != nil || f.GetExternalLastUpdatedAtVersions() != nil {
@@ -36,21 +60,10 @@ func DecodeRowMeta(f *tablepb.DataFragment) (*RowMeta, error) {
 	}
 	n := f.GetPhysicalRows()
 	m := &RowMeta{}
-	var seq tablepb.RowIdSequence
-	if err := proto.Unmarshal(f.GetInlineRowIds(), &seq); err != nil {
-		return nil, fmt.Errorf("fragment %d: row IDs: %w", f.GetId(), err)
-	}
-	for _, s := range seq.GetSegments() {
-		vals, err := segmentValues(s)
-		if err != nil {
-			return nil, fmt.Errorf("fragment %d: row IDs: %w", f.GetId(), err)
-		}
-		m.IDs = append(m.IDs, vals...)
-	}
-	if uint64(len(m.IDs)) != n {
-		return nil, fmt.Errorf("fragment %d: %d row ids for %d physical rows", f.GetId(), len(m.IDs), n)
-	}
 	var err error
+	if m.IDs, err = DecodeRowIDs(f); err != nil {
+		return nil, err
+	}
 	if b := f.GetInlineCreatedAtVersions(); b != nil {
 		if m.Created, err = decodeVersions(b, n); err != nil {
 			return nil, fmt.Errorf("fragment %d: created-at versions: %w", f.GetId(), err)

@@ -37,6 +37,14 @@ var catchUpKinds = map[index.Kind]bool{
 	index.KindBTree: true, index.KindBitmap: true, index.KindLabelList: true,
 }
 
+// stableCatchUpKinds lists the kinds lanced catches up on tables with
+// stable row ids too (the new rows enter the index under their row ids,
+// read from the fragments' row-id sequences, as lance indexes such tables).
+var stableCatchUpKinds = map[index.Kind]bool{
+	index.KindIVFPQ: true, index.KindIVFFlat: true, index.KindHNSWSQ: true, index.KindHNSWPQ: true,
+	index.KindBTree: true, index.KindBitmap: true, index.KindLabelList: true,
+}
+
 // noCatchUp says why lanced does not catch up an index kind (the plan's
 // reason); kinds not listed get a generic one.
 var noCatchUp = map[index.Kind]string{
@@ -236,9 +244,9 @@ func planCatchUps(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []s
 			cu.Reason += "; caught up on a later plan: a remap of its segment is in flight (" + key + ")"
 			continue
 		}
-		if stable {
+		if stable && !stableCatchUpKinds[index.Kind(d.Kind)] {
 			cu.Action = CatchUpDue
-			cu.Reason += "; lanced cannot catch up indices of tables with stable row ids yet: run Lance's optimize()"
+			cu.Reason += fmt.Sprintf("; lanced cannot catch up %s indices of tables with stable row ids yet: run Lance's optimize()", d.Kind)
 			continue
 		}
 		var ids []uint64

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/lanced-dev/lanced/internal/engine/job"
+	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/policy"
 )
@@ -236,5 +237,28 @@ func TestCatchUpScalarKinds(t *testing.T) {
 		if cu := indexDecision(t, p, name).CatchUp; cu.Action != CatchUpDue || !strings.Contains(cu.Reason, why) {
 			t.Fatalf("%s: %+v", name, cu)
 		}
+	}
+}
+
+// On a table with stable row ids the kinds lanced catches up under row ids
+// are planned; the others stay due, saying why.
+func TestCatchUpStableRowIDs(t *testing.T) {
+	m := manifest(3, ab, small(0, 100), small(1, 100))
+	m.ReaderFeatureFlags |= format.FlagStableRowIDs
+	m.WriterFeatureFlags |= format.FlagStableRowIDs
+	idx := []*tablepb.IndexMetadata{vectorIndex(t, "vec_idx", 0), btreeIndex(t, "id_idx", 0), detailsIndex(t, "body_idx", "/lance.table.InvertedIndexDetails", 0)}
+	p := Compute(Input{Table: "t", Manifest: m, Indices: idx, Policy: pol(func(e *policy.Effective) {
+		set(&e.Scope, policy.ScopeIndex)
+	})})
+	var planned []string
+	for _, c := range p.CatchUps {
+		planned = append(planned, c.Index)
+	}
+	slices.Sort(planned)
+	if !slices.Equal(planned, []string{"id_idx", "vec_idx"}) {
+		t.Fatalf("planned %v", planned)
+	}
+	if cu := indexDecision(t, p, "body_idx").CatchUp; cu.Action != CatchUpDue {
+		t.Fatalf("body_idx: %+v", cu)
 	}
 }
