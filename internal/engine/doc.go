@@ -35,6 +35,15 @@
 // _indices/<new uuid>/. The remap jobs join the Rewrite transaction
 // (job.RewriteTxn pairs them with their rewrites and refuses the unpaired).
 //
+// Row slices (slice.go): a rewrite of one fragment or a repack planned with
+// Slices runs as one slice task per row range, each writing its rows as
+// file pieces, and a join task that concatenates the pieces by page copy
+// (lancewrite.ConcatRows) into the parent's output, which commits like the
+// unsliced task. Runner.Commit takes slices out first (prepareSlices):
+// when all of a task's slices are in, it runs the join (or, with
+// QueueJoins, hands it to workers while the slices wait); the pieces are
+// deleted once the join's output is there.
+//
 // One job model: a task is planned against a read version; executing it
 // (Runner.Execute) writes files, recorded in the journal first, and yields
 // a job.Job; Runner.Commit groups jobs by their Op and read version and

@@ -26,6 +26,33 @@ func sliceRows(t *testing.T, def int) int {
 	return def
 }
 
+// hugeFragment builds a table of one fragment of rows rows (16-d vectors),
+// every 7th row deleted. Real Lance writes at most 1 Mi rows per fragment;
+// a bigger one is made by real Lance as fragments of 1 Mi rows that lanced
+// then rewrites into one (an unsliced rewrite), and the rows are deleted
+// afterwards by real Lance.
+func hugeFragment(t *testing.T, rows int) string {
+	const lanceMax = 1 << 20
+	if rows <= lanceMax {
+		return oracle.Build(t, oracle.Sized{Fragments: 1, RowsPerFragment: rows, VectorDim: 16, DeleteEvery: 7}.Scenario(), t.TempDir())
+	}
+	if rows%lanceMax != 0 {
+		t.Fatalf("LANCED_SLICE_ROWS over %d must be a multiple of it", lanceMax)
+	}
+	path := oracle.Build(t, oracle.Sized{Fragments: rows / lanceMax, RowsPerFragment: lanceMax, VectorDim: 16}.Scenario(), t.TempDir())
+	tbl, m := tabletest.Open(t, "file://"+path)
+	p := planFor(t, path, m, func(e *policy.Effective) {
+		e.Scope.Value = policy.ScopeRewrite
+		e.Compaction.TargetRowsPerFragment.Value = uint64(rows) + 1
+		e.Compaction.SliceBytes.Value = 1 << 50
+	})
+	if sum, err := engine.Compact(context.Background(), tbl, m, p.Tasks(), engine.CompactOptions{}); err != nil || sum.FragmentsAdded != 1 {
+		t.Fatalf("merge into one fragment: %v (%+v)", err, sum)
+	}
+	oracle.RunOps(t, path, []oracle.Op{{"op": "delete", "where": "id % 7 = 0"}})
+	return path
+}
+
 // TestSliceOracle: one fragment real Lance wrote (vectors, every 7th row
 // deleted) and then backfilled with add_columns (a second data file) is
 // repacked, then rewritten, each in three row slices run as separate tasks
@@ -37,15 +64,14 @@ func sliceRows(t *testing.T, def int) int {
 func TestSliceOracle(t *testing.T) {
 	oracle.Require(t)
 	rows := sliceRows(t, 300_000)
-	scenario := oracle.Sized{Fragments: 1, RowsPerFragment: rows, VectorDim: 16, DeleteEvery: 7}.Scenario()
-	path := oracle.Build(t, scenario, t.TempDir())
+	ctx := context.Background()
+	path := hugeFragment(t, rows)
 	oracle.RunOps(t, path, []oracle.Op{{"op": "add_columns", "columns": []map[string]string{{"name": "doubled", "value_sql": "id * 2"}}}})
 	want := oracle.Digest(oracle.Scan(t, path, 0, nil))
 	before := oracle.Inspect(t, path, 0)
 	if before.Fragments != 1 || before.DataFiles != 2 {
 		t.Fatalf("want one fragment of two data files, have %+v", before)
 	}
-	ctx := context.Background()
 
 	sliced := func(scope string, tune func(*policy.Effective)) *engine.Summary {
 		t.Helper()

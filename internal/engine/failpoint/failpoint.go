@@ -21,7 +21,10 @@ import (
 // remap of a commit group is written, the Rewrite commit not begun),
 // catchup.start (a catch-up task begins, nothing written), catchup.file (a
 // file of a catch-up segment was uploaded), catchup.written (a catch-up
-// segment is fully written and its entry built, not committed).
+// segment is fully written and its entry built, not committed), slice.piece
+// (a piece of a row slice was uploaded), slice.done (every piece of a slice
+// is written, its result not yet handed on), join.file (a joined file of a
+// sliced task was uploaded).
 var failpointSpec = sync.OnceValues(func() (string, int) {
 	v := os.Getenv("LANCED_FAILPOINT")
 	if v == "" {

@@ -16,6 +16,11 @@
 // from a worker to the committer with its fragments as protobuf bytes, so
 // unknown fields survive the trip.
 //
+// A RewriteTask of one fragment or a RepackTask with Slices is run as
+// SliceTasks (one per row range; a SliceOutput lists the file pieces it
+// wrote) and one JoinTask (NewJoin) whose output is the parent's kind of
+// output with Join set (slice.go).
+//
 // Adding a kind: a Task field and Kind, an output type implementing Job,
 // and either a new Op (appended to Ops in commit order) or a case in an
 // existing Op's Build (an index remap contributes its rewritten indices to
