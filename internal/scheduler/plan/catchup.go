@@ -182,17 +182,32 @@ func decideCatchUp(cu *CatchUp, kind index.Kind, segments int, p policy.Index) {
 	}
 }
 
+// With neither max_unindexed_rows nor max_unindexed_fraction set, an
+// index is caught up ahead of the compaction of its unindexed fragments
+// (see catchUpFirst) once it has more than DefaultCatchUpFirstRows
+// unindexed rows and they are more than DefaultCatchUpFirstFraction of its
+// live rows. Below that the rewrite comes first, as in Lance's optimize()
+// (the plan bins as Lance does, and a new fragment is caught up once, after
+// it is compacted, instead of caught up and then remapped).
+const (
+	DefaultCatchUpFirstRows     = 10_000
+	DefaultCatchUpFirstFraction = 0.10
+)
+
 // catchUpFirst returns excluded with, added, the unindexed fragments of every
-// index whose explicit bound (max_unindexed_rows or max_unindexed_fraction)
-// is passed and that lanced catches up: those are caught up by this plan
-// and compacted once indexed (their rewrite remaps the index). Compacting
-// them first, as Lance's optimize() orders it, lets a live writer starve
-// the catch-up: each plan rewrites the last rewrite's unindexed output
-// together with the newest appends, so those rows are never indexed. With
-// no bound set the rewrite comes first.
+// index whose bound (max_unindexed_rows or max_unindexed_fraction; with
+// neither set, the defaults above) is passed and that lanced catches up:
+// those are caught up by this plan and compacted once indexed (their
+// rewrite remaps the index). Compacting them first, as Lance's optimize()
+// orders it, lets a live writer starve the catch-up: each plan rewrites the
+// last rewrite's unindexed output together with the newest appends, so
+// those rows stay unindexed until the output reaches
+// target_rows_per_fragment; the bound keeps the unindexed share bounded.
 func catchUpFirst(ic *indexCoverage, frags []*tablepb.DataFragment, pol policy.Effective, mode string, excluded []string) []string {
+	minRows := uint64(0)
 	if pol.Index.MaxUnindexedRows.Value == 0 && pol.Index.MaxUnindexedFraction.Value == 0 {
-		return excluded
+		pol.Index.MaxUnindexedFraction = policy.Setting[float64]{Value: DefaultCatchUpFirstFraction, Source: policy.Source{Kind: policy.FromLancedDefault}}
+		minRows = DefaultCatchUpFirstRows
 	}
 	pre := indexDecisions(ic, frags, make([]bool, len(frags)), mode, false)
 	catchUpDecisions(ic, frags, pre, pol)
@@ -202,8 +217,12 @@ func catchUpFirst(ic *indexCoverage, frags []*tablepb.DataFragment, pol policy.E
 	}
 	out, cloned := excluded, false
 	for _, d := range pre {
-		if d.CatchUp == nil || d.CatchUp.Action != CatchUpPlanned {
+		if d.CatchUp == nil || d.CatchUp.Action != CatchUpPlanned || d.CatchUp.Rows <= minRows {
 			continue
+		}
+		reason := d.CatchUp.Reason
+		if minRows > 0 {
+			reason = fmt.Sprintf("no bound set: %d unindexed rows > %d and %.2f%% of live rows > %g%% (lanced defaults)", d.CatchUp.Rows, minRows, 100*d.CatchUp.Fraction(), 100*DefaultCatchUpFirstFraction)
 		}
 		for _, id := range d.CatchUp.Fragments {
 			i, ok := pos[id]
@@ -213,7 +232,7 @@ func catchUpFirst(ic *indexCoverage, frags []*tablepb.DataFragment, pol policy.E
 			if !cloned {
 				out, cloned = slices.Clone(excluded), true
 			}
-			out[i] = fmt.Sprintf("caught up into %s before it is compacted (%s)", d.Name, d.CatchUp.Reason)
+			out[i] = fmt.Sprintf("caught up into %s before it is compacted (%s)", d.Name, reason)
 		}
 	}
 	return out

@@ -262,3 +262,60 @@ func TestCatchUpStableRowIDs(t *testing.T) {
 		t.Fatalf("body_idx: %+v", cu)
 	}
 }
+
+// With no bound set, the rewrite comes first (as Lance's optimize() orders
+// it) until an index has more than DefaultCatchUpFirstRows unindexed rows
+// that are also more than DefaultCatchUpFirstFraction of its live rows;
+// past both, its unindexed fragments are caught up before they are
+// compacted, so a live writer cannot keep them unindexed by having them
+// rewritten with the newest appends on every plan.
+func TestCatchUpFirstByDefaultPastBothBounds(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		indexed   uint64 // rows of each of the two indexed fragments
+		unindexed []uint64
+		first     bool
+	}{
+		{"under the rows", 10_000, []uint64{5000, 4000, 1000}, false},   // 10,000 rows: not > 10,000
+		{"under the share", 60_000, []uint64{6000, 5000, 1000}, false},  // 12,000 of 132,000: 9.1%
+		{"past both", 40_000, []uint64{6000, 5000, 1000}, true},         // 12,000 of 92,000: 13%
+		{"past both, one fragment", 20_000, []uint64{11_000, 10}, true}, // the last rewrite's output and a new append
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			frags := []*tablepb.DataFragment{small(0, tc.indexed), small(1, tc.indexed)}
+			var want []uint64
+			for i, n := range tc.unindexed {
+				frags = append(frags, small(uint64(2+i), n))
+				want = append(want, uint64(2+i))
+			}
+			m := manifest(9, ab, frags...)
+			p := Compute(Input{Table: "t", Manifest: m, Policy: pol(nil), Indices: []*tablepb.IndexMetadata{vectorIndex(t, "vec_idx", 0, 1)}})
+			var rewritten []uint64 // unindexed fragments in a rewrite (the indexed ones are small too: rewritten with a remap)
+			for _, r := range p.Rewrites {
+				for _, id := range r.Fragments {
+					if id >= 2 {
+						rewritten = append(rewritten, id)
+					}
+				}
+			}
+			var caught []uint64
+			for _, c := range p.CatchUps {
+				caught = append(caught, c.Fragments...)
+			}
+			if !tc.first {
+				if !slices.Equal(rewritten, want) || len(caught) != 0 {
+					t.Fatalf("rewrites %v, catch-ups %v: want the unindexed fragments %v rewritten first", rewritten, caught, want)
+				}
+				return
+			}
+			if len(rewritten) != 0 || !slices.Equal(caught, want) {
+				t.Fatalf("rewrites %v, catch-ups %v: want %v caught up first", rewritten, caught, want)
+			}
+			for _, d := range p.Decisions {
+				if d.Fragment >= 2 && !strings.Contains(d.Reason, "caught up into vec_idx before it is compacted (no bound set") {
+					t.Fatalf("fragment %d: %q", d.Fragment, d.Reason)
+				}
+			}
+		})
+	}
+}
