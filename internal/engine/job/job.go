@@ -244,6 +244,11 @@ func (rewriteTxn) Build(latest *format.Manifest, jobs []Job, txn *tablepb.Transa
 				return fmt.Errorf("%w: %w", ErrInvariant, err)
 			}
 		}
+		if stable {
+			if err := verifyStableCoverage(beforeIdx, after.Indices.GetIndices(), tg); err != nil {
+				return fmt.Errorf("%w: %w", ErrInvariant, err)
+			}
+		}
 		return nil
 	}}
 	if latest.Indices == nil {

@@ -225,3 +225,49 @@ func CheckIndexCoverage(before *tablepb.Manifest, beforeIdx []*tablepb.IndexMeta
 	}
 	return nil
 }
+
+// verifyStableCoverage checks a committed Rewrite on a table with stable
+// row ids, where indices keep their files and follow the rows by their
+// fragment bitmaps: for each index segment of the version it was built on
+// and each group, a segment that covered the group's old fragments covers
+// its new ones and none of the old, and a segment that covered none of
+// them covers none of the new ones (a partly covered group is refused
+// before commit, as Lance refuses it).
+func verifyStableCoverage(beforeIdx, afterIdx []*tablepb.IndexMetadata, groups []*tablepb.Transaction_Rewrite_RewriteGroup) error {
+	got := map[string]*tablepb.IndexMetadata{}
+	for _, m := range afterIdx {
+		got[segmentKey(m)] = m
+	}
+	for _, b := range beforeIdx {
+		if index.Detect(b).IsSystem() || len(b.GetFragmentBitmap()) == 0 {
+			continue
+		}
+		a := got[segmentKey(b)]
+		if a == nil {
+			return fmt.Errorf("index %q segment is gone", b.GetName())
+		}
+		bb, err := decodeBitmap(b.GetFragmentBitmap())
+		if err != nil {
+			return fmt.Errorf("index %q: %v", b.GetName(), err)
+		}
+		ab, err := decodeBitmap(a.GetFragmentBitmap())
+		if err != nil {
+			return fmt.Errorf("index %q: %v", b.GetName(), err)
+		}
+		for _, g := range groups {
+			covered := false
+			for _, f := range g.GetOldFragments() {
+				covered = covered || bb.Contains(uint32(f.GetId()))
+				if ab.Contains(uint32(f.GetId())) {
+					return fmt.Errorf("index %q still claims rewritten fragment %d", b.GetName(), f.GetId())
+				}
+			}
+			for _, f := range g.GetNewFragments() {
+				if ab.Contains(uint32(f.GetId())) != covered {
+					return fmt.Errorf("index %q: new fragment %d covered %v, its rows were covered %v", b.GetName(), f.GetId(), !covered, covered)
+				}
+			}
+		}
+	}
+	return nil
+}

@@ -107,3 +107,38 @@ func TestCheckIndexCoverage(t *testing.T) {
 		}
 	}
 }
+
+// On a table with stable row ids a committed Rewrite is verified by the
+// indices' fragment bitmaps: covered groups moved to their new fragments,
+// uncovered ones not claimed.
+func TestVerifyStableCoverage(t *testing.T) {
+	f0, f1, f2 := frag(0, "a"), frag(1, "b"), frag(2, "c")
+	nf := frag(0, "n")
+	nf.PhysicalRows = 200
+	before := schemaManifest(f0, f1, f2)
+	g := &RewriteGroup{Old: []*tablepb.DataFragment{f0, f1}, New: []*tablepb.DataFragment{nf}}
+	_, tg, err := ApplyRewrite(before, []*RewriteGroup{g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix := &tablepb.IndexMetadata{Name: "id_idx", Uuid: &tablepb.UUID{Uuid: []byte("0123456789abcdef")}, FragmentBitmap: bitmapBytes(t, 0, 1, 2)}
+	other := &tablepb.IndexMetadata{Name: "b_idx", Uuid: &tablepb.UUID{Uuid: []byte("fedcba9876543210")}, FragmentBitmap: bitmapBytes(t, 2)}
+	beforeIdx := []*tablepb.IndexMetadata{ix, other}
+	afterIdx, err := ApplyRewriteIndices(beforeIdx, tg, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := verifyStableCoverage(beforeIdx, afterIdx, tg); err != nil {
+		t.Fatalf("a correct rewrite failed verification: %v", err)
+	}
+	stale := []*tablepb.IndexMetadata{proto.Clone(afterIdx[0]).(*tablepb.IndexMetadata), afterIdx[1]}
+	stale[0].FragmentBitmap = bitmapBytes(t, 0, 2, 3)
+	if err := verifyStableCoverage(beforeIdx, stale, tg); err == nil || !strings.Contains(err.Error(), "rewritten fragment 0") {
+		t.Fatalf("old fragment still claimed: %v", err)
+	}
+	wide := []*tablepb.IndexMetadata{afterIdx[0], proto.Clone(afterIdx[1]).(*tablepb.IndexMetadata)}
+	wide[1].FragmentBitmap = bitmapBytes(t, 2, 3)
+	if err := verifyStableCoverage(beforeIdx, wide, tg); err == nil || !strings.Contains(err.Error(), "new fragment 3") {
+		t.Fatalf("uncovered rows claimed: %v", err)
+	}
+}
