@@ -34,6 +34,8 @@ type ReadOptions struct {
 	// hold a million rows). Pages whose layout needs a whole-page decode
 	// are still decoded whole. Worth it when batches are much smaller than
 	// pages; a boundary chunk shared by two batches is decoded twice.
+	// Mini-block bytes are fetched 1 MiB ahead (one range request per MiB
+	// on an object store, not one per batch).
 	ChunkReads bool
 }
 
@@ -346,6 +348,7 @@ type column21 struct {
 	curIdx     int
 	pm         *pageMeta // chunk table etc. of the last partially read page
 	partialMax int       // ranges up to this many rows read only the chunks/rows needed
+	window     int       // bytes of mini-block data a partial read fetches ahead (ChunkReads)
 }
 
 func (f *File) newColumn21(ci int) *column21 {
@@ -443,6 +446,9 @@ func (f *File) newFieldReader21(tree *fieldTree, top *filepb.Field, af arrow.Fie
 			p := append(slices.Clone(path), pathField{field: a})
 			col := f.newColumn21(ci)
 			col.partialMax = partialMax
+			if partialMax == math.MaxInt {
+				col.window = chunkReadWindow
+			}
 			fr.leaves = append(fr.leaves, leaf21{col: col, path: p})
 			return nil
 		}

@@ -28,6 +28,36 @@ type pageMeta struct {
 	rowBefore   []int
 	rowsStarted []int
 	trailer     []bool
+	// win holds the mini-block data bytes [winFrom, winFrom+len(win)) a
+	// chunk read (ReadOptions.ChunkReads) fetched ahead.
+	win     []byte
+	winFrom int
+}
+
+// chunkReadWindow is how many bytes of a mini-block page's data a chunk
+// read fetches at once: batches that follow each other are served from
+// it, so an object store sees one range request per MiB, not per batch.
+const chunkReadWindow = 1 << 20
+
+// chunkBytes returns mini-block data bytes holding [from,to) of data
+// buffer b and the data offset of their first byte: exactly those bytes,
+// or with c.window a window of at least that many bytes kept for the
+// next read.
+func (c *column21) chunkBytes(pm *pageMeta, b Buffer, from, to int) ([]byte, int, error) {
+	if c.window <= 0 {
+		data, err := c.f.ReadBuffer(Buffer{b.Offset + uint64(from), uint64(to - from)})
+		return data, from, err
+	}
+	if pm.win != nil && from >= pm.winFrom && to <= pm.winFrom+len(pm.win) {
+		return pm.win, pm.winFrom, nil
+	}
+	end := min(max(to, from+c.window), int(b.Size))
+	data, err := c.f.ReadBuffer(Buffer{b.Offset + uint64(from), uint64(end - from)})
+	if err != nil {
+		return nil, 0, err
+	}
+	pm.win, pm.winFrom = data, from
+	return data, from, nil
 }
 
 func (c *column21) meta(pi int) (*pageMeta, error) {
@@ -97,11 +127,11 @@ func (c *column21) partial(pi, lo, hi int) (p *page, first int, ok bool, err err
 			return nil, 0, false, fmt.Errorf("%w: rows [%d,%d) not in the chunk table", ErrCorrupt, lo, hi)
 		}
 		from, to := pm.chunks[i0].off, pm.chunks[i1].off+pm.chunks[i1].nbytes
-		data, err := c.f.ReadBuffer(Buffer{bufs[1].Offset + uint64(from), uint64(to - from)})
+		data, base, err := c.chunkBytes(pm, bufs[1], from, to)
 		if err != nil {
 			return nil, 0, false, err
 		}
-		p, err := decodeChunks(mb, pm.chunks[i0:i1+1], data, from, pm.dict)
+		p, err := decodeChunks(mb, pm.chunks[i0:i1+1], data, base, pm.dict)
 		if err != nil {
 			return nil, 0, false, err
 		}
