@@ -180,14 +180,7 @@ func (a *Analyzer) filter(tok string) (string, bool, error) {
 // lowerCase is tantivy's LowerCaser: ASCII in place, otherwise every char
 // through char::to_lowercase (per char, so no final-sigma rule).
 func lowerCase(s string) string {
-	ascii := true
-	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			ascii = false
-			break
-		}
-	}
-	if ascii {
+	if isASCII(s) {
 		return strings.ToLower(s)
 	}
 	var b strings.Builder

@@ -14,14 +14,7 @@ import (
 // character is ErrUnsupported: lanced does not carry the whole table, and
 // a guessed folding would index the row under the wrong token.
 func foldASCII(s string) (string, error) {
-	ascii := true
-	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			ascii = false
-			break
-		}
-	}
-	if ascii {
+	if isASCII(s) {
 		return s, nil
 	}
 	var b strings.Builder
@@ -141,3 +134,13 @@ var latinFold = func() [0x180 - 0xC0]string {
 	set(0x17F, 0x17F, "s")
 	return t
 }()
+
+// isASCII reports whether s holds only ASCII bytes.
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
