@@ -191,26 +191,7 @@ func writeRepackFile(ctx context.Context, tbl *table.Table, frag *tablepb.DataFr
 		src := &tablepb.DataFragment{Id: frag.GetId(), Files: srcs, PhysicalRows: frag.GetPhysicalRows()}
 		name = newDataFileName()
 		key = format.DataFileKey(name)
-		res, err = writeObject(ctx, b, key, out, func(w io.Writer) (lancewrite.Result, error) {
-			fr, err := scan.ScanFragment(ctx, b, outFields, src, scan.ScanOptions{KeepDeleted: true, BatchRows: rewriteBatchRows})
-			if err != nil {
-				return lancewrite.Result{}, err
-			}
-			defer fr.Release()
-			lw, err := lancewrite.NewWriter(w, outFields, lancewrite.Options{Version: ver})
-			if err != nil {
-				return lancewrite.Result{}, err
-			}
-			for fr.Next() {
-				if err := lw.Write(fr.RecordBatch()); err != nil {
-					return lancewrite.Result{}, err
-				}
-			}
-			if err := fr.Err(); err != nil {
-				return lancewrite.Result{}, err
-			}
-			return lw.Close()
-		})
+		res, err = writeObject(ctx, b, key, out, reencodeRows(ctx, b, outFields, src, scan.ScanOptions{KeepDeleted: true, BatchRows: rewriteBatchRows}, ver))
 	}
 	if err != nil {
 		return nil, false, err
@@ -255,4 +236,30 @@ func writeOutput(ctx context.Context, b *store.Bucket, key string, outputs *[]st
 		return res, fmt.Errorf("upload %s: %w", key, err)
 	}
 	return res, nil
+}
+
+// reencodeRows returns a writer callback that decodes the rows opts selects
+// from src's files and encodes them batch by batch as one data file of
+// version ver.
+func reencodeRows(ctx context.Context, b *store.Bucket, fields []*filepb.Field, src *tablepb.DataFragment, opts scan.ScanOptions, ver lancewrite.Version) func(io.Writer) (lancewrite.Result, error) {
+	return func(w io.Writer) (lancewrite.Result, error) {
+		fr, err := scan.ScanFragment(ctx, b, fields, src, opts)
+		if err != nil {
+			return lancewrite.Result{}, err
+		}
+		defer fr.Release()
+		lw, err := lancewrite.NewWriter(w, fields, lancewrite.Options{Version: ver})
+		if err != nil {
+			return lancewrite.Result{}, err
+		}
+		for fr.Next() {
+			if err := lw.Write(fr.RecordBatch()); err != nil {
+				return lancewrite.Result{}, err
+			}
+		}
+		if err := fr.Err(); err != nil {
+			return lancewrite.Result{}, err
+		}
+		return lw.Close()
+	}
 }

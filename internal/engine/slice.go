@@ -207,31 +207,12 @@ func (sw *sliceWriter) piece(fields []*filepb.Field, srcs []*tablepb.DataFile, f
 	if !done {
 		name := newDataFileName()
 		var err error
-		res, err = writeOutput(sw.ctx, b, format.DataFileKey(name), &sw.out.Outputs, func(w io.Writer) (lancewrite.Result, error) {
-			opts := scan.ScanOptions{Offset: lo, Limit: hi - lo, BatchRows: rewriteBatchRows, Deletions: deleted, KeepDeleted: !dropDeleted}
-			if dropDeleted && deleted == nil {
-				opts.Deletions = roaring.New()
-			}
-			src := &tablepb.DataFragment{Id: sw.frag.GetId(), Files: srcs, PhysicalRows: phys}
-			fr, err := scan.ScanFragment(sw.ctx, b, fields, src, opts)
-			if err != nil {
-				return lancewrite.Result{}, err
-			}
-			defer fr.Release()
-			lw, err := lancewrite.NewWriter(w, fields, lancewrite.Options{Version: sw.ver})
-			if err != nil {
-				return lancewrite.Result{}, err
-			}
-			for fr.Next() {
-				if err := lw.Write(fr.RecordBatch()); err != nil {
-					return lancewrite.Result{}, err
-				}
-			}
-			if err := fr.Err(); err != nil {
-				return lancewrite.Result{}, err
-			}
-			return lw.Close()
-		})
+		opts := scan.ScanOptions{Offset: lo, Limit: hi - lo, BatchRows: rewriteBatchRows, Deletions: deleted, KeepDeleted: !dropDeleted}
+		if dropDeleted && deleted == nil {
+			opts.Deletions = roaring.New()
+		}
+		src := &tablepb.DataFragment{Id: sw.frag.GetId(), Files: srcs, PhysicalRows: phys}
+		res, err = writeOutput(sw.ctx, b, format.DataFileKey(name), &sw.out.Outputs, reencodeRows(sw.ctx, b, fields, src, opts, sw.ver))
 		if err != nil {
 			return fmt.Errorf("slice of fragment %d: %w", sw.frag.GetId(), err)
 		}
