@@ -177,13 +177,16 @@ func printStats(w io.Writer, r *statsReport, files bool) error {
 	if len(r.IndexCoverage) > 0 {
 		fmt.Fprintln(w)
 		iw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(iw, "index\ttype\tsegments\tindexed rows\tunindexed rows\tfragments\tunindexed fragments\tstale ids\t")
+		fmt.Fprintln(iw, "index\ttype\tsegments\tindexed rows\tunindexed rows\tfragments\tunindexed fragments\tstale ids\treuse versions\t")
 		for _, c := range r.IndexCoverage {
 			note := ""
 			if c.Lost {
 				note = "  (covers nothing: real Lance drops it at its next write)"
 			}
-			fmt.Fprintf(iw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", c.Name, c.Kind, c.Segments, c.IndexedRows, c.UnindexedRows, len(c.Fragments), len(c.Unindexed), c.Stale, note)
+			if c.ReuseError != "" {
+				note += "  (bitmaps as recorded: " + c.ReuseError + ")"
+			}
+			fmt.Fprintf(iw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", c.Name, c.Kind, c.Segments, c.IndexedRows, c.UnindexedRows, len(c.Fragments), len(c.Unindexed), c.Stale, c.ReuseVersions, note)
 		}
 		if err := iw.Flush(); err != nil {
 			return err

@@ -376,12 +376,13 @@ func queueRemaps(pre *remapPrep, uri string, rv uint64, segs []*segUse) error {
 	return nil
 }
 
-// remapCandidates are the rewrite jobs whose indices are remapped and
-// whose new fragment ids are not reserved yet.
+// remapCandidates are the rewrite jobs whose indices are remapped (under
+// "defer", those of the kinds job.RemapsSegment says) and whose new
+// fragment ids are not reserved yet.
 func remapCandidates(jobs []job.Job) []*job.RewriteOutput {
 	var need []*job.RewriteOutput
 	for _, j := range jobs {
-		if o, ok := j.(*job.RewriteOutput); ok && o.Rewrite != nil && o.Rewrite.IndexCoverage == "remap" && !o.Group.Reserved {
+		if o, ok := j.(*job.RewriteOutput); ok && o.Rewrite != nil && (o.Rewrite.IndexCoverage == "remap" || o.Rewrite.IndexCoverage == job.DeferIndexRemap) && !o.Group.Reserved {
 			need = append(need, o)
 		}
 	}
@@ -406,7 +407,7 @@ func (r *Runner) coveringSegments(ctx context.Context, need []*job.RewriteOutput
 	for _, ix := range latest.Indices.GetIndices() {
 		u := &segUse{meta: ix}
 		for _, o := range need {
-			if job.CoversGroup(ix, o.Group) {
+			if job.RemapsSegment(o, ix) && job.CoversGroup(ix, o.Group) {
 				u.jobs = append(u.jobs, o)
 			}
 		}

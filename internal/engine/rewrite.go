@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -16,6 +17,7 @@ import (
 	"github.com/lanced-dev/lanced/internal/engine/journal"
 	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/format/lancewrite"
 	"github.com/lanced-dev/lanced/internal/format/pb/filepb"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
@@ -132,6 +134,14 @@ func ExecuteRewrite(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, 
 		out: &job.RewriteOutput{Rewrite: t, Group: &job.RewriteGroup{}}}
 	if format.StableRowIDs(m) {
 		rw.lin = &format.Lineage{}
+	} else if t.IndexCoverage == job.DeferIndexRemap {
+		// Lance's reuse mapping pairs the kept old addresses in
+		// ascending order with the new rows in write order, so the
+		// fragments must be read in ascending id order.
+		if !slices.IsSorted(t.Fragments) {
+			return nil, fmt.Errorf("%w: deferred index remap of fragments %v: not in ascending id order", job.ErrUnsupported, t.Fragments)
+		}
+		rw.retained = index.NewRetainedAddrs()
 	}
 	defer func() {
 		if err != nil {
@@ -153,7 +163,18 @@ func ExecuteRewrite(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, 
 	if err := rw.closeCur(); err != nil {
 		return rw.out, err
 	}
-	return rw.out, rw.check(frags)
+	if err := rw.check(frags); err != nil {
+		return rw.out, err
+	}
+	if rw.retained != nil {
+		if rw.retained.Len() != rw.out.RowsWritten {
+			return rw.out, fmt.Errorf("%w: kept %d row addresses for %d rows written", job.ErrInvariant, rw.retained.Len(), rw.out.RowsWritten)
+		}
+		if rw.out.Retained, err = rw.retained.Bytes(); err != nil {
+			return rw.out, err
+		}
+	}
+	return rw.out, nil
 }
 
 // rewriteRun is the state of one ExecuteRewrite: the output so far, the
@@ -167,6 +188,9 @@ type rewriteRun struct {
 	maxBytes uint64 // about this many bytes per new file (0: no limit)
 	out      *job.RewriteOutput
 	lin      *format.Lineage // nil unless the table has stable row ids
+	// retained collects the kept old row addresses of a deferred index
+	// remap (nil otherwise).
+	retained *index.RetainedAddrs
 	cur      *fileSink
 }
 
@@ -200,6 +224,9 @@ func (rw *rewriteRun) addFragment(name string, res lancewrite.Result) error {
 // its deleted rows (nil if none).
 func (rw *rewriteRun) takeFragment(f *tablepb.DataFragment, deleted *roaring.Bitmap) error {
 	rw.out.Group.Old = append(rw.out.Group.Old, f)
+	if rw.retained != nil {
+		rw.retained.AddFragment(f.GetId(), f.GetPhysicalRows(), deleted)
+	}
 	for _, df := range f.GetFiles() {
 		rw.out.BytesRead += int64(df.GetFileSizeBytes())
 	}

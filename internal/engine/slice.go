@@ -17,6 +17,7 @@ import (
 	"github.com/lanced-dev/lanced/internal/engine/scan"
 	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/format/lancewrite"
 	"github.com/lanced-dev/lanced/internal/format/pb/filepb"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
@@ -334,6 +335,22 @@ func ExecuteJoin(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, t *
 	out := &job.RewriteOutput{Rewrite: t.Rewrite, Join: t, Group: &job.RewriteGroup{Old: []*tablepb.DataFragment{frag}}, Outputs: outputs,
 		RowsRead: format.LiveRows(frag), BytesRead: read, BytesWritten: written, Copied: len(made), Paths: paths}
 	var lin *format.Lineage
+	if !format.StableRowIDs(m) && t.Rewrite.IndexCoverage == job.DeferIndexRemap {
+		// The join's entry in the fragment reuse index: the fragment's
+		// rows but the deleted ones, in order, as the slices wrote them.
+		deleted, err := tbl.ReadDeletions(ctx, frag)
+		if err != nil {
+			return nil, fmt.Errorf("read fragment %d: %w", frag.GetId(), err)
+		}
+		ra := index.NewRetainedAddrs()
+		ra.AddFragment(frag.GetId(), frag.GetPhysicalRows(), deleted)
+		if ra.Len() != out.RowsRead {
+			return nil, fmt.Errorf("%w: fragment %d keeps %d row addresses for %d live rows", job.ErrInvariant, frag.GetId(), ra.Len(), out.RowsRead)
+		}
+		if out.Retained, err = ra.Bytes(); err != nil {
+			return nil, err
+		}
+	}
 	if format.StableRowIDs(m) {
 		deleted, err := tbl.ReadDeletions(ctx, frag)
 		if err != nil {

@@ -81,20 +81,11 @@ const (
 	CoverageKeep    = "keep"
 	CoverageUnindex = "unindex"
 	CoverageRemap   = "remap"
-	// CoverageDefer is Lance's deferred index remap (a fragment reuse
-	// index); recognized and refused with deferRefusal.
+	// CoverageDefer is Lance's deferred index remap: the rewrite is
+	// recorded in the table's fragment reuse index; index kinds real Lance
+	// does not read through it everywhere are remapped in the same commit.
 	CoverageDefer = "defer"
 )
-
-// deferRefusal says why index_coverage = "defer" is refused and what to
-// use instead. Lance 8.0.0 reads through a fragment reuse index
-// (__lance_frag_reuse: old row addresses translated to new ones when an
-// index is loaded), but LanceDB 0.31.0 cannot make one (its optimize()
-// always remaps immediately), and lanced does not write one: its own
-// planner, index remap, index catch-up and commit checks read index
-// fragment bitmaps without the reuse index's translation, so a table
-// carrying one would be planned on stale coverage.
-const deferRefusal = `index_coverage = "defer" (Lance's deferred index remap through a fragment reuse index) is not supported: lanced does not write a fragment reuse index, and its planner, index remap and index catch-up do not read through one. Use "remap" (the default: every index covering a rewritten fragment is rewritten for the new row addresses in the same commit; on stable-row-id tables only fragment bitmaps change), or "keep" to leave indexed fragments alone.`
 
 // Scopes select the kinds of task a table gets.
 const (

@@ -228,6 +228,33 @@ func (rewriteTxn) Build(latest *format.Manifest, jobs []Job, txn *tablepb.Transa
 			return nil, err
 		}
 	}
+	var deferred []*RewriteOutput
+	var dg []*tablepb.Transaction_Rewrite_RewriteGroup
+	if !stable && hasRowIndex(idx) {
+		for _, o := range rws {
+			switch {
+			case defersIndices(o):
+				deferred = append(deferred, o)
+				dg = append(dg, committedGroup(o.Group, tg))
+			case o.Rewrite != nil && o.Rewrite.IndexCoverage == DeferIndexRemap:
+				// A deferred rewrite that did not record the addresses it
+				// kept would leave its indices pointing at removed rows.
+				return nil, fmt.Errorf("%w: deferred rewrite of %v carries no kept row addresses", ErrInvalidTask, o.Rewrite.Fragments)
+			}
+		}
+	}
+	if len(deferred) > 0 {
+		var derr error
+		if idx, derr = deferIndices(idx, deferred, tg, rewrite.GetRewrittenIndices(), deferred[0].Rewrite.ReadVersion); derr != nil {
+			// Nothing is committed: the rewrites would leave indices
+			// that real Lance cannot read through the reuse index.
+			refused := &Built{Refused: refusals}
+			for _, j := range append(List(rws), List(rms)...) {
+				refused.Refused = append(refused.Refused, Refusal{Job: j, Verdict: Incompatible, Reason: "deferred index remap refused: " + derr.Error()})
+			}
+			return refused, nil
+		}
+	}
 	want := idx
 	b := &Built{Manifest: next, Refused: refusals, Verify: func(after *format.Manifest) error {
 		if err := VerifyRewrite(before, after.PB, tg); err != nil {
@@ -246,6 +273,11 @@ func (rewriteTxn) Build(latest *format.Manifest, jobs []Job, txn *tablepb.Transa
 		}
 		if stable {
 			if err := verifyStableCoverage(beforeIdx, after.Indices.GetIndices(), tg); err != nil {
+				return fmt.Errorf("%w: %w", ErrInvariant, err)
+			}
+		}
+		if len(dg) > 0 {
+			if err := verifyDeferred(after.Indices.GetIndices(), dg); err != nil {
 				return fmt.Errorf("%w: %w", ErrInvariant, err)
 			}
 		}
@@ -269,7 +301,7 @@ func (rewriteTxn) Build(latest *format.Manifest, jobs []Job, txn *tablepb.Transa
 		}
 		return refused, nil
 	}
-	if stable || remapped {
+	if stable || remapped || len(deferred) > 0 {
 		b.Indices = &tablepb.IndexSection{Indices: idx}
 	}
 	return b, nil

@@ -223,9 +223,21 @@ func (o *RemapOutput) NewSegment(old *tablepb.IndexMetadata, groups []*tablepb.T
 func segmentKey(m *tablepb.IndexMetadata) string { return string(m.GetUuid().GetUuid()) }
 
 // needsRemap reports whether a rewrite job must have its indices remapped:
-// index_coverage "remap" on a table without stable row ids.
+// index_coverage "remap" (or "defer", for the kinds it does not defer) on a
+// table without stable row ids.
 func needsRemap(o *RewriteOutput, stable bool) bool {
-	return !stable && o.Rewrite != nil && o.Rewrite.IndexCoverage == "remap"
+	return !stable && o.Rewrite != nil && (o.Rewrite.IndexCoverage == "remap" || o.Rewrite.IndexCoverage == DeferIndexRemap)
+}
+
+// RemapsSegment reports whether a rewrite job remaps the segment when it
+// covers the job's fragments: always under "remap"; under "defer" only a
+// kind real Lance does not read through the fragment reuse index
+// everywhere (index.Deferrable).
+func RemapsSegment(o *RewriteOutput, m *tablepb.IndexMetadata) bool {
+	if o.Rewrite != nil && o.Rewrite.IndexCoverage == DeferIndexRemap {
+		return !index.Deferrable(index.Detect(m))
+	}
+	return true
 }
 
 // sameGroup reports whether a remap group is the rewrite group g (same old
@@ -300,7 +312,7 @@ func joinRemaps(latest *format.Manifest, rws []*RewriteOutput, rms []*RemapOutpu
 			why := ""
 			if needsRemap(o, stable) {
 				for _, m := range latest.Indices.GetIndices() {
-					if !CoversGroup(m, o.Group) {
+					if !RemapsSegment(o, m) || !CoversGroup(m, o.Group) {
 						continue
 					}
 					r := live[segmentKey(m)]

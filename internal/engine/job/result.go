@@ -67,6 +67,9 @@ type resultJSON struct {
 	Merged  string   `json:"merged,omitempty"`
 	// Slice is an executed slice (its pieces).
 	Slice *SliceOutput `json:"slice,omitempty"`
+	// Retained: a deferred rewrite's kept old row addresses (see
+	// RewriteOutput.Retained).
+	Retained []byte `json:"retained_row_addrs,omitempty"`
 }
 
 func marshalAll[M proto.Message](ms []M) ([][]byte, error) {
@@ -108,6 +111,7 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		j.Reserved = o.Group.Reserved
 		j.RowsRead, j.RowsWritten, j.BytesRead, j.BytesWritten = o.RowsRead, o.RowsWritten, o.BytesRead, o.BytesWritten
 		j.Copied, j.Reencoded = o.Copied, o.Reencoded
+		j.Retained = o.Retained
 		if o.Paths != (lancewrite.PathStats{}) {
 			ps := o.Paths
 			j.Paths = &ps
@@ -175,7 +179,7 @@ func (r *Result) UnmarshalJSON(data []byte) error {
 		}
 		*r = Result{Rewrite: &RewriteOutput{Rewrite: j.Task.Rewrite, Group: &RewriteGroup{Old: old, New: nw, Reserved: j.Reserved}, Outputs: j.Written,
 			RowsRead: j.RowsRead, RowsWritten: j.RowsWritten, BytesRead: j.BytesRead, BytesWritten: j.BytesWritten,
-			Copied: j.Copied, Reencoded: j.Reencoded}}
+			Copied: j.Copied, Reencoded: j.Reencoded, Retained: j.Retained}}
 		if j.Paths != nil {
 			r.Rewrite.Paths = *j.Paths
 		}
@@ -248,6 +252,11 @@ type RewriteOutput struct {
 	// Join is set when the rewrite was run in slices and this is the
 	// join's output (Task is then the join).
 	Join *JoinTask
+	// Retained (index_coverage = defer) are the old row addresses the
+	// rewrite kept, in the order it wrote them, as a serialized 64-bit
+	// Roaring treemap: the group's entry in the fragment reuse index. Nil
+	// when the rewrite does not defer.
+	Retained []byte
 }
 
 // RepackOutput is what an executed repack task hands to the committer.

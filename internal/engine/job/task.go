@@ -56,8 +56,10 @@ type RewriteTask struct {
 	// MaterializeDeletions drops deleted rows (always true in Lance's own
 	// rewrites; kept for the record).
 	MaterializeDeletions bool `json:"materialize_deletions"`
-	// IndexCoverage is the policy's index_coverage: "keep", "unindex" or
-	// "remap". Under "keep" a rewrite never holds indexed fragments.
+	// IndexCoverage is the policy's index_coverage: "keep", "unindex",
+	// "remap" or "defer". Under "keep" a rewrite never holds indexed
+	// fragments; under "defer" (DeferIndexRemap) the rewrite is recorded
+	// in the fragment reuse index.
 	IndexCoverage string `json:"index_coverage,omitempty"`
 	// Rows is the number of live rows the task reads (informational).
 	Rows uint64 `json:"rows,omitempty"`
@@ -73,6 +75,10 @@ type RewriteTask struct {
 	EstBytesRead    uint64 `json:"est_bytes_read,omitempty"`
 	EstBytesWritten uint64 `json:"est_bytes_written,omitempty"`
 }
+
+// DeferIndexRemap is the IndexCoverage of a rewrite whose index remap is
+// deferred to the fragment reuse index.
+const DeferIndexRemap = "defer"
 
 // RepackFile is one new data file a repack writes: which top-level columns
 // it holds, every field id it takes, and the existing files it reads them

@@ -1,6 +1,7 @@
 package job
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -170,6 +171,30 @@ func sameSchema(a, b *tablepb.Manifest) bool {
 // rewritten (same uuid) but whose fragment bitmap gained fragment ids, which
 // would make queries through it miss the rows of those fragments.
 func CheckIndexCoverage(before *tablepb.Manifest, beforeIdx []*tablepb.IndexMetadata, after *tablepb.Manifest, afterIdx []*tablepb.IndexMetadata) error {
+	// Lance applies its retention rule to bitmaps read through the
+	// fragment reuse index; a segment's claim is checked as recorded.
+	// A reuse index that cannot be read (details in an external file)
+	// leaves the bitmaps as recorded; the planner keeps the fragments its
+	// indices cover.
+	bt, _, err := index.ThroughReuse(beforeIdx)
+	if err != nil {
+		bt = beforeIdx
+	}
+	at, _, err := index.ThroughReuse(afterIdx)
+	if err != nil {
+		if !errors.Is(err, index.ErrReuseExternal) {
+			return err
+		}
+		at = afterIdx
+	}
+	bti, err := index.Group(bt)
+	if err != nil {
+		return err
+	}
+	ati, err := index.Group(at)
+	if err != nil {
+		return err
+	}
 	bi, err := index.Group(beforeIdx)
 	if err != nil {
 		return err
@@ -187,7 +212,7 @@ func CheckIndexCoverage(before *tablepb.Manifest, beforeIdx []*tablepb.IndexMeta
 		}
 		return out
 	}
-	lostBefore, lostAfter := lost(bi, before), lost(ai, after)
+	lostBefore, lostAfter := lost(bti, before), lost(ati, after)
 	names := map[string]*index.Index{}
 	for _, ix := range ai {
 		names[ix.Name] = ix

@@ -237,11 +237,40 @@ type Coverage struct {
 	// Lost is set when real Lance's next Delete/Update/Merge/Project
 	// commit would drop the index (a vector index covering nothing).
 	Lost bool `json:"would_be_dropped,omitempty"`
+	// ReuseVersions counts the fragment reuse versions (deferred
+	// compactions) some segment of the index is not caught up on: real
+	// Lance translates its row addresses through them when it loads it.
+	ReuseVersions int `json:"reuse_versions,omitempty"`
+	// ReuseError says why the fragment reuse index could not be read; the
+	// bitmaps are then reported as recorded.
+	ReuseError string `json:"reuse_error,omitempty"`
 }
 
-// CoverageOf reports every index's coverage of the given fragments.
+// CoverageOf reports every index's coverage of the given fragments, with
+// fragment bitmaps read through the table's fragment reuse index as Lance
+// reads them.
 func CoverageOf(frags []*tablepb.DataFragment, indices []*tablepb.IndexMetadata) ([]Coverage, error) {
-	ixs, err := Group(indices)
+	through, reuse, err := ThroughReuse(indices)
+	reuseErr := ""
+	if err != nil {
+		through, reuseErr = indices, err.Error()
+	}
+	pending := map[string]int{}
+	if reuse != nil {
+		for i := range reuse.Versions {
+			v := &reuse.Versions[i]
+			names := map[string]bool{}
+			for _, m := range indices {
+				if ok, err := CaughtUp(v, m); err != nil || !ok {
+					names[m.GetName()] = true
+				}
+			}
+			for n := range names {
+				pending[n]++
+			}
+		}
+	}
+	ixs, err := Group(through)
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +294,7 @@ func CoverageOf(frags []*tablepb.DataFragment, indices []*tablepb.IndexMetadata)
 			}
 		}
 		c := Coverage{Name: ix.Name, Kind: ix.Kind, Fields: ix.Fields, Segments: len(ix.Segments),
-			Stale: roaring.AndNot(all, existing).GetCardinality(), Lost: lost[ix.Name]}
+			Stale: roaring.AndNot(all, existing).GetCardinality(), Lost: lost[ix.Name], ReuseVersions: pending[ix.Name], ReuseError: reuseErr}
 		for _, f := range frags {
 			live := f.GetPhysicalRows() - min(f.GetPhysicalRows(), f.GetDeletionFile().GetNumDeletedRows())
 			if cov.Contains(uint32(f.GetId())) {

@@ -81,10 +81,6 @@ func catchUpDecisions(ic *indexCoverage, frags []*tablepb.DataFragment, decision
 	scope := pol.Scope.Value
 	inScope := scope == policy.ScopeAll || scope == policy.ScopeIndex
 	_, segs := nameGroups(ic)
-	reuse := false
-	for _, k := range ic.kinds {
-		reuse = reuse || k == index.KindFragReuse
-	}
 	for i := range decisions {
 		d := &decisions[i]
 		s := segs[d.Name]
@@ -100,16 +96,30 @@ func catchUpDecisions(ic *indexCoverage, frags []*tablepb.DataFragment, decision
 			continue
 		}
 		decideCatchUp(cu, kind, len(s), pol.Index)
-		if reuse && cu.Action == CatchUpPlanned {
-			// Lance reads index bitmaps through the fragment reuse index
-			// (a deferred remap): rows in its new fragments are indexed
-			// although the manifest's bitmaps name the old fragments.
-			// This backlog does not translate them, so adding its rows
-			// would index them twice.
-			cu.Action = CatchUpDue
-			cu.Reason += "; but the table carries a fragment reuse index (Lance's deferred index remap), which lanced's catch-up does not read through: run Lance's optimize()"
+		if cu.Action == CatchUpPlanned {
+			if why := reuseBlocksCatchUp(ic, s); why != "" {
+				cu.Action = CatchUpDue
+				cu.Reason += "; " + why + ": run Lance's optimize()"
+			}
 		}
 	}
+}
+
+// reuseBlocksCatchUp says why the segments at segs may not be caught up
+// because of the table's fragment reuse index, or "". The backlog itself is
+// computed on bitmaps translated through it; but a catch-up may merge the
+// index's segments, and a segment whose files still hold addresses a
+// reuse version translates cannot be merged without that translation.
+func reuseBlocksCatchUp(ic *indexCoverage, segs []int) string {
+	if ic.reuseErr != "" {
+		return "the table's fragment reuse index cannot be read (" + ic.reuseErr + ")"
+	}
+	for _, p := range segs {
+		if ic.behind[p] {
+			return "a segment still relies on the fragment reuse index (Lance's deferred index remap) for rows of rewritten fragments, and lanced's catch-up does not merge through it"
+		}
+	}
+	return ""
 }
 
 // decideCatchUp applies the index policy to one index's backlog.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/policy"
 )
@@ -180,22 +181,86 @@ func TestCatchUpScopeIndexAndPlanned(t *testing.T) {
 	}
 }
 
-// A table with a fragment reuse index (Lance's deferred remap) is not
-// caught up by lanced: its bitmaps would have to be read through the
-// reuse index, or rows Lance counts as indexed would be indexed again.
-func TestCatchUpNotPlannedUnderFragmentReuse(t *testing.T) {
-	m := manifest(3, ab, small(0, 100), small(1, 100))
-	fri := indexMeta(t, "__lance_frag_reuse", 1)
-	fri.Fields = nil
-	idx := []*tablepb.IndexMetadata{vectorIndex(t, "vec_idx", 0), fri}
-	p := Compute(Input{Table: "t", Manifest: m, Indices: idx, Policy: pol(func(e *policy.Effective) {
-		set(&e.Scope, policy.ScopeIndex)
-	})})
-	if cu := indexDecision(t, p, "vec_idx").CatchUp; cu.Action != CatchUpDue || !strings.Contains(cu.Reason, "fragment reuse index") || len(p.CatchUps) != 0 {
-		t.Fatalf("vec_idx: %+v, tasks %+v", cu, p.CatchUps)
+// reuseIndex is a fragment reuse index with one version, read at version
+// 2, in which old fragments 5 and 6 became fragment 1.
+func reuseIndex(t *testing.T) *tablepb.IndexMetadata {
+	t.Helper()
+	ra := index.NewRetainedAddrs()
+	ra.AddFragment(5, 50, nil)
+	ra.AddFragment(6, 50, nil)
+	b, err := ra.Bytes()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if cu := indexDecision(t, p, "__lance_frag_reuse").CatchUp; cu.Action != CatchUpSkipped {
-		t.Fatalf("reuse index: %+v", cu)
+	fr := &index.FragReuse{Versions: []index.ReuseVersion{{DatasetVersion: 2, Groups: []index.ReuseGroup{{
+		Retained: b, Old: []index.FragDigest{{ID: 5, PhysicalRows: 50}, {ID: 6, PhysicalRows: 50}}, New: []index.FragDigest{{ID: 1, PhysicalRows: 100}}}}}}}
+	m, err := fr.Build([16]byte{9}, 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// On a table with a fragment reuse index (a deferred remap), coverage is
+// read through it as Lance reads it: an index built before the deferred
+// compaction covers its new fragment. lanced does not catch up (or merge)
+// such an index, which still relies on the reuse index for those rows; an
+// index built after it is caught up as usual; a reuse index that cannot be
+// read blocks catch-up with the reason.
+func TestCatchUpUnderFragmentReuse(t *testing.T) {
+	m := manifest(3, ab, small(0, 100), small(1, 100), small(2, 100))
+	scope := pol(func(e *policy.Effective) { set(&e.Scope, policy.ScopeIndex) })
+	old := vectorIndex(t, "vec_idx", 0, 5, 6)
+	p := Compute(Input{Table: "t", Manifest: m, Indices: []*tablepb.IndexMetadata{old, reuseIndex(t)}, Policy: scope})
+	d := indexDecision(t, p, "vec_idx")
+	if cu := d.CatchUp; cu.Action != CatchUpDue || cu.Rows != 100 || !slices.Equal(cu.Fragments, []uint64{2}) || !strings.Contains(cu.Reason, "fragment reuse index") || len(p.CatchUps) != 0 {
+		t.Fatalf("vec_idx built before the deferred compaction: %+v, tasks %+v", cu, p.CatchUps)
+	}
+	if !slices.Equal(d.Covered, []uint64{0, 1}) {
+		t.Fatalf("covered %v, want 0 and 1 (5 and 6 through the reuse index)", d.Covered)
+	}
+	for _, x := range p.Indices {
+		if x.Name == index.FragReuseName {
+			t.Fatalf("the reuse index is planned like an index: %+v", x)
+		}
+	}
+	fresh := vectorIndex(t, "vec_idx", 0, 1)
+	fresh.DatasetVersion = 3
+	p = Compute(Input{Table: "t", Manifest: m, Indices: []*tablepb.IndexMetadata{fresh, reuseIndex(t)}, Policy: scope})
+	if cu := indexDecision(t, p, "vec_idx").CatchUp; cu.Action != CatchUpPlanned || len(p.CatchUps) != 1 || !slices.Equal(p.CatchUps[0].Fragments, []uint64{2}) {
+		t.Fatalf("vec_idx built after it: %+v, tasks %+v", cu, p.CatchUps)
+	}
+	bad := indexMeta(t, index.FragReuseName, 1)
+	bad.Fields = nil
+	p = Compute(Input{Table: "t", Manifest: m, Indices: []*tablepb.IndexMetadata{fresh, bad}, Policy: scope})
+	if cu := indexDecision(t, p, "vec_idx").CatchUp; cu.Action != CatchUpDue || !strings.Contains(cu.Reason, "cannot be read") || len(p.Warnings) == 0 {
+		t.Fatalf("unreadable reuse index: %+v, warnings %v", cu, p.Warnings)
+	}
+}
+
+// index_coverage = defer rewrites indexed fragments (coverage read through
+// the reuse index) and reports every covering index as deferred; remap
+// keeps the fragments of an index that still relies on the reuse index.
+func TestDeferPlansThroughFragmentReuse(t *testing.T) {
+	m := manifest(3, ab, small(0, 100), small(1, 100), small(2, 100))
+	idx := []*tablepb.IndexMetadata{vectorIndex(t, "vec_idx", 0, 5, 6), btreeIndex(t, "id_idx", 0, 5, 6), reuseIndex(t)}
+	p := Compute(Input{Table: "t", Manifest: m, Indices: idx, Policy: pol(func(e *policy.Effective) {
+		set(&e.Compaction.IndexCoverage, policy.CoverageDefer)
+	})})
+	if got := rewriteGroups(p); len(got) != 1 || !slices.Equal(got[0], []uint64{0, 1}) {
+		t.Fatalf("groups %v, want the indexed 0,1 (the unindexed 2 is binned apart)", got)
+	}
+	for _, n := range []string{"vec_idx", "id_idx"} {
+		if d := indexDecision(t, p, n); d.Action != IndexDeferred || !slices.Equal(d.Rewritten, []uint64{0, 1}) {
+			t.Fatalf("%s: %+v", n, d)
+		}
+	}
+	if p.Rewrites[0].IndexCoverage != job.DeferIndexRemap {
+		t.Fatalf("task coverage %q", p.Rewrites[0].IndexCoverage)
+	}
+	p = Compute(Input{Table: "t", Manifest: m, Indices: idx, Policy: pol(nil)})
+	if d := indexDecision(t, p, "vec_idx"); d.Action != IndexKeep || !strings.Contains(d.Reason, "deferred compaction") {
+		t.Fatalf("remap of an index behind the reuse index: %+v", d)
 	}
 }
 

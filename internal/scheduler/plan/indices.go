@@ -27,6 +27,9 @@ const (
 	IndexUnindexed = "unindexed"
 	// IndexKeep: the index blocks rewrites of the fragments it covers.
 	IndexKeep = "keep"
+	// IndexDeferred: index_coverage = defer; the rewrite is recorded in
+	// the table's fragment reuse index and no index file is rewritten.
+	IndexDeferred = "deferred"
 )
 
 // IndexDecision says what the plan does to one index (all segments of one
@@ -64,13 +67,23 @@ func setBlocking(ic *indexCoverage, mode string, stable bool, unremappable map[s
 			// Row ids survive a rewrite: bitmap-only in every mode.
 		case mode == policy.CoverageKeep:
 			ic.blocks[i] = "index_coverage = keep"
-		case mode == policy.CoverageRemap:
+		case ic.reuseErr != "" && (mode == policy.CoverageRemap || mode == policy.CoverageDefer):
+			ic.blocks[i] = "the table's fragment reuse index cannot be read (" + ic.reuseErr + "), so what the index covers is unknown"
+		case mode == policy.CoverageDefer && index.Deferrable(k):
+			if ic.maps[i] == nil {
+				ic.blocks[i] = "index_coverage = defer, but the index records no fragment bitmap (a reuse version cannot be matched to it)"
+			}
+		case ic.behind[i] && (mode == policy.CoverageRemap || mode == policy.CoverageDefer):
+			ic.blocks[i] = fmt.Sprintf("index_coverage = %s, but the segment's files still hold row addresses from before a deferred compaction (a fragment reuse version), which lanced does not remap through; let Lance's optimize() or createIndex(replace) rebuild the index", mode)
+		case mode == policy.CoverageRemap || mode == policy.CoverageDefer:
+			// Under defer, a kind real Lance does not read through the
+			// reuse index everywhere is remapped in the same commit.
 			if why, ok := unremappable[(&index.Segment{Meta: ic.metas[i]}).UUID()]; ok {
 				ic.blocks[i] = why
 			} else if err := index.CanRemap(ic.metas[i]); err != nil {
-				ic.blocks[i] = fmt.Sprintf("index_coverage = remap, but lanced cannot remap %s indices yet (%v)", k, err)
+				ic.blocks[i] = fmt.Sprintf("index_coverage = %s, but lanced cannot remap %s indices yet (%v)", mode, k, err)
 			} else if ic.maps[i] == nil {
-				ic.blocks[i] = "index_coverage = remap, but the index records no fragment bitmap (Lance cannot rewrite it either)"
+				ic.blocks[i] = fmt.Sprintf("index_coverage = %s, but the index records no fragment bitmap (Lance cannot rewrite it either)", mode)
 			}
 		}
 	}
@@ -213,6 +226,10 @@ func indexDecisions(ic *indexCoverage, frags []*tablepb.DataFragment, inRewrite 
 			d.Action, d.Reason = IndexUntouched, "no fragment it covers is rewritten"
 		case stable:
 			d.Action, d.Reason = IndexBitmapOnly, "stable row ids: the fragment bitmap follows the rewrite, no index file is rewritten"
+		case mode == policy.CoverageDefer && index.Deferrable(kind):
+			d.Action, d.Reason = IndexDeferred, "index files untouched: the rewrite is recorded as a new version of the fragment reuse index (__lance_frag_reuse), through which real Lance translates the index's row addresses and fragment bitmap when it loads it"
+		case mode == policy.CoverageDefer:
+			d.Action, d.Reason = IndexRemap, fmt.Sprintf("index_coverage = defer, but real Lance does not read %s indices through the fragment reuse index when its optimize() rewrites them: index files rewritten for the new row addresses under a new uuid, committed with the rewrite", kind)
 		case mode == policy.CoverageRemap:
 			d.Action, d.Reason = IndexRemap, "index files rewritten for the new row addresses under a new uuid, committed with the rewrite"
 		default:

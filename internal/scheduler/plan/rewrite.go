@@ -70,11 +70,38 @@ type indexCoverage struct {
 	kinds  []index.Kind
 	maps   []*roaring.Bitmap // nil: covers everything (legacy index, unknown range)
 	blocks []string          // why the segment's fragments are kept; "" when they may be rewritten
+	// reuse is the table's fragment reuse index (nil when none); the
+	// bitmaps in maps are translated through it, as Lance's load_indices
+	// translates them, and metas are the segments as recorded.
+	reuse *index.FragReuse
+	// reuseErr says why the fragment reuse index cannot be read ("" when
+	// it can): coverage is then unknown and indexed fragments are kept.
+	reuseErr string
+	// behind marks segments whose files may still hold addresses a reuse
+	// version translates (index.FragReuse.Behind).
+	behind []bool
 }
 
 func newIndexCoverage(indices []*tablepb.IndexMetadata, legacy map[uint64]uint32, warn func(string)) *indexCoverage {
 	ic := &indexCoverage{}
-	for _, ix := range indices {
+	through, reuse, err := index.ThroughReuse(indices)
+	if err != nil {
+		ic.reuseErr = err.Error()
+		warn("fragment reuse index: " + ic.reuseErr + "; fragments covered by an index are kept")
+		through = indices
+	}
+	ic.reuse = reuse
+	for n, ix := range indices {
+		if ix.GetName() == index.FragReuseName {
+			// Lance's compaction plans around it (it covers no rows).
+			continue
+		}
+		behind, err := reuse.Behind(ix)
+		if err != nil {
+			behind = true
+		}
+		ic.behind = append(ic.behind, behind)
+		seen := through[n]
 		name := ix.GetName()
 		if name == "" {
 			name = fmt.Sprintf("index@%d", ix.GetDatasetVersion())
@@ -95,7 +122,7 @@ func newIndexCoverage(indices []*tablepb.IndexMetadata, legacy map[uint64]uint32
 			continue
 		}
 		bm := roaring.New()
-		if _, err := bm.ReadFrom(bytes.NewReader(ix.GetFragmentBitmap())); err != nil {
+		if _, err := bm.ReadFrom(bytes.NewReader(seen.GetFragmentBitmap())); err != nil {
 			warn(fmt.Sprintf("index %s: undecodable fragment bitmap (%v); treating it as covering every fragment", name, err))
 			ic.maps = append(ic.maps, nil)
 			continue
