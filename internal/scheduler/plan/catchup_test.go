@@ -243,14 +243,13 @@ func TestCatchUpUnderFragmentReuse(t *testing.T) {
 // keeps the fragments of an index that still relies on the reuse index.
 func TestDeferPlansThroughFragmentReuse(t *testing.T) {
 	m := manifest(3, ab, small(0, 100), small(1, 100), small(2, 100))
-	idx := []*tablepb.IndexMetadata{vectorIndex(t, "vec_idx", 0, 5, 6), btreeIndex(t, "id_idx", 0, 5, 6), reuseIndex(t)}
-	p := Compute(Input{Table: "t", Manifest: m, Indices: idx, Policy: pol(func(e *policy.Effective) {
-		set(&e.Compaction.IndexCoverage, policy.CoverageDefer)
-	})})
+	idx := []*tablepb.IndexMetadata{vectorIndex(t, "vec_idx", 0, 5, 6), detailsIndex(t, "cat_idx", "/lance.table.BitmapIndexDetails", 0, 5, 6), reuseIndex(t)}
+	deferred := pol(func(e *policy.Effective) { set(&e.Compaction.IndexCoverage, policy.CoverageDefer) })
+	p := Compute(Input{Table: "t", Manifest: m, Indices: idx, Policy: deferred})
 	if got := rewriteGroups(p); len(got) != 1 || !slices.Equal(got[0], []uint64{0, 1}) {
-		t.Fatalf("groups %v, want the indexed 0,1 (the unindexed 2 is binned apart)", got)
+		t.Fatalf("groups %v, want the indexed 0,1 (the unindexed 2 is binned apart); %+v %v", got, p.Decisions, p.Warnings)
 	}
-	for _, n := range []string{"vec_idx", "id_idx"} {
+	for _, n := range []string{"vec_idx", "cat_idx"} {
 		if d := indexDecision(t, p, n); d.Action != IndexDeferred || !slices.Equal(d.Rewritten, []uint64{0, 1}) {
 			t.Fatalf("%s: %+v", n, d)
 		}
@@ -261,6 +260,19 @@ func TestDeferPlansThroughFragmentReuse(t *testing.T) {
 	p = Compute(Input{Table: "t", Manifest: m, Indices: idx, Policy: pol(nil)})
 	if d := indexDecision(t, p, "vec_idx"); d.Action != IndexKeep || !strings.Contains(d.Reason, "deferred compaction") {
 		t.Fatalf("remap of an index behind the reuse index: %+v", d)
+	}
+	// A BTree is remapped, not deferred: one still relying on the reuse
+	// index keeps its fragments under defer too; a current one is remapped.
+	old := append(slices.Clone(idx), btreeIndex(t, "id_idx", 0, 5, 6))
+	p = Compute(Input{Table: "t", Manifest: m, Indices: old, Policy: deferred})
+	if d := indexDecision(t, p, "id_idx"); d.Action != IndexKeep || !strings.Contains(d.Reason, "deferred compaction") || len(p.Rewrites) != 0 {
+		t.Fatalf("btree behind the reuse index under defer: %+v", d)
+	}
+	cur := btreeIndex(t, "id_idx", 0, 1)
+	cur.DatasetVersion = 3
+	p = Compute(Input{Table: "t", Manifest: m, Indices: append(slices.Clone(idx), cur), Policy: deferred})
+	if d := indexDecision(t, p, "id_idx"); d.Action != IndexRemap || !strings.Contains(d.Reason, "btree") {
+		t.Fatalf("current btree under defer: %+v", d)
 	}
 }
 
