@@ -187,22 +187,13 @@ func CheckIndexCoverage(before *tablepb.Manifest, beforeIdx []*tablepb.IndexMeta
 		}
 		at = afterIdx
 	}
-	bti, err := index.Group(bt)
-	if err != nil {
-		return err
+	groups := make([][]*index.Index, 4)
+	for i, in := range [][]*tablepb.IndexMetadata{bt, at, beforeIdx, afterIdx} {
+		if groups[i], err = index.Group(in); err != nil {
+			return err
+		}
 	}
-	ati, err := index.Group(at)
-	if err != nil {
-		return err
-	}
-	bi, err := index.Group(beforeIdx)
-	if err != nil {
-		return err
-	}
-	ai, err := index.Group(afterIdx)
-	if err != nil {
-		return err
-	}
+	bti, ati, bi, ai := groups[0], groups[1], groups[2], groups[3]
 	lost := func(ixs []*index.Index, m *tablepb.Manifest) map[string]bool {
 		out := map[string]bool{}
 		for _, d := range index.Retention(ixs, index.Fragments(m.GetFragments())) {
