@@ -53,9 +53,12 @@ func ExecuteCatchUp(ctx context.Context, tbl *table.Table, t *job.CatchUpTask) (
 		return nil, err
 	}
 	var out *job.CatchUpOutput
-	if isScalarCatchUp(index.Detect(in.model())) {
+	switch kind := index.Detect(in.model()); {
+	case isScalarCatchUp(kind):
 		out, err = catchUpScalar(ctx, tbl.Bucket(), t, in)
-	} else {
+	case kind == index.KindFTS:
+		out, err = catchUpFTS(ctx, tbl.Bucket(), t, in)
+	default:
 		out, err = catchUpVector(ctx, tbl.Bucket(), t, in)
 	}
 	if err == nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/index"
+	"github.com/lanced-dev/lanced/internal/format/index/text"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/policy"
 )
@@ -35,6 +36,7 @@ const (
 var catchUpKinds = map[index.Kind]bool{
 	index.KindIVFPQ: true, index.KindIVFFlat: true, index.KindHNSWSQ: true, index.KindHNSWPQ: true,
 	index.KindBTree: true, index.KindBitmap: true, index.KindLabelList: true,
+	index.KindFTS: true,
 }
 
 // stableCatchUpKinds lists the kinds lanced catches up on tables with
@@ -49,8 +51,6 @@ var stableCatchUpKinds = map[index.Kind]bool{
 // reason); kinds not listed get a generic one.
 var noCatchUp = map[index.Kind]string{
 	index.KindFM: "fm: catch-up needs a rebuild; run Lance optimize_indices",
-	index.KindFTS: "fts: catch-up must tokenize new rows exactly as Lance's tantivy analyzer does " +
-		"(English stemming, stop words, ascii folding) and write a new inverted partition, which lanced does not do yet; run Lance optimize_indices",
 }
 
 // CatchUpMaxRows bounds the live rows of one catch-up task: the executor
@@ -96,6 +96,12 @@ func catchUpDecisions(ic *indexCoverage, frags []*tablepb.DataFragment, decision
 			continue
 		}
 		decideCatchUp(cu, kind, len(s), pol.Index)
+		if kind == index.KindFTS && cu.Action == CatchUpPlanned {
+			if err := ftsCatchUpSupported(ic.metas[s[0]]); err != nil {
+				cu.Action = CatchUpDue
+				cu.Reason += "; but lanced cannot tokenize new rows exactly as Lance does for this index (" + err.Error() + "): run Lance's optimize()"
+			}
+		}
 		if cu.Action == CatchUpPlanned {
 			if why := reuseBlocksCatchUp(ic, s); why != "" {
 				cu.Action = CatchUpDue
@@ -354,4 +360,15 @@ func remapOf(indices []*tablepb.IndexMetadata, name string, remapping []job.Task
 		}
 	}
 	return ""
+}
+
+// ftsCatchUpSupported reports whether lanced tokenizes exactly as Lance does
+// with the tokenizer params the FTS index entry records (the executor
+// checks metadata.lance's params again, custom stop words included).
+func ftsCatchUpSupported(seg *tablepb.IndexMetadata) error {
+	p, err := text.ParamsFromDetails(seg.GetIndexDetails().GetValue())
+	if err != nil {
+		return err
+	}
+	return p.Supported()
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/lanced-dev/lanced/internal/engine/job"
@@ -36,8 +37,9 @@ func TestCatchUpBacklogAndDefaultPolicy(t *testing.T) {
 		}
 	}
 	// No bound set: any unindexed row is due, as Lance's optimize()
-	// catches up every index; lanced cannot do it for fts, and says why.
-	if cu := indexDecision(t, p, "body_idx").CatchUp; cu.Action != CatchUpDue || !strings.Contains(cu.Reason, "no bound set") || !strings.Contains(cu.Reason, "fts: catch-up must tokenize") {
+	// catches up every index; lanced cannot do it for an fts index whose
+	// details it cannot read (no language), and says why.
+	if cu := indexDecision(t, p, "body_idx").CatchUp; cu.Action != CatchUpDue || !strings.Contains(cu.Reason, "no bound set") || !strings.Contains(cu.Reason, "cannot tokenize new rows exactly") {
 		t.Fatalf("body_idx: %+v", cu)
 	}
 	// ivfPq and btree are caught up, but their unindexed fragments are
@@ -394,5 +396,53 @@ func TestCatchUpFirstByDefaultPastBothBounds(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// ftsIndex is an FTS index entry whose details (lance's
+// InvertedIndexDetails) record the given tokenizer params.
+func ftsIndex(t *testing.T, name, base, language string, stem bool, ids ...uint32) *tablepb.IndexMetadata {
+	ix := indexMeta(t, name, ids...)
+	var v []byte
+	v = protowire.AppendTag(v, 1, protowire.BytesType)
+	v = protowire.AppendString(v, base)
+	v = protowire.AppendTag(v, 2, protowire.BytesType)
+	v = protowire.AppendString(v, `"`+language+`"`)
+	for _, f := range []struct {
+		num protowire.Number
+		v   uint64
+	}{{4, 40}, {5, 1}, {6, map[bool]uint64{true: 1}[stem]}, {7, 1}, {8, 1}, {9, 3}, {10, 3}} {
+		v = protowire.AppendTag(v, f.num, protowire.VarintType)
+		v = protowire.AppendVarint(v, f.v)
+	}
+	ix.IndexDetails = &anypb.Any{TypeUrl: "/lance.table.InvertedIndexDetails", Value: v}
+	return ix
+}
+
+// FTS indices are caught up when lanced tokenizes exactly as Lance does
+// with their params (simple tokenizer, English); others are due with the
+// reason.
+func TestCatchUpFTSParams(t *testing.T) {
+	m := manifest(3, ab, small(0, 100), small(1, 100))
+	idx := []*tablepb.IndexMetadata{
+		ftsIndex(t, "body_idx", "simple", "English", true, 0),
+		ftsIndex(t, "ngram_idx", "ngram", "English", false, 0),
+		ftsIndex(t, "french_idx", "simple", "French", true, 0),
+		ftsIndex(t, "two_idx", "simple", "English", true, 0), ftsIndex(t, "two_idx", "simple", "English", true, 0),
+	}
+	p := Compute(Input{Table: "t", Manifest: m, Indices: idx, Policy: pol(func(e *policy.Effective) {
+		set(&e.Scope, policy.ScopeIndex)
+	})})
+	if want := []job.CatchUpTask{{Table: "t", ReadVersion: 3, Index: "body_idx", Fragments: []uint64{1}, Rows: 100}}; !reflect.DeepEqual(p.CatchUps, want) {
+		t.Fatalf("catch-ups %+v, want %+v", p.CatchUps, want)
+	}
+	for name, why := range map[string]string{
+		"ngram_idx":  `base_tokenizer "ngram"`,
+		"french_idx": "stemming for language French",
+		"two_idx":    "fts index of 2 segments",
+	} {
+		if cu := indexDecision(t, p, name).CatchUp; cu.Action != CatchUpDue || !strings.Contains(cu.Reason, why) {
+			t.Fatalf("%s: %+v", name, cu)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/kljensen/snowball/english"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // Params is the tokenizer configuration of an inverted index, the "params"
@@ -39,6 +40,9 @@ func ParseParams(raw []byte) (*Params, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(p); err != nil {
 		return nil, fmt.Errorf("%w: tokenizer params %s: %v", ErrUnsupported, raw, err)
+	}
+	if p.Language == "" {
+		return nil, fmt.Errorf("%w: InvertedIndexDetails without a language", ErrUnsupported)
 	}
 	return p, nil
 }
@@ -192,4 +196,65 @@ func lowerCase(s string) string {
 		b.WriteRune(unicode.ToLower(r))
 	}
 	return b.String()
+}
+
+// ParamsFromDetails reads the tokenizer params an index entry's
+// InvertedIndexDetails (lance's table.proto) records: everything but
+// custom_stop_words and lance_tokenizer, which only metadata.lance holds.
+func ParamsFromDetails(value []byte) (*Params, error) {
+	p := &Params{BaseTokenizer: "simple"}
+	for len(value) > 0 {
+		num, typ, n := protowire.ConsumeTag(value)
+		if n < 0 {
+			return nil, fmt.Errorf("%w: InvertedIndexDetails: %v", ErrCorrupt, protowire.ParseError(n))
+		}
+		value = value[n:]
+		var v uint64
+		var s []byte
+		switch typ {
+		case protowire.VarintType:
+			v, n = protowire.ConsumeVarint(value)
+		case protowire.BytesType:
+			s, n = protowire.ConsumeBytes(value)
+		default:
+			n = protowire.ConsumeFieldValue(num, typ, value)
+		}
+		if n < 0 {
+			return nil, fmt.Errorf("%w: InvertedIndexDetails field %d: %v", ErrCorrupt, num, protowire.ParseError(n))
+		}
+		value = value[n:]
+		switch num {
+		case 1:
+			p.BaseTokenizer = string(s)
+		case 2:
+			if err := json.Unmarshal(s, &p.Language); err != nil {
+				return nil, fmt.Errorf("%w: InvertedIndexDetails language %q: %v", ErrCorrupt, s, err)
+			}
+		case 3:
+			p.WithPosition = v != 0
+		case 4:
+			l := int(v)
+			p.MaxTokenLength = &l
+		case 5:
+			p.LowerCase = v != 0
+		case 6:
+			p.Stem = v != 0
+		case 7:
+			p.RemoveStopWords = v != 0
+		case 8:
+			p.ASCIIFolding = v != 0
+		case 9:
+			p.MinNgramLength = uint32(v)
+		case 10:
+			p.MaxNgramLength = uint32(v)
+		case 11:
+			p.PrefixOnly = v != 0
+		default:
+			return nil, fmt.Errorf("%w: InvertedIndexDetails field %d (newer than lance 8.0.0)", ErrUnsupported, num)
+		}
+	}
+	if p.Language == "" {
+		return nil, fmt.Errorf("%w: InvertedIndexDetails without a language", ErrUnsupported)
+	}
+	return p, nil
 }

@@ -27,6 +27,14 @@
 // file (docs, token dictionary bytes, postings, positions, block scores,
 // posting groups), checked against real Lance's compaction.
 //
+// CatchUp adds rows to a segment as lance's optimize_indices does
+// (InvertedIndexBuilder::update): the old partitions are copied, the new
+// rows become one new partition, metadata.lance lists them all. Analyzer
+// (analyzer.go, fold.go) tokenizes new rows as lance's tantivy chain does
+// for the index's params; PartitionBuilder (build.go) writes the partition
+// as lance's InnerBuilder does. Params it cannot reproduce are
+// ErrUnsupported (Params.Supported).
+//
 // CheckSegment (CanRemap) refuses, with ErrUnsupported, layouts other than
 // lance 8.0.0's default: the legacy Arrow token set and format version 2
 // (varint posting tails, shared position streams, written only when
@@ -44,5 +52,6 @@
 // posting lists, and the token dictionary (stored by lance as one value).
 //
 // Imports: internal/format/index, internal/format/lancefile,
-// internal/format/lancewrite, arrow-go, roaring.
+// internal/format/lancewrite, arrow-go, roaring, protobuf (protowire),
+// kljensen/snowball (the English stemmer).
 package text

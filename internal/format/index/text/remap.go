@@ -647,6 +647,12 @@ func remapTokens(ctx context.Context, f *lancefile.File, numTokens uint64, remov
 		fst = b.finish()
 		nextID = uint32(numTokens - removed.GetCardinality())
 	}
+	return writeTokenFile(f, fst, nextID, total, out)
+}
+
+// writeTokenFile writes a token file with f's schema: one row of the FST
+// bytes, the next token id and the summed token length.
+func writeTokenFile(f *lancefile.File, fst []byte, nextID uint32, total uint64, out io.Writer) (int64, error) {
 	sc, w, err := writerLike(f, out)
 	if err != nil {
 		return 0, err
@@ -692,23 +698,5 @@ func RemapMetadata(ctx context.Context, f *lancefile.File, out io.Writer) (int64
 	if _, err := ReadMetadata(ctx, f); err != nil {
 		return 0, err
 	}
-	sc, w, err := writerLike(f, out)
-	if err != nil {
-		return 0, err
-	}
-	if f.NumRows() > 0 {
-		rec, err := f.ReadAll(ctx, nil)
-		if err != nil {
-			return 0, err
-		}
-		rec2 := array.NewRecordBatch(sc, rec.Columns(), rec.NumRows())
-		rec.Release()
-		err = w.Write(rec2)
-		rec2.Release()
-		if err != nil {
-			return 0, err
-		}
-	}
-	res, err := w.Close()
-	return res.Size, err
+	return writeMetadata(ctx, f, nil, out)
 }
