@@ -35,7 +35,6 @@ func TestCompactCatchUpSurvivesKill9(t *testing.T) {
 	if ix := pre.Index(t, "vec_idx"); ix.UnindexedRows == 0 {
 		t.Fatalf("setup: nothing unindexed: %+v", ix)
 	}
-	wantDigest, wantRows := rowsDigest(oracle.Scan(t, base, 0, nil))
 	query := make([]float64, 32)
 	for i := range query {
 		query[i] = float64(i%5) / 5
@@ -52,6 +51,16 @@ func TestCompactCatchUpSurvivesKill9(t *testing.T) {
 	}
 	// commit.txn:1 / commit.manifest:1 are the catch-up's CreateIndex.
 	points := []string{"catchup.start:1", "catchup.file:1", "catchup.file:2", "catchup.written:1", "commit.txn:1", "commit.manifest:1"}
+	// A segment the table references is complete: both its files.
+	killCatchUp(t, base, pre, "vec_idx", points, 2, search)
+}
+
+// killCatchUp kills `lanced compact --scope index` on a copy of base at
+// each point and checks what TestCompactCatchUpSurvivesKill9 says; a new
+// segment the table references must hold segFiles files.
+func killCatchUp(t *testing.T, base string, pre oracle.Report, name string, points []string, segFiles int, search func(path string)) {
+	t.Helper()
+	wantDigest, wantRows := rowsDigest(oracle.Scan(t, base, 0, nil))
 	for _, point := range points {
 		t.Run(strings.ReplaceAll(point, ":", "_"), func(t *testing.T) {
 			path, uri, before := killCompactAt(t, base, point, "--scope", "index")
@@ -61,15 +70,14 @@ func TestCompactCatchUpSurvivesKill9(t *testing.T) {
 					t.Fatalf("version %d reads %d rows (want %d) or other content after the kill", v, n, wantRows)
 				}
 			}
-			ix := after.Index(t, "vec_idx")
+			ix := after.Index(t, name)
 			if ix.IndexedRows+ix.UnindexedRows != int64(wantRows) {
 				t.Fatalf("after the kill: %+v, %d rows", ix, wantRows)
 			}
 			search(path)
 			kept, orphans := newFiles(t, path, uri, before)
-			// A segment the table references is complete: both its files.
-			if len(kept) != 0 && len(kept) != 2 {
-				t.Fatalf("referenced new files %v: a segment is index.idx plus auxiliary.idx", kept)
+			if len(kept) != 0 && len(kept) != segFiles {
+				t.Fatalf("referenced new files %v: a segment has %d files", kept, segFiles)
 			}
 			cleanupRemovesOrphans(t, path, uri, kept, orphans)
 			var out bytes.Buffer
@@ -80,7 +88,7 @@ func TestCompactCatchUpSurvivesKill9(t *testing.T) {
 				t.Fatalf("compact after the crash: %s", out.String())
 			}
 			final := oracle.Inspect(t, path, 0)
-			if ix := final.Index(t, "vec_idx"); ix.UnindexedRows != 0 || ix.IndexedRows != int64(wantRows) {
+			if ix := final.Index(t, name); ix.UnindexedRows != 0 || ix.IndexedRows != int64(wantRows) {
 				t.Fatalf("after the follow-up run: %+v", ix)
 			}
 			if d, n := rowsDigest(oracle.Scan(t, path, 0, nil)); n != wantRows || d != wantDigest {
@@ -88,10 +96,45 @@ func TestCompactCatchUpSurvivesKill9(t *testing.T) {
 			}
 			search(path)
 			oracle.RunOps(t, path, []oracle.Op{{"op": "add", "rows": 50, "seed": 9}, {"op": "optimize"}})
-			if ix := oracle.Inspect(t, path, 0).Index(t, "vec_idx"); ix.UnindexedRows != 0 {
+			if ix := oracle.Inspect(t, path, 0).Index(t, name); ix.UnindexedRows != 0 {
 				t.Fatalf("after real Lance's append and optimize: %+v", ix)
 			}
 			t.Logf("%s: unindexed after the kill %d; %d orphan file(s) removed, %d referenced kept", point, ix.UnindexedRows, len(orphans), len(kept))
 		})
 	}
+}
+
+// TestCompactFTSCatchUpSurvivesKill9 is TestCompactCatchUpSurvivesKill9
+// for an FTS index: killed before anything is written, after the first
+// and fourth file of the new segment (old partition copies, then the new
+// partition), after the segment is written, and across the commit. A
+// referenced segment holds both partitions and metadata.lance; match
+// searches keep working.
+func TestCompactFTSCatchUpSurvivesKill9(t *testing.T) {
+	oracle.Require(t)
+	dir := t.TempDir()
+	base := oracle.Build(t, "sized-2x600-v0-t12-d0", filepath.Join(dir, "base"))
+	oracle.RunOps(t, base, []oracle.Op{
+		{"op": "create_index", "column": "body", "type": "fts", "name": "body_idx", "options": map[string]any{"withPosition": true}},
+		{"op": "add", "rows": 200, "seed": 5},
+		{"op": "add", "texts": map[string]any{"body": []string{"Zebra crossing", "naïve café river"}}, "seed": 6},
+		{"op": "delete", "where": "id >= 1200 AND id % 9 = 1"},
+	})
+	pre := oracle.Inspect(t, base, 0)
+	if ix := pre.Index(t, "body_idx"); ix.UnindexedRows == 0 {
+		t.Fatalf("setup: nothing unindexed: %+v", ix)
+	}
+	search := func(path string) {
+		t.Helper()
+		res := oracle.RunOps(t, path, []oracle.Op{{"op": "fts_search", "column": "body", "query": "river zebra", "k": 10000, "columns": []string{"id"}}})
+		var hits struct {
+			Data []json.RawMessage `json:"data"`
+		}
+		if err := json.Unmarshal(res[0], &hits); err != nil || len(hits.Data) < 2 {
+			t.Fatalf("fts search: %v %s", err, res[0])
+		}
+	}
+	points := []string{"catchup.start:1", "catchup.file:1", "catchup.file:4", "catchup.written:1", "commit.txn:1", "commit.manifest:1"}
+	// Partitions 0 and 1 (three files each) and metadata.lance.
+	killCatchUp(t, base, pre, "body_idx", points, 7, search)
 }

@@ -40,7 +40,7 @@ func catchUpFTS(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *ca
 		return nil, err
 	}
 	id := uuid.New()
-	w := &segmentWriter{ctx: ctx, b: b, dir: path.Join(format.IndicesDir, id.String())}
+	w := &segmentWriter{ctx: ctx, b: b, dir: path.Join(format.IndicesDir, id.String()), failpoint: "catchup.file"}
 	out = &job.CatchUpOutput{CatchUp: t}
 	defer func() {
 		if err != nil {

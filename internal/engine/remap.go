@@ -154,6 +154,8 @@ type segmentWriter struct {
 	keys  []string
 	files []index.SegmentFile
 	open  int
+	// failpoint, if set, is hit after each file is uploaded.
+	failpoint string
 }
 
 func (w *segmentWriter) Create(ctx context.Context, name string) (io.WriteCloser, error) {
@@ -211,6 +213,9 @@ func (f *segmentFile) Close() error {
 		return fmt.Errorf("upload %s/%s: %w", f.w.dir, f.name, err)
 	}
 	f.w.files = append(f.w.files, index.SegmentFile{Name: f.name, Size: f.n})
+	if f.w.failpoint != "" {
+		failpoint.Hit(f.w.failpoint)
+	}
 	return nil
 }
 
