@@ -4,15 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/lanced-dev/lanced/internal/engine/job"
-	"github.com/lanced-dev/lanced/internal/format"
-	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/format/index/text"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/store"
@@ -30,62 +26,30 @@ const MaxFTSCatchUpBytes = 256 << 20
 // FTS index; an index of several segments is refused. Memory: the new
 // rows' postings (bounded by MaxFTSCatchUpBytes) plus one copy buffer.
 func catchUpFTS(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *catchUpInput) (out *job.CatchUpOutput, err error) {
-	if len(in.segs) != 1 {
-		return nil, fmt.Errorf("catch-up of %q: %d segments (lanced adds a partition to an FTS index of one segment, as Lance keeps them): %w", t.Index, len(in.segs), job.ErrUnsupported)
-	}
-	old := in.model()
-	fieldID := old.GetFields()[0]
-	col, err := indexColumn(t, in.m.PB, fieldID)
+	c, err := newOneSegmentCatchUp(ctx, b, t, in, "adds a partition to an FTS index of one segment", "catchup.file")
 	if err != nil {
 		return nil, err
 	}
-	id := uuid.New()
-	w := &segmentWriter{ctx: ctx, b: b, dir: path.Join(format.IndicesDir, id.String()), failpoint: "catchup.file"}
-	out = &job.CatchUpOutput{CatchUp: t}
 	defer func() {
 		if err != nil {
-			deleteKeys(context.WithoutCancel(ctx), b, w.keys)
+			c.abort(ctx)
 			out = nil
 		}
 	}()
-	var added uint64
-	rows := func(ctx context.Context, fn func(values arrow.Array, ids []uint64) error) error {
-		for _, f := range in.frags {
-			read, err := scanColumnRows(ctx, b, in.m.PB, f, fieldID, col, func(values arrow.Array, ids []uint64) error {
-				added += uint64(values.Len() - values.NullN())
-				return fn(values, ids)
-			})
-			out.BytesRead += read
-			if err != nil {
-				return err
-			}
-			out.Base = append(out.Base, proto.Clone(f).(*tablepb.DataFragment))
-		}
-		return nil
-	}
-	oldDir := path.Join(format.IndicesDir, (&index.Segment{Meta: old}).UUID())
-	res, err := text.CatchUp(ctx, old, &segmentReader{b: b, dir: oldDir, seg: old}, w, rows, MaxFTSCatchUpBytes)
+	old := c.old
+	rows := c.rows(func(values arrow.Array, _ []uint64) uint64 { return uint64(values.Len() - values.NullN()) })
+	res, err := text.CatchUp(ctx, old, c.oldReader(), c.w, rows, MaxFTSCatchUpBytes)
 	if err != nil {
 		if errors.Is(err, text.ErrTooLarge) || errors.Is(err, text.ErrUnsupported) {
 			err = fmt.Errorf("%w: %w", job.ErrUnsupported, err)
 		}
-		return out, fmt.Errorf("catch-up of %q (fts): %w", t.Index, err)
+		return c.out, fmt.Errorf("catch-up of %q (fts): %w", t.Index, err)
 	}
-	for _, f := range old.GetFiles() {
-		out.BytesRead += int64(f.GetSizeBytes())
+	if res.Docs != c.added {
+		return c.out, fmt.Errorf("catch-up of %q: the new partition holds %d documents, %d rows were read", t.Index, res.Docs, c.added)
 	}
-	if res.Docs != added {
-		return out, fmt.Errorf("catch-up of %q: the new partition holds %d documents, %d rows were read", t.Index, res.Docs, added)
-	}
-	out.Outputs, out.Rows = w.keys, added
-	sizes := map[string]int64{}
-	var names []string
-	for _, f := range w.files {
-		sizes[f.Name] = f.Size
-		names = append(names, f.Name)
-		out.BytesWritten += f.Size
-	}
-	// Lance lists the partitions' files in partition order (tokens, invert,
+	sizes, names := c.written()
+	// Lance lists the partitions' files in partition order (invert, tokens,
 	// docs each), then metadata.lance.
 	var order []string
 	for _, p := range res.Partitions {
@@ -93,22 +57,21 @@ func catchUpFTS(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *ca
 	}
 	order = append(order, text.MetadataFileName)
 	if len(order) != len(names) {
-		return out, fmt.Errorf("catch-up of %q: wrote files %v, want %v", t.Index, names, order)
+		return c.out, fmt.Errorf("catch-up of %q: wrote files %v, want %v", t.Index, names, order)
 	}
 	// The entry lists the new segment's files in that order (the old
 	// entry lists only the old partitions'), or none if the old listed none.
 	model := &catchUpInput{m: in.m, segs: []*tablepb.IndexMetadata{withoutFiles(old)}, frags: in.frags}
-	seg, err := catchUpSegment(t, model, id, in.segs, order, sizes)
+	seg, err := catchUpSegment(t, model, c.id, in.segs, order, sizes)
 	if err != nil {
-		return out, err
+		return c.out, err
 	}
 	if len(old.GetFiles()) == 0 {
 		seg.Files = nil
 	}
-	out.Segment = seg
-	out.Removed = []*tablepb.IndexMetadata{proto.Clone(old).(*tablepb.IndexMetadata)}
-	out.Merged = "lance keeps one segment per FTS index: the new rows are a new partition of it"
-	return out, nil
+	c.out.Segment = seg
+	c.out.Merged = "lance keeps one segment per FTS index: the new rows are a new partition of it"
+	return c.out, nil
 }
 
 // withoutFiles is seg without its file list.

@@ -31,6 +31,87 @@ func isScalarCatchUp(k index.Kind) bool {
 	return k == index.KindBTree || k == index.KindBitmap || k == index.KindLabelList
 }
 
+// oneSegmentCatchUp is a catch-up that replaces an index's one segment by
+// a new one (scalar and FTS indices: Lance keeps one segment each): the
+// new segment's writer, its output and the rows it adds.
+type oneSegmentCatchUp struct {
+	b       *store.Bucket
+	t       *job.CatchUpTask
+	in      *catchUpInput
+	old     *tablepb.IndexMetadata
+	fieldID int32
+	col     string
+	id      uuid.UUID
+	w       *segmentWriter
+	out     *job.CatchUpOutput
+	added   uint64 // rows the catch-up adds (Rows: what it indexed)
+}
+
+// newOneSegmentCatchUp refuses an index of several segments (what names
+// what the catch-up does to the one segment) and opens the new segment's
+// writer, which hits failpoint (if set) after each file.
+func newOneSegmentCatchUp(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *catchUpInput, what, failpoint string) (*oneSegmentCatchUp, error) {
+	if len(in.segs) != 1 {
+		return nil, fmt.Errorf("catch-up of %q: %d segments (lanced %s, as Lance keeps them): %w", t.Index, len(in.segs), what, job.ErrUnsupported)
+	}
+	c := &oneSegmentCatchUp{b: b, t: t, in: in, old: in.model(), id: uuid.New(), out: &job.CatchUpOutput{CatchUp: t}}
+	c.fieldID = c.old.GetFields()[0]
+	var err error
+	if c.col, err = indexColumn(t, in.m.PB, c.fieldID); err != nil {
+		return nil, err
+	}
+	c.w = &segmentWriter{ctx: ctx, b: b, dir: path.Join(format.IndicesDir, c.id.String()), failpoint: failpoint}
+	return c, nil
+}
+
+// abort deletes the files written so far (the catch-up failed).
+func (c *oneSegmentCatchUp) abort(ctx context.Context) {
+	deleteKeys(context.WithoutCancel(ctx), c.b, c.w.keys)
+}
+
+// rows streams the live rows of the task's fragments; count says how many
+// rows of a batch the catch-up adds.
+func (c *oneSegmentCatchUp) rows(count func(values arrow.Array, ids []uint64) uint64) func(context.Context, func(arrow.Array, []uint64) error) error {
+	return func(ctx context.Context, fn func(values arrow.Array, ids []uint64) error) error {
+		for _, f := range c.in.frags {
+			read, err := scanColumnRows(ctx, c.b, c.in.m.PB, f, c.fieldID, c.col, func(values arrow.Array, ids []uint64) error {
+				c.added += count(values, ids)
+				return fn(values, ids)
+			})
+			c.out.BytesRead += read
+			if err != nil {
+				return err
+			}
+			c.out.Base = append(c.out.Base, proto.Clone(f).(*tablepb.DataFragment))
+		}
+		return nil
+	}
+}
+
+// oldReader reads the old segment's files.
+func (c *oneSegmentCatchUp) oldReader() *segmentReader {
+	return &segmentReader{b: c.b, dir: path.Join(format.IndicesDir, (&index.Segment{Meta: c.old}).UUID()), seg: c.old}
+}
+
+// written records the written segment in the output and returns its
+// files' sizes and sorted names.
+func (c *oneSegmentCatchUp) written() (map[string]int64, []string) {
+	for _, f := range c.old.GetFiles() {
+		c.out.BytesRead += int64(f.GetSizeBytes())
+	}
+	c.out.Outputs, c.out.Rows = c.w.keys, c.added
+	sizes := map[string]int64{}
+	var names []string
+	for _, f := range c.w.files {
+		sizes[f.Name] = f.Size
+		names = append(names, f.Name)
+		c.out.BytesWritten += f.Size
+	}
+	slices.Sort(names)
+	c.out.Removed = []*tablepb.IndexMetadata{proto.Clone(c.old).(*tablepb.IndexMetadata)}
+	return sizes, names
+}
+
 // catchUpScalar adds the live rows of the task's fragments to a btree,
 // bitmap or labelList index as lance 8.0.0's optimize_indices does: the
 // index's one segment and the new rows merged into one new segment
@@ -40,70 +121,35 @@ func isScalarCatchUp(k index.Kind) bool {
 // Memory: the new rows (bounded by MaxScalarCatchUpBytes) plus the merge's
 // page or key batch.
 func catchUpScalar(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *catchUpInput) (out *job.CatchUpOutput, err error) {
-	if len(in.segs) != 1 {
-		return nil, fmt.Errorf("catch-up of %q: %d segments (lanced merges a scalar index of one segment, as Lance keeps them): %w", t.Index, len(in.segs), job.ErrUnsupported)
-	}
-	old := in.model()
-	fieldID := old.GetFields()[0]
-	col, err := indexColumn(t, in.m.PB, fieldID)
+	c, err := newOneSegmentCatchUp(ctx, b, t, in, "merges a scalar index of one segment", "")
 	if err != nil {
 		return nil, err
 	}
-	id := uuid.New()
-	w := &segmentWriter{ctx: ctx, b: b, dir: path.Join(format.IndicesDir, id.String())}
-	out = &job.CatchUpOutput{CatchUp: t}
 	defer func() {
 		if err != nil {
-			deleteKeys(context.WithoutCancel(ctx), b, w.keys)
+			c.abort(ctx)
 			out = nil
 		}
 	}()
-	var added uint64 // rows the catch-up adds (Rows: what it indexed)
-	rows := func(ctx context.Context, fn func(values arrow.Array, ids []uint64) error) error {
-		count := func(values arrow.Array, ids []uint64) error {
-			added += uint64(len(ids))
-			return fn(values, ids)
-		}
-		for _, f := range in.frags {
-			read, err := scanColumnRows(ctx, b, in.m.PB, f, fieldID, col, count)
-			out.BytesRead += read
-			if err != nil {
-				return err
-			}
-			out.Base = append(out.Base, proto.Clone(f).(*tablepb.DataFragment))
-		}
-		return nil
-	}
-	oldDir := path.Join(format.IndicesDir, (&index.Segment{Meta: old}).UUID())
-	res, err := scalar.CatchUp(ctx, old, &segmentReader{b: b, dir: oldDir, seg: old}, w, rows, MaxScalarCatchUpBytes)
+	old := c.old
+	rows := c.rows(func(_ arrow.Array, ids []uint64) uint64 { return uint64(len(ids)) })
+	res, err := scalar.CatchUp(ctx, old, c.oldReader(), c.w, rows, MaxScalarCatchUpBytes)
 	if err != nil {
 		if errors.Is(err, scalar.ErrTooLarge) || errors.Is(err, scalar.ErrUnsupported) || errors.Is(err, index.ErrNoRemapper) {
 			err = fmt.Errorf("%w: %w", job.ErrUnsupported, err)
 		}
-		return out, fmt.Errorf("catch-up of %q (%s): %w", t.Index, index.Detect(old), err)
+		return c.out, fmt.Errorf("catch-up of %q (%s): %w", t.Index, index.Detect(old), err)
 	}
-	for _, f := range old.GetFiles() {
-		out.BytesRead += int64(f.GetSizeBytes())
+	if res.Rows < c.added {
+		return c.out, fmt.Errorf("catch-up of %q: the merged segment holds %d rows, fewer than the %d added", t.Index, res.Rows, c.added)
 	}
-	if res.Rows < added {
-		return out, fmt.Errorf("catch-up of %q: the merged segment holds %d rows, fewer than the %d added", t.Index, res.Rows, added)
-	}
-	out.Outputs, out.Rows = w.keys, added
-	sizes := map[string]int64{}
-	var names []string
-	for _, f := range w.files {
-		sizes[f.Name] = f.Size
-		names = append(names, f.Name)
-		out.BytesWritten += f.Size
-	}
-	slices.Sort(names)
+	sizes, names := c.written()
 	if len(old.GetFiles()) > 0 && len(old.GetFiles()) != len(names) {
-		return out, fmt.Errorf("catch-up of %q: the merge wrote files %v, the old segment lists %d: %w", t.Index, names, len(old.GetFiles()), job.ErrUnsupported)
+		return c.out, fmt.Errorf("catch-up of %q: the merge wrote files %v, the old segment lists %d: %w", t.Index, names, len(old.GetFiles()), job.ErrUnsupported)
 	}
-	if out.Segment, err = catchUpSegment(t, in, id, in.segs, names, sizes); err != nil {
-		return out, err
+	if c.out.Segment, err = catchUpSegment(t, in, c.id, in.segs, names, sizes); err != nil {
+		return c.out, err
 	}
-	out.Removed = []*tablepb.IndexMetadata{proto.Clone(old).(*tablepb.IndexMetadata)}
-	out.Merged = "lance keeps one segment per scalar index: the new rows are merged into it"
-	return out, nil
+	c.out.Merged = "lance keeps one segment per scalar index: the new rows are merged into it"
+	return c.out, nil
 }
