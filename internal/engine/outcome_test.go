@@ -63,6 +63,8 @@ func TestEveryErrorHasOneOutcome(t *testing.T) {
 		"format/index/scalar.ErrUnsupported":          {scalar.ErrUnsupported, engine.Skip},
 		"format/index/scalar.ErrTooLarge":             {scalar.ErrTooLarge, engine.Skip},
 		"format/index.ErrNoRemapper":                  {index.ErrNoRemapper, engine.Skip},
+		"format/index.ErrReuseExternal":               {index.ErrReuseExternal, engine.Skip},
+		"format/index.ErrReuseTooLarge":               {index.ErrReuseTooLarge, engine.Skip},
 		"engine/cleanup.ErrCleanupBranches":           {cleanup.ErrCleanupBranches, engine.Skip},
 		"engine/cleanup.ErrCleanupBasePaths":          {cleanup.ErrCleanupBasePaths, engine.Skip},
 		"engine/cleanup.ErrCleanupTaggedOld":          {cleanup.ErrCleanupTaggedOld, engine.Skip},
