@@ -46,8 +46,13 @@ func TestDecodeRLEAndBSS(t *testing.T) {
 			t.Fatalf("rle = %v, want %v", got, want)
 		}
 	}
-	if _, err := DecodeRLE[uint16](nil, vals, []byte{2, 1, 3}, 5); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("rle overrun: %v", err)
+	// Runs past n are cut at n, as Lance's decoder does (its encoder can
+	// close a chunk inside a run); runs short of n are corrupt.
+	if got, err := DecodeRLE[uint16](nil, vals, []byte{2, 1, 3}, 5); err != nil || len(got) != 5 || got[4] != 3 {
+		t.Fatalf("rle cut at n: %v, %v", got, err)
+	}
+	if _, err := DecodeRLE[uint16](nil, vals, []byte{2, 1, 3}, 7); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("rle underrun: %v", err)
 	}
 	// Two 32-bit values 0x04030201 and 0x08070605 split into byte streams.
 	split := []byte{1, 5, 2, 6, 3, 7, 4, 8}
