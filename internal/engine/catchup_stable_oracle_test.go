@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/apache/arrow-go/v18/arrow/array"
-
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
@@ -63,7 +61,7 @@ func TestCatchUpStableRowIDsOracle(t *testing.T) {
 	nulls := oracle.Queries(t, path, []oracle.Op{{"op": "query", "where": "vec IS NULL", "columns": []string{"id"}, "limit": 1 << 20}})[0].IDs()
 	held := segmentRowAddrs(t, path, readTableManifest(t, path, ours.Version))
 	var checked int
-	for id, rowID := range rowIDsByID(t, path) {
+	for id, rowID := range oracle.RowIDsByID(t, path, 0) {
 		want := 1
 		if slices.Contains(nulls, id) {
 			want = 0
@@ -112,35 +110,4 @@ func TestCatchUpStableRowIDsOracle(t *testing.T) {
 	if !strings.Contains(after.Plan, "ScalarIndexQuery") || !slices.Equal(after.IDs(), copyAfter.IDs()) {
 		t.Fatalf("after real Lance: %v, the copy %v\n%s", after.IDs(), copyAfter.IDs(), after.Plan)
 	}
-}
-
-// rowIDsByID maps each live row's id to its row id as real Lance scans it
-// (the stable row id on a table with stable row ids).
-func rowIDsByID(t *testing.T, path string) map[int64]uint64 {
-	t.Helper()
-	tbl := oracle.ScanWith(t, path, oracle.ScanOptions{Columns: []string{"id"}, WithRowID: true})
-	defer tbl.Release()
-	out := map[int64]uint64{}
-	tr := array.NewTableReader(tbl, 1024)
-	defer tr.Release()
-	for tr.Next() {
-		rec := tr.RecordBatch()
-		var ids *array.Int64
-		var rid *array.Uint64
-		for i, f := range rec.Schema().Fields() {
-			switch f.Name {
-			case "id":
-				ids, _ = rec.Column(i).(*array.Int64)
-			case "_rowid":
-				rid, _ = rec.Column(i).(*array.Uint64)
-			}
-		}
-		if ids == nil || rid == nil {
-			t.Fatalf("scan has no id or _rowid: %s", rec.Schema())
-		}
-		for i := 0; i < ids.Len(); i++ {
-			out[ids.Value(i)] = rid.Value(i)
-		}
-	}
-	return out
 }

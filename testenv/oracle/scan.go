@@ -121,7 +121,21 @@ func readIPCFile(path string) (arrow.Table, error) {
 // version v (0 = latest), as real Lance scans it.
 func RowAddrsByID(t testing.TB, uri string, v uint64, opts ...Options) map[int64]uint64 {
 	t.Helper()
-	tbl := ScanWith(t, uri, ScanOptions{Version: v, Columns: []string{"id"}, WithRowAddr: true}, opts...)
+	return idMap(t, "RowAddrsByID", uri, ScanOptions{Version: v, Columns: []string{"id"}, WithRowAddr: true}, "_rowaddr", opts...)
+}
+
+// RowIDsByID maps each live row's integer "id" to its row id at version v
+// (0 = latest): the stable row id on a table with stable row ids, else
+// the row address.
+func RowIDsByID(t testing.TB, uri string, v uint64, opts ...Options) map[int64]uint64 {
+	t.Helper()
+	return idMap(t, "RowIDsByID", uri, ScanOptions{Version: v, Columns: []string{"id"}, WithRowID: true}, "_rowid", opts...)
+}
+
+// idMap scans so and maps each row's int64 "id" to its uint64 column col.
+func idMap(t testing.TB, caller, uri string, so ScanOptions, col string, opts ...Options) map[int64]uint64 {
+	t.Helper()
+	tbl := ScanWith(t, uri, so, opts...)
 	defer tbl.Release()
 	out := map[int64]uint64{}
 	tr := array.NewTableReader(tbl, 1024)
@@ -129,20 +143,20 @@ func RowAddrsByID(t testing.TB, uri string, v uint64, opts ...Options) map[int64
 	for tr.Next() {
 		rec := tr.RecordBatch()
 		var ids *array.Int64
-		var ra *array.Uint64
+		var vals *array.Uint64
 		for i, f := range rec.Schema().Fields() {
 			switch f.Name {
 			case "id":
 				ids, _ = rec.Column(i).(*array.Int64)
-			case "_rowaddr":
-				ra, _ = rec.Column(i).(*array.Uint64)
+			case col:
+				vals, _ = rec.Column(i).(*array.Uint64)
 			}
 		}
-		if ids == nil || ra == nil {
-			t.Fatalf("oracle: RowAddrsByID(%s): scan has no int64 id or _rowaddr column: %s", uri, rec.Schema())
+		if ids == nil || vals == nil {
+			t.Fatalf("oracle: %s(%s): scan has no int64 id or %s column: %s", caller, uri, col, rec.Schema())
 		}
 		for i := 0; i < ids.Len(); i++ {
-			out[ids.Value(i)] = ra.Value(i)
+			out[ids.Value(i)] = vals.Value(i)
 		}
 	}
 	return out
