@@ -18,6 +18,8 @@
 //	engine/cleanup   Lance's cleanup_old_versions, planned and executed,
 //	                 and the Scheduler that decides when it runs
 //	engine/failpoint crash points for kill tests
+//	engine/progress  how far a task or cleanup has come (Reporter on the
+//	                 context, Counter read by the CLI, logs and status)
 //	engine (here)    executing each kind (rewrite.go, repack.go, remap.go,
 //	                 catchup.go), the one commit loop (CommitJobs), and
 //	                 the Runner that both `lanced compact` (Compact) and
@@ -34,6 +36,10 @@
 // groups (no per-row map), the kind's registered index.Remapper writes
 // _indices/<new uuid>/. The remap jobs join the Rewrite transaction
 // (job.RewriteTxn pairs them with their rewrites and refuses the unpaired).
+// Under index_coverage "defer" the same happens for the kinds that are not
+// deferred; for the deferred ones (index.Deferrable: bitmap, ivfFlat,
+// ivfPq, ivfRq) the rewrite records its groups in the fragment reuse index
+// instead (job/deferred.go) and no index file is written.
 //
 // Row slices (slice.go): a rewrite of one fragment or a repack planned with
 // Slices runs as one slice task per row range, each writing its rows as
