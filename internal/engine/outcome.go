@@ -83,7 +83,7 @@ func Classify(err error) Outcome {
 		errors.Is(err, format.ErrExternalRowMeta), errors.Is(err, format.ErrNotManifest),
 		errors.Is(err, lancefile.ErrUnsupportedVersion), errors.Is(err, lancefile.ErrUnsupportedEncoding),
 		errors.Is(err, lancewrite.ErrUnsupportedType), errors.Is(err, lancewrite.ErrCopyUnsupported),
-		errors.Is(err, vector.ErrUnsupported), errors.Is(err, vector.ErrSplit), errors.Is(err, text.ErrUnsupported), errors.Is(err, scalar.ErrUnsupported), errors.Is(err, scalar.ErrTooLarge),
+		errors.Is(err, vector.ErrUnsupported), errors.Is(err, vector.ErrSplit), errors.Is(err, text.ErrUnsupported), errors.Is(err, text.ErrTooLarge), errors.Is(err, scalar.ErrUnsupported), errors.Is(err, scalar.ErrTooLarge),
 		errors.Is(err, index.ErrNoRemapper), errors.Is(err, index.ErrReuseExternal), errors.Is(err, index.ErrReuseTooLarge),
 		errors.Is(err, cleanup.ErrCleanupBranches), errors.Is(err, cleanup.ErrCleanupBasePaths), errors.Is(err, cleanup.ErrCleanupTaggedOld):
 		return Skip

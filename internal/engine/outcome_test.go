@@ -59,6 +59,7 @@ func TestEveryErrorHasOneOutcome(t *testing.T) {
 		"format/index/vector.ErrSplit":                {vector.ErrSplit, engine.Skip},
 		"format/index/text.ErrUnsupported":            {text.ErrUnsupported, engine.Skip},
 		"format/index/text.ErrCorrupt":                {text.ErrCorrupt, engine.Quarantine},
+		"format/index/text.ErrTooLarge":               {text.ErrTooLarge, engine.Skip},
 		"format/index/scalar.ErrCorrupt":              {scalar.ErrCorrupt, engine.Quarantine},
 		"format/index/scalar.ErrUnsupported":          {scalar.ErrUnsupported, engine.Skip},
 		"format/index/scalar.ErrTooLarge":             {scalar.ErrTooLarge, engine.Skip},
