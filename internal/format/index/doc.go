@@ -23,13 +23,24 @@
 //     an old segment's files and a Mapping into a new segment's files;
 //     sub-packages register theirs from init (RegisterRemapper), and
 //     CanRemap tells the planner, from metadata alone, whether a segment
-//     can be remapped and if not why.
+//     can be remapped and if not why;
+//   - the fragment reuse index (fragreuse.go, FragReuse): Lance's
+//     FragmentReuseIndexDetails decoded and built (inline in the manifest
+//     up to Lance's 200 KiB), the bitmap translation Lance's load_indices
+//     applies, the trim rule, the segments still relying on a version
+//     (Behind), and which kinds index_coverage "defer" leaves to it
+//     (Deferrable: bitmap, ivfFlat, ivfPq, ivfRq);
+//   - unindexed rows per index (unindexed.go, Backlog), as Lance's
+//     indexStats counts them, for the catch-up decisions.
 //
 // Sub-packages:
 //   - internal/format/index/scalar: the btree, bitmap and labelList index
-//     files and their remap;
+//     files, their remap and catch-up;
+//   - internal/format/index/text: the fts index files, their remap and
+//     catch-up (tokenizing new rows as Lance does);
 //   - internal/format/index/vector: the IVF and HNSW vector index files
-//     (ivfFlat, ivfPq, ivfRq, hnswSq, hnswPq) and their remap.
+//     (ivfFlat, ivfPq, ivfRq, hnswSq, hnswPq), their remap, and catch-up
+//     and segment merge (not for ivfRq).
 //
 // Both read and write index files with internal/format/lancefile and
 // internal/format/lancewrite (index files are Lance data files) and take a

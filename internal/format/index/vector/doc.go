@@ -37,6 +37,16 @@
 // test, its compaction-time remap did not join either, and its segments
 // equal ours partition by partition.
 //
+// Catch-up (catchup.go): NewModel loads a segment's trained model
+// (centroids, PQ codebook or SQ bounds); a Delta assigns new rows to the
+// nearest centroid and encodes them with that model, and Write emits a
+// delta segment or, when Layout says so (Lance's quarter-partition rule) or
+// the caller asks (max_segments), one segment merging the base segments'
+// stored rows with the new ones (Model.Shares refuses bases of another
+// model). ivfRq has no catch-up. Distances use AVX2+FMA kernels
+// (kernels_amd64.s) when the CPU has both, unrolled Go kernels elsewhere;
+// the result does not depend on which ran.
+//
 // The row-address mapping (index.Mapping, index.CompactionMapping) comes
 // from internal/format/index.
 //
