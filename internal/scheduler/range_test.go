@@ -54,7 +54,12 @@ func TestTablesOfOneRangeAreCoordinatedByItsHolder(t *testing.T) {
 	by := map[string]map[string]bool{}
 	var nodes []*Node
 	for _, id := range []string{"a", "b"} {
-		n, _, _ := startNode(t, natstest.Connect(t, s), fastConfig(t, id),
+		// A lease that neither lapses nor is let go between a table's
+		// tasks on a loaded machine (fastConfig's 1.5s lease lingers
+		// 750ms): a handover would rightly let the other node plan.
+		cfg := fastConfig(t, id)
+		cfg.LeaseTTL = 30 * time.Second
+		n, _, _ := startNode(t, natstest.Connect(t, s), cfg,
 			nodePlanner{node: id, p: inner, mu: &mu, by: by}, newFileExecutor(out, id), committer)
 		nodes = append(nodes, n)
 	}
