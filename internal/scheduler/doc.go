@@ -53,7 +53,8 @@
 //     holder reads the subject from the start and so inherits every result
 //     the old one left.
 //   - Follow-up tasks: a commit may ask for more tasks of the table
-//     (CommitReport.Followups: the index remaps of a rewrite batch) and keep
+//     (CommitReport.Followups: the index remaps of a rewrite batch, the
+//     join of a sliced task once its slices are in) and keep
 //     results back for them (CommitReport.Kept): each kept result is
 //     published again with the keys it waits for (Result.After, header
 //     Lanced-After) before the batch's messages are removed, and is left out

@@ -49,7 +49,7 @@ type CommitReport struct {
 	// still to do.
 	Replan bool
 	// Followups are new tasks of the table the commit asks for (the index
-	// remaps of a rewrite batch), queued like planned ones; Kept are
+	// remaps of a rewrite batch, the join of a sliced task), queued like planned ones; Kept are
 	// results of the batch that were not committed and wait for them
 	// (their After names the followups' keys). The coordinator publishes
 	// each kept result again (its payload may have changed) before it
