@@ -5,7 +5,7 @@
 // A policy directory holds *.hcl files with at most one defaults block in
 // total and any number of table "<glob>" blocks (globs over table URIs,
 // doublestar syntax). Every block may set enabled, scope and the sections
-// compaction, repack, cleanup and schedule. Precedence, per setting: the
+// compaction, repack, cleanup, schedule and index. Precedence, per setting: the
 // most specific matching table block that sets it, then the table's own
 // manifest config keys (lance.compaction.*, lance.auto_cleanup.*), then
 // defaults, then Lance's defaults.

@@ -2,14 +2,16 @@
 // (internal/scheduler/plan) and the engine; it does no I/O.
 //
 // A Task is what to do, planned against a read version (the wire union of
-// RewriteTask, RepackTask and RemapTask, with a stable dedup Key). A
+// RewriteTask, RepackTask, RemapTask, CatchUpTask, SliceTask and JoinTask,
+// with a stable dedup Key). A CatchUpTask adds unindexed rows to one index
+// (or merges its segments) and commits as a CreateIndex (CatchUpTxn). A
 // RemapTask rewrites one index segment for rewrites whose new fragment ids
 // were reserved; its RemapOutput joins RewriteTxn (joinRemaps, applyRemaps
 // in remap.go). An executed task is
-// a Job (RewriteOutput, RepackOutput): the files it wrote, how it judges a
+// a Job (RewriteOutput, RepackOutput, CatchUpOutput): the files it wrote, how it judges a
 // transaction someone else committed after its read version (Classify,
 // Lance's conflict rules), and the Op it is committed in. An Op
-// (RewriteTxn, RepackTxn) builds one transaction's manifest from the latest
+// (RewriteTxn, RepackTxn, CatchUpTxn) builds one transaction's manifest from the latest
 // manifest and the live jobs (ApplyRewrite, ApplyRepacks), refuses jobs the
 // latest manifest no longer fits (RepackRebase), and verifies the committed
 // result (VerifyRewrite, VerifyRepack). Result and EncodeResult carry a job
