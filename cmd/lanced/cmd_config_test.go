@@ -173,7 +173,7 @@ func TestConfigSetChecksAndNoops(t *testing.T) {
 		t.Fatalf("config get on a table with no config: %q, want %q", got, want)
 	}
 
-	// The issue's example, then a value wrong for every type (a column named
+	// A non-numeric count first, then a value wrong for every type (a column named
 	// twice is not valid column groups either) for every key.
 	code, out, errs := runCLIExit("config", "set", path, "lance.compaction.max_data_files_per_fragment=two")
 	if want := `lance.compaction.max_data_files_per_fragment = "two": expected a whole number >= 1`; code != 2 || out != "" || !strings.Contains(errs, want) {

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 )
 
-// The issue-sized rewrite tables (oracle Sized scenarios): 200 × 5000 rows
+// The large rewrite tables (oracle Sized scenarios): 200 × 5000 rows
 // with 128-d float32 vectors, a short text and float64 columns, 10% of rows
 // deleted (~0.5 GB); 480 × 5000 rows of 40-120-word prose, 10% deleted
 // (text-heavy, ~0.4 GB as Lance stores it); the first table without
