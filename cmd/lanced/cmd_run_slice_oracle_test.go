@@ -45,8 +45,10 @@ func TestDaemonSlicesHugeFragmentsAcrossWorkers(t *testing.T) {
 	}
 	rows := 200_000
 	if v := os.Getenv("LANCED_SLICE_ROWS"); v != "" {
-		if rows, err = strconv.Atoi(v); err != nil || rows < 1 {
-			t.Fatalf("LANCED_SLICE_ROWS=%q", v)
+		// The planner cuts no slice under 64 Ki rows: fewer than three
+		// of them would plan plain tasks and b would never be killed.
+		if rows, err = strconv.Atoi(v); err != nil || rows < 3*64*1024 {
+			t.Fatalf("LANCED_SLICE_ROWS=%q: want a row count of at least %d (three slices of 64 Ki rows)", v, 3*64*1024)
 		}
 	}
 	root := t.TempDir()
@@ -203,8 +205,13 @@ func TestDaemonSlicesHugeFragmentsAcrossWorkers(t *testing.T) {
 	}
 	_ = a.cmd.Process.Signal(syscall.SIGTERM)
 	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	<-a.done
-	<-c.done
+	for _, p := range []*daemonProc{a, c} {
+		select {
+		case <-p.done:
+		case <-time.After(120 * time.Second):
+			t.Fatalf("%s did not stop within 120s of SIGTERM", p.name) // its cleanup kills it
+		}
+	}
 
 	// Real Lance judges.
 	for name, path := range paths {
