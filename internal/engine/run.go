@@ -144,7 +144,7 @@ func (r *Runner) Execute(ctx context.Context, m *tablepb.Manifest, t job.Task) (
 	r.logSliced(j, time.Since(t0))
 	if t.Remap != nil {
 		r.log().Info("index remapped", "table", r.name(), "task_id", t.Key(), "kind", string(job.KindRemap),
-			"files", len(j.Written()), "duration", time.Since(t0).String())
+			"files", len(j.Written()), "duration", time.Since(t0))
 	}
 	return Pending{Job: j, JournalID: jid}, nil
 }

@@ -250,7 +250,7 @@ func (sw *sliceWriter) addPiece(name string, file int, rows uint64, res lancewri
 // their pages were made, or the pages the join copied.
 func (r *Runner) logSliced(j job.Job, d time.Duration) {
 	var paths lancewrite.PathStats
-	args := []any{"table", r.name(), "task_id", j.Task().Key(), "kind", string(j.Task().Kind()), "duration", d.String()}
+	args := []any{"table", r.name(), "task_id", j.Task().Key(), "kind", string(j.Task().Kind()), "duration", d}
 	switch o := j.(type) {
 	case *job.SliceOutput:
 		paths = o.Paths
