@@ -272,7 +272,12 @@ func TestCatchUpOverRemapOracle(t *testing.T) {
 			t.Fatalf("vector search not through the index:\n%s", pl)
 		}
 	}
-	if recall+0.3/float64(len(qs)) < recallLance {
+	// 8 queries at nprobes 4 over a small IVF_PQ table: the candidates
+	// depend on the segment layout (here the caught-up segment beside the
+	// remapped one; on the control, what Lance's optimize() made) and PQ
+	// distances tie, so the two differ by a few of the 80 hits from run to
+	// run (up to 5 seen) in either direction; the bound is 8.
+	if recall+0.1 < recallLance {
 		t.Fatalf("recall@10 %.3f, real Lance's optimize() %.3f", recall, recallLance)
 	}
 	live := oracle.RowAddrsByID(t, path, 0)
