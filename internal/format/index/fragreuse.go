@@ -64,15 +64,15 @@ type ReuseVersion struct {
 	Groups         []ReuseGroup
 }
 
-// OldIDs returns the old fragment ids of every group.
-func (v *ReuseVersion) OldIDs() []uint64 {
-	var out []uint64
-	for _, g := range v.Groups {
-		for _, f := range g.Old {
-			out = append(out, f.ID)
+// oldIn is how many of the group's old fragments bm holds.
+func (g *ReuseGroup) oldIn(bm *roaring.Bitmap) int {
+	in := 0
+	for _, f := range g.Old {
+		if bm.Contains(uint32(f.ID)) {
+			in++
 		}
 	}
-	return out
+	return in
 }
 
 // NewBitmap returns the new fragment ids of every group.
@@ -205,12 +205,7 @@ func (fr *FragReuse) Build(uuid [16]byte, datasetVersion, createdAtMs uint64) (*
 func (fr *FragReuse) RemapBitmap(bm *roaring.Bitmap) error {
 	for _, v := range fr.Versions {
 		for _, g := range v.Groups {
-			in := 0
-			for _, f := range g.Old {
-				if bm.Contains(uint32(f.ID)) {
-					in++
-				}
-			}
+			in := g.oldIn(bm)
 			if in == 0 {
 				continue
 			}
@@ -293,12 +288,7 @@ func CaughtUp(v *ReuseVersion, seg *tablepb.IndexMetadata) (bool, error) {
 		return bm == nil, err
 	}
 	for _, g := range v.Groups {
-		in := 0
-		for _, f := range g.Old {
-			if bm.Contains(uint32(f.ID)) {
-				in++
-			}
-		}
+		in := g.oldIn(bm)
 		if in > 0 && in != len(g.Old) {
 			return false, fmt.Errorf("fragment reuse version %d: group %v only partly covered by index %q", v.DatasetVersion, digestIDs(g.Old), seg.GetName())
 		}
@@ -356,8 +346,8 @@ func (fr *FragReuse) Behind(seg *tablepb.IndexMetadata) (bool, error) {
 		if bm == nil {
 			return true, nil
 		}
-		for _, id := range v.OldIDs() {
-			if bm.Contains(uint32(id)) {
+		for _, g := range v.Groups {
+			if g.oldIn(bm) > 0 {
 				return true, nil
 			}
 		}
