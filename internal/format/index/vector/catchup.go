@@ -446,15 +446,6 @@ func (d *Delta) Layout(existing []uint64) (merge bool, why string, err error) {
 	return false, "", nil
 }
 
-// Lengths is the delta's row count per partition.
-func (d *Delta) Lengths() []uint32 {
-	out := make([]uint32, len(d.ids))
-	for p := range d.ids {
-		out[p] = uint32(len(d.ids[p]))
-	}
-	return out
-}
-
 // Write writes the new segment: auxiliary.idx to storageOut (the model's
 // storage schema, metadata and global buffers; per partition the stored
 // rows of each of bases in order, then the delta's rows) and index.idx to
