@@ -1,13 +1,14 @@
 package scheduler
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"hash/fnv"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/lanced-dev/lanced/internal/minheap"
 )
 
 // readyQueue is a queue of table names served by a pool of goroutines.
@@ -19,7 +20,7 @@ import (
 type readyQueue struct {
 	rank   func(table string) uint64
 	mu     sync.Mutex
-	items  readyHeap
+	items  minheap.Heap[readyItem]
 	seq    uint64
 	signal chan struct{}
 }
@@ -33,26 +34,15 @@ type readyItem struct {
 	table  string
 }
 
-type readyHeap []readyItem
-
-func (h readyHeap) Len() int { return len(h) }
-func (h readyHeap) Less(i, j int) bool {
-	if h[i].window != h[j].window {
-		return h[i].window < h[j].window
+func readyBefore(a, b readyItem) bool {
+	if a.window != b.window {
+		return a.window < b.window
 	}
-	return h[i].key < h[j].key
-}
-func (h readyHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *readyHeap) Push(x any)   { *h = append(*h, x.(readyItem)) }
-func (h *readyHeap) Pop() any {
-	old := *h
-	it := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return it
+	return a.key < b.key
 }
 
 func newReadyQueue(rank func(string) uint64) *readyQueue {
-	return &readyQueue{rank: rank, signal: make(chan struct{}, 1)}
+	return &readyQueue{rank: rank, items: minheap.New(readyBefore), signal: make(chan struct{}, 1)}
 }
 
 func (q *readyQueue) push(table string) {
@@ -62,7 +52,7 @@ func (q *readyQueue) push(table string) {
 	if q.rank != nil {
 		it.window, it.key = time.Now().UnixNano()/int64(rankWindow), q.rank(table)
 	}
-	heap.Push(&q.items, it)
+	q.items.Push(it)
 	q.mu.Unlock()
 	wake(q.signal)
 }
@@ -71,9 +61,9 @@ func (q *readyQueue) push(table string) {
 func (q *readyQueue) pop(ctx context.Context) (string, bool) {
 	for {
 		q.mu.Lock()
-		if len(q.items) > 0 {
-			t := heap.Pop(&q.items).(readyItem).table
-			more := len(q.items) > 0
+		if q.items.Len() > 0 {
+			t := q.items.Pop().table
+			more := q.items.Len() > 0
 			q.mu.Unlock()
 			if more {
 				wake(q.signal) // the next free goroutine takes the next table

@@ -1,7 +1,6 @@
 package watch
 
 import (
-	"container/heap"
 	"context"
 	"io"
 	"log/slog"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/minheap"
 )
 
 // CoalescerConfig configures a Coalescer.
@@ -60,7 +60,7 @@ type Coalescer struct {
 
 	mu     sync.Mutex
 	tables map[string]*tableState
-	due    dueHeap
+	due    minheap.Heap[dueEntry]
 	wake   chan struct{}
 }
 
@@ -99,6 +99,7 @@ func NewCoalescer(cfg CoalescerConfig, out Sink) *Coalescer {
 		cfg:    cfg,
 		out:    out,
 		tables: map[string]*tableState{},
+		due:    minheap.New(func(a, b dueEntry) bool { return a.at.Before(b.at) }),
 		wake:   make(chan struct{}, 1),
 	}
 }
@@ -193,8 +194,8 @@ func (c *Coalescer) schedule(table string, st *tableState, t time.Time) {
 	}
 	st.inHeap = true
 	st.heapTime = t
-	heap.Push(&c.due, dueEntry{at: t, table: table})
-	if c.due[0].table == table {
+	c.due.Push(dueEntry{at: t, table: table})
+	if c.due.Peek().table == table {
 		select {
 		case c.wake <- struct{}{}:
 		default:
@@ -267,8 +268,8 @@ func (c *Coalescer) popDue() ([]format.VersionRef, time.Time) {
 	defer c.mu.Unlock()
 	now := c.cfg.Now()
 	var refs []format.VersionRef
-	for len(c.due) > 0 && !c.due[0].at.After(now) {
-		e := heap.Pop(&c.due).(dueEntry)
+	for c.due.Len() > 0 && !c.due.Peek().at.After(now) {
+		e := c.due.Pop()
 		st := c.tables[e.table]
 		st.inHeap = false
 		if !st.pending || st.busy {
@@ -285,8 +286,8 @@ func (c *Coalescer) popDue() ([]format.VersionRef, time.Time) {
 		c.cfg.Metrics.busyTables.Inc()
 		refs = append(refs, format.VersionRef{Table: e.table, Version: st.version})
 	}
-	if len(c.due) > 0 {
-		return refs, c.due[0].at
+	if c.due.Len() > 0 {
+		return refs, c.due.Peek().at
 	}
 	return refs, time.Time{}
 }
@@ -312,17 +313,4 @@ func (c *Coalescer) retry(ref format.VersionRef) {
 type dueEntry struct {
 	at    time.Time
 	table string
-}
-
-type dueHeap []dueEntry
-
-func (h dueHeap) Len() int           { return len(h) }
-func (h dueHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
-func (h dueHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *dueHeap) Push(x any)        { *h = append(*h, x.(dueEntry)) }
-func (h *dueHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
 }
