@@ -144,7 +144,7 @@ func NewModel(x *IndexFile, s *StorageFile) (*Model, error) {
 			return nil, errorf(s.File, ErrCorrupt, "PQ codes of %d bytes for %d sub-vectors of %d bits", m.codeWidth, s.PQSubVectors, s.PQBits)
 		}
 		m.book = book
-		if k%8 == 0 {
+		if k%8 == 0 && useSIMD { // only the vector kernels read the column-major copy
 			sw := m.dim / s.PQSubVectors
 			m.bookT = make([]float32, 0, len(book))
 			for sub := 0; sub < s.PQSubVectors; sub++ {
