@@ -6,8 +6,16 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/lanced-dev/lanced/internal/format/lancefile"
 )
+
+// RowSource streams the rows a catch-up adds (scalar.CatchUp,
+// text.CatchUp): it calls fn with each batch of the indexed column's
+// values and their row addresses, in row address order. fn does not keep
+// values past its return unless it retains them.
+type RowSource func(ctx context.Context, fn func(values arrow.Array, ids []uint64) error) error
 
 // FilePageBytes is the page size of the index files lanced writes: a
 // writer buffers at most about this many bytes per column before it

@@ -15,11 +15,6 @@ import (
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 )
 
-// RowSource streams the rows a catch-up adds: it calls fn with each batch
-// of the indexed column's values and their row addresses, in row address
-// order. fn does not keep values past its return unless it retains them.
-type RowSource func(ctx context.Context, fn func(values arrow.Array, ids []uint64) error) error
-
 // CatchUp writes the segment lance 8.0.0's optimize_indices writes for a
 // scalar index with rows it does not cover: the old segment (read through
 // old) merged with the added rows into one new segment (written through
@@ -39,7 +34,7 @@ type RowSource func(ctx context.Context, fn func(values arrow.Array, ids []uint6
 // one sort position each) plus what the merges hold (MergeBTree,
 // MergeBitmap); maxBytes bounds the added values held (0: no bound), past
 // it the catch-up fails with ErrTooLarge so a smaller task can be planned.
-func CatchUp(ctx context.Context, seg *tablepb.IndexMetadata, old index.SegmentReader, out index.SegmentWriter, rows RowSource, maxBytes int64) (RemapResult, error) {
+func CatchUp(ctx context.Context, seg *tablepb.IndexMetadata, old index.SegmentReader, out index.SegmentWriter, rows index.RowSource, maxBytes int64) (RemapResult, error) {
 	var res RemapResult
 	kind := index.Detect(seg)
 	if err := (remapper{}).Check(seg); err != nil {

@@ -39,7 +39,7 @@
 // labelList AddLists, null lists included) to each old key and appends the
 // new keys. Both can pass the old rows through a Mapping too (a compaction
 // and a catch-up in one rewrite). CatchUp runs a whole catch-up for the
-// engine: rows from a RowSource, the old segment through an
+// engine: rows from an index.RowSource, the old segment through an
 // index.SegmentReader, the new one through an index.SegmentWriter; a
 // btree's added rows are collected and sorted by BTreeAdditions under a
 // byte bound. Checked with real Lance: merged segments

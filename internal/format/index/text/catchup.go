@@ -7,17 +7,12 @@ import (
 	"io"
 	"slices"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/format/lancefile"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 )
-
-// RowSource streams the rows a catch-up adds: the indexed column's values
-// with their row addresses, in row order.
-type RowSource func(ctx context.Context, fn func(values arrow.Array, ids []uint64) error) error
 
 // CatchUpResult describes a caught-up segment.
 type CatchUpResult struct {
@@ -40,7 +35,7 @@ type CatchUpResult struct {
 // (Params.Supported), another layout (CheckSegment) or a character the
 // folding table lacks are ErrUnsupported; more postings than maxBytes are
 // ErrTooLarge. Memory: the added documents' postings.
-func CatchUp(ctx context.Context, seg *tablepb.IndexMetadata, old index.SegmentReader, out index.SegmentWriter, rows RowSource, maxBytes int64) (CatchUpResult, error) {
+func CatchUp(ctx context.Context, seg *tablepb.IndexMetadata, old index.SegmentReader, out index.SegmentWriter, rows index.RowSource, maxBytes int64) (CatchUpResult, error) {
 	var res CatchUpResult
 	if err := (remapper{}).Check(seg); err != nil {
 		return res, fmt.Errorf("%w: %w", ErrUnsupported, err)
