@@ -147,7 +147,28 @@ func TestDaemonSlicesHugeFragmentsAcrossWorkers(t *testing.T) {
 		return false
 	}
 	waitUntil(t, 300*time.Second, "both joins committed", func() bool { return joined("rewrite") && joined("update") })
-	time.Sleep(2 * time.Second)
+	// Every task a and c started has ended (its outcome, and any error on
+	// the way, is logged) before their logs are judged.
+	waitUntil(t, 120*time.Second, "every task on a and c ended", func() bool {
+		for _, p := range []*daemonProc{a, c} {
+			open := map[string]int{}
+			for _, l := range p.snapshot() {
+				k, _ := l["task_id"].(string)
+				switch l["msg"] {
+				case "task started":
+					open[k]++
+				case "task done", "task ended", "task handed back", "task failed, retrying":
+					open[k]--
+				}
+			}
+			for _, n := range open {
+				if n > 0 {
+					return false
+				}
+			}
+		}
+		return true
+	})
 	for _, p := range []*daemonProc{a, c} {
 		for _, l := range p.snapshot() {
 			if l["level"] == "ERROR" {

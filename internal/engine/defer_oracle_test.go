@@ -32,20 +32,6 @@ func deferQueries() []oracle.Op {
 	}
 }
 
-// ftsThroughIndex reports whether an FTS plan reads the inverted index:
-// it has a query node (MatchQuery, PhraseQuery, a boolean of them, ...)
-// other than FlatMatchQuery, which real Lance plans for rows no index
-// covers (its name also contains "MatchQuery").
-func ftsThroughIndex(plan string) bool {
-	for _, l := range strings.Split(plan, "\n") {
-		node, _, _ := strings.Cut(strings.TrimSpace(l), ":")
-		if strings.HasSuffix(node, "Query") && !strings.HasPrefix(node, "Flat") && node != "ScalarIndexQuery" {
-			return true
-		}
-	}
-	return false
-}
-
 // sameRows compares query results as sets of ids (FTS ties have no fixed
 // order).
 func sameRows(t *testing.T, what string, got, want []queryResult) {
@@ -177,7 +163,7 @@ func testDeferCompact(t *testing.T, c remapEngineCase) {
 	for i, r := range got {
 		through := strings.Contains(r.Plan, "ScalarIndexQuery")
 		if i >= 5 {
-			through = ftsThroughIndex(r.Plan)
+			through = oracle.FTSThroughIndex(r.Plan)
 		}
 		if !through {
 			t.Fatalf("query %d does not go through the index:\n%s", i, r.Plan)

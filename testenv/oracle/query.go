@@ -3,6 +3,7 @@ package oracle
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -60,4 +61,32 @@ func (r Report) Index(t testing.TB, name string) Index {
 	}
 	t.Fatalf("real Lance lists no index %s: %v", name, r.IndexNames())
 	return Index{}
+}
+
+// PlanHasNode reports whether real Lance's explainPlan text has a node
+// named exactly name: the text of a line before its first ':' (for
+// example "MatchQuery" or "PhraseQuery"). A substring would not do:
+// "FlatMatchQuery", the node real Lance plans to scan rows no index
+// covers, also contains "MatchQuery".
+func PlanHasNode(plan, name string) bool {
+	for _, l := range strings.Split(plan, "\n") {
+		if node, _, _ := strings.Cut(strings.TrimSpace(l), ":"); node == name {
+			return true
+		}
+	}
+	return false
+}
+
+// FTSThroughIndex reports whether an FTS plan reads the inverted index:
+// it has a query node (MatchQuery, PhraseQuery, a boolean of them, ...)
+// other than FlatMatchQuery (a scan of rows no index covers) and
+// ScalarIndexQuery (a scalar index's filter).
+func FTSThroughIndex(plan string) bool {
+	for _, l := range strings.Split(plan, "\n") {
+		node, _, _ := strings.Cut(strings.TrimSpace(l), ":")
+		if strings.HasSuffix(node, "Query") && !strings.HasPrefix(node, "Flat") && node != "ScalarIndexQuery" {
+			return true
+		}
+	}
+	return false
 }
