@@ -59,16 +59,7 @@ func TestCatchUpRaceOracle(t *testing.T) {
 			control := filepath.Join(t.TempDir(), "control.lance")
 			oracle.CopyTree(t, path, control)
 			ctx := context.Background()
-			tbl, m := tabletest.Open(t, "file://"+path)
-			p := planFor(t, path, m, func(e *policy.Effective) { e.Scope.Value = policy.ScopeIndex })
-			if len(p.CatchUps) != 2 {
-				t.Fatalf("plan: %+v", p.CatchUps)
-			}
-			r := &engine.Runner{Table: tbl}
-			var ps []engine.Pending
-			for i := range p.CatchUps {
-				ps = append(ps, executeAll(t, r, m, []job.Task{{CatchUp: &p.CatchUps[i]}})...)
-			}
+			r, ps := executeBothCatchUps(t, path)
 			if c.compact {
 				// Another append, so the caught-up fragment has an
 				// unindexed neighbour to be compacted with.
@@ -207,16 +198,7 @@ func TestCatchUpOverRemapOracle(t *testing.T) {
 	oracle.RunOps(t, control, []oracle.Op{{"op": "optimize"}})
 	recallLance, _ := recallAt10(t, control, qs, remapEngineCase{typ: "ivf_pq"})
 	ctx := context.Background()
-	tbl, m := tabletest.Open(t, "file://"+path)
-	p := planFor(t, path, m, func(e *policy.Effective) { e.Scope.Value = policy.ScopeIndex })
-	if len(p.CatchUps) != 2 {
-		t.Fatalf("plan: %+v", p.CatchUps)
-	}
-	r := &engine.Runner{Table: tbl}
-	var ps []engine.Pending
-	for i := range p.CatchUps {
-		ps = append(ps, executeAll(t, r, m, []job.Task{{CatchUp: &p.CatchUps[i]}})...)
-	}
+	r, ps := executeBothCatchUps(t, path)
 	tbl2, m2 := tabletest.Open(t, "file://"+path)
 	p2 := planFor(t, path, m2, nil)
 	if len(p2.Rewrites) != 1 || slices.Contains(p2.Rewrites[0].Fragments, 4) {
@@ -301,4 +283,22 @@ func TestCatchUpOverRemapOracle(t *testing.T) {
 		t.Fatalf("btree filter: %d ids, a scan %d:\n%s", len(q.IDs()), len(want), q.Plan)
 	}
 	t.Logf("recall@10 %.3f, real Lance's optimize() %.3f", recall, recallLance)
+}
+
+// executeBothCatchUps plans path with scope "index", which must plan two
+// catch-ups (vec_idx and id_idx), and executes each without committing;
+// it returns the runner and the pending commits.
+func executeBothCatchUps(t *testing.T, path string) (*engine.Runner, []engine.Pending) {
+	t.Helper()
+	tbl, m := tabletest.Open(t, "file://"+path)
+	p := planFor(t, path, m, func(e *policy.Effective) { e.Scope.Value = policy.ScopeIndex })
+	if len(p.CatchUps) != 2 {
+		t.Fatalf("plan: %+v", p.CatchUps)
+	}
+	r := &engine.Runner{Table: tbl}
+	var ps []engine.Pending
+	for i := range p.CatchUps {
+		ps = append(ps, executeAll(t, r, m, []job.Task{{CatchUp: &p.CatchUps[i]}})...)
+	}
+	return r, ps
 }
