@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -202,6 +203,36 @@ http { listen = %q }
 		t.Fatal(err)
 	}
 	return path
+}
+
+// writeWorkersConfig is writeProcConfig with the given number of workers
+// (writeProcConfig writes 2).
+func writeWorkersConfig(t *testing.T, root, name, tables, natsBlock, httpAddr string, workers int) string {
+	t.Helper()
+	p := writeProcConfig(t, root, name, tables, natsBlock, "", httpAddr)
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "workers   = 2") {
+		t.Fatalf("%s: no workers line to replace:\n%s", p, data)
+	}
+	data = []byte(strings.Replace(string(data), "workers   = 2", fmt.Sprintf("workers   = %d", workers), 1))
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// natsAuth writes password to a file under root and returns the user and
+// password_file lines of a nats block that use it.
+func natsAuth(t *testing.T, root, password string) string {
+	t.Helper()
+	pwFile := filepath.Join(root, "nats.pass")
+	if err := os.WriteFile(pwFile, []byte(password+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("  user = \"lanced\"\n  password_file = %q\n", pwFile)
 }
 
 type span struct{ from, to time.Time }

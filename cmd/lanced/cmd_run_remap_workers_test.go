@@ -73,23 +73,10 @@ func TestDaemonRemapTasksRunOnWorkersAndSurviveAKilledWorker(t *testing.T) {
 	filesBefore := treeFiles(t, path)
 
 	natsAddr := freeAddr(t)
-	pwFile := filepath.Join(root, "nats.pass")
-	if err := os.WriteFile(pwFile, []byte("remap-workers-test-password\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	auth := fmt.Sprintf("  user = \"lanced\"\n  password_file = %q\n", pwFile)
+	auth := natsAuth(t, root, "remap-workers-test-password")
 	client := fmt.Sprintf("nats {\n  url = \"nats://%s\"\n%s}", natsAddr, auth)
 	config := func(name, natsBlock, httpAddr string, workers int) string {
-		p := writeProcConfig(t, root, name, tables, natsBlock, "", httpAddr)
-		data, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data = []byte(strings.Replace(string(data), "workers   = 2", fmt.Sprintf("workers   = %d", workers), 1))
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
+		return writeWorkersConfig(t, root, name, tables, natsBlock, httpAddr, workers)
 	}
 	httpA, httpC := freeAddr(t), freeAddr(t)
 	a := startDaemonProc(t, bin, "a", config("a", fmt.Sprintf("nats {\n  embedded = true\n  listen = %q\n%s}", natsAddr, auth), httpA, 1), filepath.Join(root, "a"))

@@ -87,23 +87,10 @@ func TestDaemonSlicesHugeFragmentsAcrossWorkers(t *testing.T) {
 	}
 
 	natsAddr := freeAddr(t)
-	pwFile := filepath.Join(root, "nats.pass")
-	if err := os.WriteFile(pwFile, []byte("slice-workers-test-password\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	auth := fmt.Sprintf("  user = \"lanced\"\n  password_file = %q\n", pwFile)
+	auth := natsAuth(t, root, "slice-workers-test-password")
 	client := fmt.Sprintf("policies = %q\nnats {\n  url = \"nats://%s\"\n%s}", pol, natsAddr, auth)
 	config := func(name, natsBlock string, workers int) string {
-		p := writeProcConfig(t, root, name, tables, natsBlock, "", freeAddr(t))
-		data, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data = []byte(strings.Replace(string(data), "workers   = 2", fmt.Sprintf("workers   = %d", workers), 1))
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
+		return writeWorkersConfig(t, root, name, tables, natsBlock, freeAddr(t), workers)
 	}
 	a := startDaemonProc(t, bin, "a", config("a", fmt.Sprintf("policies = %q\nnats {\n  embedded = true\n  listen = %q\n%s}", pol, natsAddr, auth), 1), filepath.Join(root, "a"))
 	waitUntil(t, 60*time.Second, "a running", func() bool { return a.has("lanced running", "", "") })
