@@ -215,7 +215,7 @@ func search(t *testing.T, path string, ops []oracle.Op) [][]hit {
 		if ops[i]["phrase"] == true {
 			kind = "PhraseQuery"
 		}
-		if !strings.Contains(r.Plan, kind) {
+		if !oracle.PlanHasNode(r.Plan, kind) {
 			t.Fatalf("%v: plan has no %s:\n%s", ops[i]["query"], kind, r.Plan)
 		}
 		sort.Slice(r.Data, func(a, b int) bool { return r.Data[a].ID < r.Data[b].ID })
