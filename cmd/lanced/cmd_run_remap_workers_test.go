@@ -154,10 +154,7 @@ func TestDaemonRemapTasksRunOnWorkersAndSurviveAKilledWorker(t *testing.T) {
 	}
 	after := oracle.Queries(t, path, ops)
 	for i, op := range ops {
-		want := map[any]string{"vector_search": "ANN", "query": "ScalarIndexQuery", "fts_search": "MatchQuery"}[op["op"]]
-		if !strings.Contains(after[i].Plan, want) {
-			t.Fatalf("%v %v: plan has no %s:\n%s", op["op"], op["query"], want, after[i].Plan)
-		}
+		checkThroughIndex(t, op, after[i].Plan)
 		if len(before[i].IDs()) == 0 || !slices.Equal(after[i].IDs(), before[i].IDs()) {
 			t.Fatalf("%v %v: ids %v after the daemons, %v before", op["op"], op["query"], after[i].IDs(), before[i].IDs())
 		}
