@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/lanced-dev/lanced/internal/engine/job"
@@ -403,17 +403,13 @@ func TestCatchUpFirstByDefaultPastBothBounds(t *testing.T) {
 // InvertedIndexDetails) record the given tokenizer params.
 func ftsIndex(t *testing.T, name, base, language string, stem bool, ids ...uint32) *tablepb.IndexMetadata {
 	ix := indexMeta(t, name, ids...)
-	var v []byte
-	v = protowire.AppendTag(v, 1, protowire.BytesType)
-	v = protowire.AppendString(v, base)
-	v = protowire.AppendTag(v, 2, protowire.BytesType)
-	v = protowire.AppendString(v, `"`+language+`"`)
-	for _, f := range []struct {
-		num protowire.Number
-		v   uint64
-	}{{4, 40}, {5, 1}, {6, map[bool]uint64{true: 1}[stem]}, {7, 1}, {8, 1}, {9, 3}, {10, 3}} {
-		v = protowire.AppendTag(v, f.num, protowire.VarintType)
-		v = protowire.AppendVarint(v, f.v)
+	maxLen := uint32(40)
+	v, err := proto.Marshal(&tablepb.InvertedIndexDetails{
+		BaseTokenizer: &base, Language: `"` + language + `"`, MaxTokenLength: &maxLen,
+		LowerCase: true, Stem: stem, RemoveStopWords: true, AsciiFolding: true, MinNgramLength: 3, MaxNgramLength: 3,
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	ix.IndexDetails = &anypb.Any{TypeUrl: "/lance.table.InvertedIndexDetails", Value: v}
 	return ix

@@ -10,6 +10,9 @@ import (
 
 	"github.com/kljensen/snowball/english"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 )
 
 // Params is the tokenizer configuration of an inverted index, the "params"
@@ -199,58 +202,40 @@ func lowerCase(s string) string {
 }
 
 // ParamsFromDetails reads the tokenizer params an index entry's
-// InvertedIndexDetails (lance's table.proto) records: everything but
+// InvertedIndexDetails (lance's index_old.proto) records: everything but
 // custom_stop_words and lance_tokenizer, which only metadata.lance holds.
+// A field lance 8.0.0 does not write is ErrUnsupported.
 func ParamsFromDetails(value []byte) (*Params, error) {
-	p := &Params{BaseTokenizer: "simple"}
-	for len(value) > 0 {
-		num, typ, n := protowire.ConsumeTag(value)
-		if n < 0 {
-			return nil, fmt.Errorf("%w: InvertedIndexDetails: %v", ErrCorrupt, protowire.ParseError(n))
-		}
-		value = value[n:]
-		var v uint64
-		var s []byte
-		switch typ {
-		case protowire.VarintType:
-			v, n = protowire.ConsumeVarint(value)
-		case protowire.BytesType:
-			s, n = protowire.ConsumeBytes(value)
-		default:
-			n = protowire.ConsumeFieldValue(num, typ, value)
-		}
-		if n < 0 {
-			return nil, fmt.Errorf("%w: InvertedIndexDetails field %d: %v", ErrCorrupt, num, protowire.ParseError(n))
-		}
-		value = value[n:]
-		switch num {
-		case 1:
-			p.BaseTokenizer = string(s)
-		case 2:
-			if err := json.Unmarshal(s, &p.Language); err != nil {
-				return nil, fmt.Errorf("%w: InvertedIndexDetails language %q: %v", ErrCorrupt, s, err)
-			}
-		case 3:
-			p.WithPosition = v != 0
-		case 4:
-			l := int(v)
-			p.MaxTokenLength = &l
-		case 5:
-			p.LowerCase = v != 0
-		case 6:
-			p.Stem = v != 0
-		case 7:
-			p.RemoveStopWords = v != 0
-		case 8:
-			p.ASCIIFolding = v != 0
-		case 9:
-			p.MinNgramLength = uint32(v)
-		case 10:
-			p.MaxNgramLength = uint32(v)
-		case 11:
-			p.PrefixOnly = v != 0
-		default:
-			return nil, fmt.Errorf("%w: InvertedIndexDetails field %d (newer than lance 8.0.0)", ErrUnsupported, num)
+	var d tablepb.InvertedIndexDetails
+	if err := proto.Unmarshal(value, &d); err != nil {
+		return nil, fmt.Errorf("%w: InvertedIndexDetails: %v", ErrCorrupt, err)
+	}
+	if unk := d.ProtoReflect().GetUnknown(); len(unk) > 0 {
+		num, _, _ := protowire.ConsumeTag(unk)
+		return nil, fmt.Errorf("%w: InvertedIndexDetails field %d (newer than lance 8.0.0)", ErrUnsupported, num)
+	}
+	p := &Params{
+		BaseTokenizer:   "simple",
+		WithPosition:    d.GetWithPosition(),
+		LowerCase:       d.GetLowerCase(),
+		Stem:            d.GetStem(),
+		RemoveStopWords: d.GetRemoveStopWords(),
+		ASCIIFolding:    d.GetAsciiFolding(),
+		MinNgramLength:  d.GetMinNgramLength(),
+		MaxNgramLength:  d.GetMaxNgramLength(),
+		PrefixOnly:      d.GetPrefixOnly(),
+	}
+	if d.BaseTokenizer != nil {
+		p.BaseTokenizer = d.GetBaseTokenizer()
+	}
+	if d.MaxTokenLength != nil {
+		l := int(d.GetMaxTokenLength())
+		p.MaxTokenLength = &l
+	}
+	if d.GetLanguage() != "" {
+		// Lance stores the language as its serde JSON string.
+		if err := json.Unmarshal([]byte(d.GetLanguage()), &p.Language); err != nil {
+			return nil, fmt.Errorf("%w: InvertedIndexDetails language %q: %v", ErrCorrupt, d.GetLanguage(), err)
 		}
 	}
 	if p.Language == "" {

@@ -52,6 +52,6 @@
 // posting lists, and the token dictionary (stored by lance as one value).
 //
 // Imports: internal/format/index, internal/format/lancefile,
-// internal/format/lancewrite, arrow-go, roaring, protobuf (protowire),
-// kljensen/snowball (the English stemmer).
+// internal/format/lancewrite, internal/format/pb/tablepb, arrow-go,
+// roaring, protobuf, kljensen/snowball (the English stemmer).
 package text
