@@ -169,3 +169,76 @@ func CanRemap(seg *tablepb.IndexMetadata) error {
 	}
 	return nil
 }
+
+// A PartRemapper is a Remapper that can also remap one segment in parts:
+// the segment's units of work (IVF partitions) are cut into contiguous
+// ranges, each range is remapped on its own (by any worker, into a
+// directory of its own) as file pieces, and a join concatenates the
+// pieces into the segment's files by copying their pages, never decoding
+// them, and writes the metadata that describes the whole file. The joined
+// segment holds what Remap writes for the same request: the same units,
+// rows and codes. Memory: one unit per part, like Remap.
+type PartRemapper interface {
+	Remapper
+	// Parts cuts the old segment's units into at most n contiguous ranges
+	// of about equal size (fewer when it has fewer units), read from the
+	// segment's metadata only.
+	Parts(ctx context.Context, old SegmentReader, n int) ([]PartRange, error)
+	// RemapPart writes the pieces of units [r.Lo, r.Hi) through req.New.
+	RemapPart(ctx context.Context, req RemapRequest, r PartRange) (RemapResult, error)
+	// JoinParts writes the segment's files through req.New from the
+	// pieces of every range, in order (parts[i] reads the directory
+	// RemapPart wrote range i into), and the old segment (req.Old). The
+	// result counts the rows written (Dropped is the parts' to report).
+	// req.Mapping is not used.
+	JoinParts(ctx context.Context, req RemapRequest, parts []SegmentReader) (RemapResult, error)
+}
+
+// PartRange is a range [Lo, Hi) of a segment's units of work.
+type PartRange struct {
+	Lo, Hi int
+}
+
+// PartRemapperFor returns the remapper of kind k if it remaps in parts.
+func PartRemapperFor(k Kind) (PartRemapper, bool) {
+	r, ok := RemapperFor(k)
+	if !ok {
+		return nil, false
+	}
+	pr, ok := r.(PartRemapper)
+	return pr, ok
+}
+
+// CutRanges cuts units of the given sizes into at most n contiguous
+// ranges of about equal total size: range k ends at the first unit where
+// the running total reaches k/n of the whole. Every range holds at least
+// one unit; n is capped at the number of units.
+func CutRanges(sizes []uint64, n int) []PartRange {
+	if n > len(sizes) {
+		n = len(sizes)
+	}
+	if n <= 1 {
+		if len(sizes) == 0 {
+			return nil
+		}
+		return []PartRange{{0, len(sizes)}}
+	}
+	var total uint64
+	for _, s := range sizes {
+		total += s
+	}
+	out := make([]PartRange, 0, n)
+	lo := 0
+	var run uint64
+	for i, s := range sizes {
+		run += s
+		k := uint64(len(out) + 1)
+		left := len(sizes) - (i + 1) // units after i
+		need := n - (len(out) + 1)   // ranges still to make after this one
+		if len(out) < n-1 && (run*uint64(n) >= k*total || left == need) {
+			out = append(out, PartRange{lo, i + 1})
+			lo = i + 1
+		}
+	}
+	return append(out, PartRange{lo, len(sizes)})
+}

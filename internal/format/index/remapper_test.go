@@ -2,6 +2,7 @@ package index_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -30,5 +31,26 @@ func TestCanRemap(t *testing.T) {
 	}
 	if got := err.Error(); got == "" || !strings.Contains(got, `"x"`) {
 		t.Errorf("error %q does not name the index", got)
+	}
+}
+
+func TestCutRanges(t *testing.T) {
+	for _, c := range []struct {
+		sizes []uint64
+		n     int
+		want  []index.PartRange
+	}{
+		{[]uint64{10, 10, 10, 10}, 2, []index.PartRange{{Lo: 0, Hi: 2}, {Lo: 2, Hi: 4}}},
+		{[]uint64{10, 10, 10, 10}, 9, []index.PartRange{{Lo: 0, Hi: 1}, {Lo: 1, Hi: 2}, {Lo: 2, Hi: 3}, {Lo: 3, Hi: 4}}},
+		{[]uint64{100, 1, 1, 1}, 3, []index.PartRange{{Lo: 0, Hi: 1}, {Lo: 1, Hi: 2}, {Lo: 2, Hi: 4}}},
+		{[]uint64{1, 1, 1, 100}, 2, []index.PartRange{{Lo: 0, Hi: 3}, {Lo: 3, Hi: 4}}},
+		{[]uint64{0, 0, 0}, 2, []index.PartRange{{Lo: 0, Hi: 1}, {Lo: 1, Hi: 3}}},
+		{[]uint64{5}, 3, []index.PartRange{{Lo: 0, Hi: 1}}},
+		{nil, 3, nil},
+	} {
+		got := index.CutRanges(c.sizes, c.n)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("CutRanges(%v, %d) = %v, want %v", c.sizes, c.n, got, c.want)
+		}
 	}
 }

@@ -282,10 +282,23 @@ func CopyColumns(ctx context.Context, dst io.Writer, srcs []CopySource, out []*f
 }
 
 func (cp *copier) finish(first *openSource, fields []*filepb.Field, rows uint64, res Result) (Result, error) {
+	return cp.finishWith(first, fields, rows, res, ConcatOptions{})
+}
+
+// finishWith writes opts.GlobalBuffers as global buffers 1.. and the tail,
+// with opts.SchemaMetadata when set (else first's).
+func (cp *copier) finishWith(first *openSource, fields []*filepb.Field, rows uint64, res Result, opts ConcatOptions) (Result, error) {
 	v := first.f.Footer.Version
 	var md map[string][]byte
 	if s := first.f.Descriptor.GetSchema(); s != nil {
 		md = s.GetMetadata()
+	}
+	if opts.SchemaMetadata != nil {
+		md = opts.SchemaMetadata
+	}
+	for _, b := range opts.GlobalBuffers {
+		off := cp.c.buffer(b)
+		cp.c.extra = append(cp.c.extra, [2]uint64{off, uint64(len(b))})
 	}
 	if err := cp.c.finish(fields, md, rows, cp.cols, v.Major, v.Minor); err != nil {
 		return Result{}, err
@@ -306,6 +319,26 @@ func (cp *copier) finish(first *openSource, fields []*filepb.Field, rows uint64,
 // with priorities shifted by the rows before them. The output schema is the
 // first source's and its DataFile entry takes Result.Fields/ColumnIndices.
 func ConcatRows(ctx context.Context, dst io.Writer, srcs ...CopySource) (Result, error) {
+	return ConcatRowsWith(ctx, dst, ConcatOptions{}, srcs...)
+}
+
+// ConcatOptions are what ConcatRowsWith writes besides the sources' pages.
+type ConcatOptions struct {
+	// SchemaMetadata, when not nil, is the output's schema metadata
+	// (else the first source's).
+	SchemaMetadata map[string][]byte
+	// GlobalBuffers are written as global buffers 1, 2, ... after the
+	// pages (global buffer 0 is the schema), as lance's
+	// FileWriter::add_global_buffer places them. Lance index files name
+	// such buffers by position in their schema metadata.
+	GlobalBuffers [][]byte
+}
+
+// ConcatRowsWith is ConcatRows with the output's schema metadata and
+// global buffers given: the pieces of a file written in parts (each a
+// Lance file of the same schema) become the whole file, whose metadata
+// describes all the rows.
+func ConcatRowsWith(ctx context.Context, dst io.Writer, opts ConcatOptions, srcs ...CopySource) (Result, error) {
 	ss, err := openSources(srcs)
 	if err != nil {
 		return Result{}, err
@@ -377,7 +410,7 @@ func ConcatRows(ctx context.Context, dst io.Writer, srcs ...CopySource) (Result,
 		cp.cols = append(cp.cols, cm)
 	}
 	res := Result{NumRows: rows, Fields: append([]int32(nil), first.File.Fields...), ColumnIndices: append([]int32(nil), first.File.ColumnIndices...)}
-	return cp.finish(first, fields, rows, res)
+	return cp.finishWith(first, fields, rows, res, opts)
 }
 
 func equalInts(a, b []int32) bool {

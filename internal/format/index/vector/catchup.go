@@ -18,8 +18,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/lanced-dev/lanced/internal/format/index"
-	"github.com/lanced-dev/lanced/internal/format/lancefile"
-	"github.com/lanced-dev/lanced/internal/format/lancewrite"
 	"github.com/lanced-dev/lanced/internal/format/pb/indexpb"
 )
 
@@ -467,15 +465,11 @@ func (d *Delta) Write(ctx context.Context, bases []*StorageFile, storageOut, ind
 	var hb *hnswRebuild
 	if m.x.SubIndex == "HNSW" {
 		var err error
-		if hb, err = newHNSWRebuild(m.x, s, indexOut, seed); err != nil {
+		if hb, err = newHNSWRebuild(m.x, s, indexOut, seed, maps.Clone(meta(m.x.File))); err != nil {
 			return res, err
 		}
 	}
-	ver := lancewrite.V2_1
-	if s.File.Format == lancefile.Format20 {
-		ver = lancewrite.V2_0
-	}
-	wr, err := lancewrite.NewWriter(storageOut, s.File.Fields(), lancewrite.Options{PageBytes: index.FilePageBytes, Version: ver, SchemaMetadata: maps.Clone(meta(s.File))})
+	wr, err := newFileWriter(s.File, storageOut, maps.Clone(meta(s.File)))
 	if err != nil {
 		return res, err
 	}
@@ -487,7 +481,7 @@ func (d *Delta) Write(ctx context.Context, bases []*StorageFile, storageOut, ind
 	// reader (a page shared by partitions is decoded once).
 	streams := make([]*partitionStream, len(bases))
 	for i, base := range bases {
-		if streams[i], err = base.newPartitionStream(ctx); err != nil {
+		if streams[i], err = base.newPartitionStream(ctx, index.PartRange{Lo: 0, Hi: base.NumPartitions()}); err != nil {
 			return res, err
 		}
 		defer streams[i].release()

@@ -30,6 +30,14 @@
 // laid out like lance's HNSW::to_batch and HnswMetadata (level_offsets
 // counted as lance counts them).
 //
+// A large segment can be remapped in parts (parts.go, index.PartRemapper):
+// RemapPart writes a range of IVF partitions as pieces (Lance files of the
+// segment files' schema, no global buffers) and JoinParts concatenates the
+// pieces of every range by page copy (lancewrite.ConcatRowsWith), writing
+// the IVF offsets and lengths of all partitions, an HNSW index's
+// per-partition graph metadata, and the old files' other global buffers
+// and schema metadata: the same segment a one-task Remap writes.
+//
 // Lance's remap also joins the smallest partition into its neighbours when
 // it falls under a quarter of the target partition size, which needs the raw
 // vectors from the table; Remap keeps every partition (still a valid index,

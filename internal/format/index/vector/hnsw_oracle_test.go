@@ -98,7 +98,7 @@ func compareGraphs(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hb, err := newHNSWRebuild(x, s, io.Discard, 1)
+	hb, err := newHNSWRebuild(x, s, io.Discard, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

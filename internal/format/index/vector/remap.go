@@ -93,22 +93,38 @@ type StorageResult struct {
 // vectors from the table); this remap keeps every partition, which is also a
 // valid index (the centroids are unchanged).
 func RemapStorage(ctx context.Context, s *StorageFile, m index.Mapping, w io.Writer, keep func(p int, rec arrow.RecordBatch, kept []int) error) (StorageResult, error) {
-	var res StorageResult
-	ver := lancewrite.V2_1
-	if s.File.Format == lancefile.Format20 {
-		ver = lancewrite.V2_0
+	wr, err := newFileWriter(s.File, w, maps.Clone(meta(s.File)))
+	if err != nil {
+		return StorageResult{}, err
 	}
-	md := maps.Clone(meta(s.File))
-	wr, err := lancewrite.NewWriter(w, s.File.Fields(), lancewrite.Options{PageBytes: index.FilePageBytes, Version: ver, SchemaMetadata: md})
+	res, err := s.remapPartitions(ctx, m, wr, keep, index.PartRange{Lo: 0, Hi: s.NumPartitions()})
 	if err != nil {
 		return res, err
 	}
-	ps, err := s.newPartitionStream(ctx)
+	res.Size, err = s.finish(wr, res.Lengths)
+	return res, err
+}
+
+// newFileWriter starts a file with f's fields, in f's file version, with
+// schema metadata md.
+func newFileWriter(f *lancefile.File, w io.Writer, md map[string][]byte) (*lancewrite.Writer, error) {
+	ver := lancewrite.V2_1
+	if f.Format == lancefile.Format20 {
+		ver = lancewrite.V2_0
+	}
+	return lancewrite.NewWriter(w, f.Fields(), lancewrite.Options{PageBytes: index.FilePageBytes, Version: ver, SchemaMetadata: md})
+}
+
+// remapPartitions writes the remapped rows of partitions r to wr, in
+// order, one partition in memory at a time.
+func (s *StorageFile) remapPartitions(ctx context.Context, m index.Mapping, wr *lancewrite.Writer, keep func(int, arrow.RecordBatch, []int) error, r index.PartRange) (StorageResult, error) {
+	var res StorageResult
+	ps, err := s.newPartitionStream(ctx, r)
 	if err != nil {
 		return res, err
 	}
 	defer ps.release()
-	for p := 0; p < s.NumPartitions(); p++ {
+	for p := r.Lo; p < r.Hi; p++ {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
@@ -120,21 +136,13 @@ func RemapStorage(ctx context.Context, s *StorageFile, m index.Mapping, w io.Wri
 		res.Rows += n
 		res.Dropped += dropped
 	}
-	res.Size, err = s.finish(wr, res.Lengths)
-	return res, err
+	return res, nil
 }
 
 // finish writes the storage file's global buffers, with the IVF offsets
 // and lengths of the partitions written, and closes it.
 func (s *StorageFile) finish(wr *lancewrite.Writer, lengths []uint32) (int64, error) {
-	ivf := proto.Clone(s.IVF).(*indexpb.IVF)
-	ivf.Offsets, ivf.Lengths = make([]uint64, len(lengths)), lengths
-	var off uint64
-	for i, l := range lengths {
-		ivf.Offsets[i] = off
-		off += uint64(l)
-	}
-	if err := copyGlobalBuffers(s.File, s.IVFBuffer, ivf, wr); err != nil {
+	if err := copyGlobalBuffers(s.File, s.IVFBuffer, withLengths(s.IVF, lengths), wr); err != nil {
 		return 0, err
 	}
 	out, err := wr.Close()
@@ -144,17 +152,33 @@ func (s *StorageFile) finish(wr *lancewrite.Writer, lengths []uint32) (int64, er
 	return out.Size, nil
 }
 
+// withLengths returns a copy of ivf with the offsets and lengths of
+// partitions of the given lengths, back to back.
+func withLengths(ivf *indexpb.IVF, lengths []uint32) *indexpb.IVF {
+	out := proto.Clone(ivf).(*indexpb.IVF)
+	out.Offsets, out.Lengths = make([]uint64, len(lengths)), lengths
+	var off uint64
+	for i, l := range lengths {
+		out.Offsets[i] = off
+		off += uint64(l)
+	}
+	return out
+}
+
+// globalBuffer returns global buffer i of f, the IVF one (at ivfPos)
+// re-encoded from ivf.
+func globalBuffer(f *lancefile.File, i, ivfPos int, ivf *indexpb.IVF) ([]byte, error) {
+	if i == ivfPos {
+		return proto.MarshalOptions{Deterministic: true}.Marshal(ivf)
+	}
+	return f.ReadBuffer(f.GlobalBuffers[i])
+}
+
 // copyGlobalBuffers writes the file's global buffers 1.. in order, the IVF
 // one re-encoded, so every index stored in schema metadata stays valid.
 func copyGlobalBuffers(f *lancefile.File, ivfPos int, ivf *indexpb.IVF, wr *lancewrite.Writer) error {
 	for i := 1; i < len(f.GlobalBuffers); i++ {
-		var b []byte
-		var err error
-		if i == ivfPos {
-			b, err = proto.MarshalOptions{Deterministic: true}.Marshal(ivf)
-		} else {
-			b, err = f.ReadBuffer(f.GlobalBuffers[i])
-		}
+		b, err := globalBuffer(f, i, ivfPos, ivf)
 		if err != nil {
 			return err
 		}
@@ -181,12 +205,25 @@ type partitionStream struct {
 	next uint64 // row the reader is at
 }
 
-func (s *StorageFile) newPartitionStream(ctx context.Context) (*partitionStream, error) {
-	r, err := s.File.NewReader(ctx, lancefile.ReadOptions{ChunkReads: true})
+// newPartitionStream reads partitions r (the rows from partition r.Lo's
+// first to partition r.Hi-1's last).
+func (s *StorageFile) newPartitionStream(ctx context.Context, r index.PartRange) (*partitionStream, error) {
+	lo, hi := partitionRows(s.IVF, r)
+	rd, err := s.File.NewReader(ctx, lancefile.ReadOptions{Offset: lo, Limit: hi - lo, ChunkReads: true})
 	if err != nil {
 		return nil, err
 	}
-	return &partitionStream{s: s, r: r}, nil
+	return &partitionStream{s: s, r: rd, next: lo}, nil
+}
+
+// partitionRows is the file rows [lo, hi) of partitions r.
+func partitionRows(ivf *indexpb.IVF, r index.PartRange) (lo, hi uint64) {
+	if r.Hi <= r.Lo {
+		return 0, 0
+	}
+	lo = ivf.GetOffsets()[r.Lo]
+	hi = ivf.GetOffsets()[r.Hi-1] + uint64(ivf.GetLengths()[r.Hi-1])
+	return lo, hi
 }
 
 func (ps *partitionStream) release() { ps.r.Release() }

@@ -17,7 +17,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/lanced-dev/lanced/internal/format/index"
-	"github.com/lanced-dev/lanced/internal/format/lancefile"
 	"github.com/lanced-dev/lanced/internal/format/lancewrite"
 	"github.com/lanced-dev/lanced/internal/format/pb/indexpb"
 )
@@ -52,7 +51,7 @@ func Remap(ctx context.Context, x *IndexFile, s *StorageFile, m index.Mapping, s
 		res.IndexSize = x.File.Size()
 		return res, nil
 	}
-	hb, err := newHNSWRebuild(x, s, indexOut, seed)
+	hb, err := newHNSWRebuild(x, s, indexOut, seed, maps.Clone(meta(x.File)))
 	if err != nil {
 		return res, err
 	}
@@ -83,7 +82,9 @@ type hnswRebuild struct {
 	dist     func(rows []byte, width int) func(a, b uint32) float32
 }
 
-func newHNSWRebuild(x *IndexFile, s *StorageFile, out io.Writer, seed uint64) (*hnswRebuild, error) {
+// newHNSWRebuild starts index.idx (schema metadata md) for the graphs of
+// the partitions that follow.
+func newHNSWRebuild(x *IndexFile, s *StorageFile, out io.Writer, seed uint64, md map[string][]byte) (*hnswRebuild, error) {
 	if x.SubIndex != "HNSW" {
 		return nil, errorf(x.File, ErrUnsupported, "sub-index %s", x.SubIndex)
 	}
@@ -127,11 +128,7 @@ func newHNSWRebuild(x *IndexFile, s *StorageFile, out io.Writer, seed uint64) (*
 	if hb.schema, err = x.File.Schema(); err != nil {
 		return nil, err
 	}
-	ver := lancewrite.V2_1
-	if x.File.Format == lancefile.Format20 {
-		ver = lancewrite.V2_0
-	}
-	hb.w, err = lancewrite.NewWriter(out, x.File.Fields(), lancewrite.Options{PageBytes: index.FilePageBytes, Version: ver, SchemaMetadata: maps.Clone(meta(x.File))})
+	hb.w, err = newFileWriter(x.File, out, md)
 	if err != nil {
 		return nil, err
 	}
@@ -232,14 +229,7 @@ func (hb *hnswRebuild) batch(g *hnswGraph) (arrow.RecordBatch, error) {
 }
 
 func (hb *hnswRebuild) finish() (int64, error) {
-	ivf := proto.Clone(hb.x.IVF).(*indexpb.IVF)
-	ivf.Offsets, ivf.Lengths = make([]uint64, len(hb.lengths)), hb.lengths
-	var off uint64
-	for i, l := range hb.lengths {
-		ivf.Offsets[i] = off
-		off += uint64(l)
-	}
-	if err := copyGlobalBuffers(hb.x.File, hb.x.IVFBuffer, ivf, hb.w); err != nil {
+	if err := copyGlobalBuffers(hb.x.File, hb.x.IVFBuffer, withLengths(hb.x.IVF, hb.lengths), hb.w); err != nil {
 		return 0, err
 	}
 	pm, err := json.Marshal(hb.meta)

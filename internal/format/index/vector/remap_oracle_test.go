@@ -1,6 +1,7 @@
 package vector_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,8 +20,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/format/index/indextest"
 	"github.com/lanced-dev/lanced/internal/format/index/vector"
+	"github.com/lanced-dev/lanced/internal/format/lancefile"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
@@ -228,6 +231,108 @@ func testRemapOracle(t *testing.T, c remapCase) {
 			}
 		}
 	}
+	checkPartsOracle(t, path, oldDir, indextest.ReadManifest(t, path, after.Version), mapping, newDir, ours, queries, c)
+}
+
+// checkPartsOracle remaps the same old segment in three parts (IVF
+// partition ranges, each written as pieces into a directory of its own)
+// and joins them by page copy: the joined segment equals the one-task
+// remap in newDir (same partitions, rows, codes, graphs, metadata and
+// global buffers), and committed in its place (after m) real Lance
+// answers every query the same as through the one-task segment (ours),
+// through the index, and counts the same indexed rows.
+func checkPartsOracle(t *testing.T, path, oldDir string, m *format.Manifest, mapping index.Mapping, newDir string, ours map[string]modeResult, queries [][]float32, c remapCase) {
+	t.Helper()
+	ctx := context.Background()
+	ourIdx := vectorIndex(t, m)
+	rm, ok := index.PartRemapperFor(index.Detect(ourIdx))
+	if !ok {
+		t.Fatalf("%s: no part remapper", index.Detect(ourIdx))
+	}
+	ranges, err := rm.Parts(ctx, indextest.Dir(oldDir), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ranges) != 3 {
+		t.Fatalf("parts %v, want 3", ranges)
+	}
+	var pieces []index.SegmentReader
+	var rows, dropped uint64
+	for i, r := range ranges {
+		d := indextest.Dir(filepath.Join(path, "_indices", fmt.Sprintf("piece-%d-%s", i, uuid.NewString())))
+		res, err := rm.RemapPart(ctx, index.RemapRequest{Mapping: mapping, Old: indextest.Dir(oldDir), New: d, Seed: 1}, r)
+		if err != nil {
+			t.Fatalf("part %v: %v", r, err)
+		}
+		rows, dropped = rows+res.Rows, dropped+res.Dropped
+		pieces = append(pieces, d)
+	}
+	partsID := uuid.New()
+	partsDir := filepath.Join(path, "_indices", partsID.String())
+	res, err := rm.JoinParts(ctx, index.RemapRequest{Old: indextest.Dir(oldDir), New: indextest.Dir(partsDir)}, pieces)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := openStorage(t, filepath.Join(newDir, vector.AuxiliaryFileName))
+	joined := openStorage(t, filepath.Join(partsDir, vector.AuxiliaryFileName))
+	if res.Rows != rows || !slices.Equal(joined.IVF.GetLengths(), one.IVF.GetLengths()) {
+		t.Fatalf("joined %d rows, lengths %v; parts wrote %d, one task %v", res.Rows, joined.IVF.GetLengths(), rows, one.IVF.GetLengths())
+	}
+	sameStorage(t, one, joined)
+	oneX, joinedX := openIndex(t, filepath.Join(newDir, vector.IndexFileName)), openIndex(t, filepath.Join(partsDir, vector.IndexFileName))
+	if !slices.Equal(oneX.PartitionMeta, joinedX.PartitionMeta) || !slices.Equal(oneX.IVF.GetLengths(), joinedX.IVF.GetLengths()) {
+		t.Fatalf("index.idx: partition metadata or lengths differ from the one-task remap")
+	}
+	for p := range oneX.IVF.GetLengths() {
+		a, err := oneX.ReadPartition(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := joinedX.ReadPartition(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for col := range int(a.NumCols()) {
+			if !array.Equal(a.Column(col), b.Column(col)) {
+				t.Fatalf("index.idx partition %d column %s differs from the one-task remap", p, a.ColumnName(col))
+			}
+		}
+		a.Release()
+		b.Release()
+	}
+	for _, pair := range [][2]*lancefile.File{{one.File, joined.File}, {oneX.File, joinedX.File}} {
+		if len(pair[0].GlobalBuffers) != len(pair[1].GlobalBuffers) || !maps.EqualFunc(pair[0].Descriptor.GetSchema().GetMetadata(), pair[1].Descriptor.GetSchema().GetMetadata(), bytes.Equal) {
+			t.Fatalf("%s: global buffers or schema metadata differ from the one-task remap", pair[1].Name())
+		}
+		for i := 1; i < len(pair[0].GlobalBuffers); i++ {
+			x, err := pair[0].ReadBuffer(pair[0].GlobalBuffers[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			y, err := pair[1].ReadBuffer(pair[1].GlobalBuffers[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(x, y) {
+				t.Fatalf("%s: global buffer %d differs from the one-task remap", pair[1].Name(), i)
+			}
+		}
+	}
+	indextest.CommitIndexSwap(t, path, m, indextest.Swap{Old: ourIdx, ID: partsID, Files: []string{vector.AuxiliaryFileName, vector.IndexFileName}})
+	after := oracle.Inspect(t, path, 0)
+	checkIndexStats(t, after, int64(rows))
+	got := searchAll(t, path, after.Version, queries, c)
+	for _, mode := range slices.Sorted(maps.Keys(ours)) {
+		if !strings.Contains(got[mode].plan, "ANNIvf") && !strings.Contains(got[mode].plan, partsID.String()) {
+			t.Errorf("%s: plan does not use the vector index joined from parts:\n%s", mode, got[mode].plan)
+		}
+		for qi := range queries {
+			if !sameHits(ours[mode].hits[qi], got[mode].hits[qi]) {
+				t.Errorf("%s query %d: one-task remap %v, joined from parts %v", mode, qi, ours[mode].hits[qi], got[mode].hits[qi])
+			}
+		}
+	}
+	t.Logf("%s: 3 parts %v (%d rows kept, %d dropped) joined: same answers as the one-task remap through real Lance", c.name, ranges, rows, dropped)
 }
 
 // checkGraphs: every partition's graph has one level-0 row per stored row,
