@@ -1,6 +1,6 @@
 // Package minheap is a small generic binary min-heap on container/heap,
-// shared by the scheduler's ready queue and the watch coalescer's due
-// times.
+// shared by the scheduler's ready queue, the watch coalescer's due times
+// and the HNSW builder's beam search.
 package minheap
 
 import "container/heap"
@@ -28,6 +28,10 @@ func (h *Heap[T]) Pop() T { return heap.Pop(&h.h).(T) }
 // Peek returns the least value without removing it; the heap must not be
 // empty.
 func (h *Heap[T]) Peek() T { return h.h.s[0] }
+
+// All returns the values held, in heap order (the least first, the rest
+// unsorted); the slice is the heap's own until the next Push or Pop.
+func (h *Heap[T]) All() []T { return h.h.s }
 
 // items adapts a slice and its order to heap.Interface.
 type items[T any] struct {

@@ -15,6 +15,9 @@ func TestPopsInOrder(t *testing.T) {
 	if h.Len() != len(in) {
 		t.Fatalf("Len = %d, want %d", h.Len(), len(in))
 	}
+	if all := slices.Sorted(slices.Values(h.All())); h.All()[0] != 0 || !slices.Equal(all, slices.Sorted(slices.Values(in))) {
+		t.Fatalf("All holds %v..., want the pushed values, least first", h.All()[:5])
+	}
 	var out []int
 	for h.Len() > 0 {
 		least := h.Peek()

@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -273,12 +274,7 @@ func (b *PartitionBuilder) writeTokens(tmpl PartitionFiles, out io.Writer) (int6
 	for i := range order {
 		order[i] = uint32(i)
 	}
-	slices.SortFunc(order, func(x, y uint32) int {
-		if b.tokens[x] < b.tokens[y] {
-			return -1
-		}
-		return 1
-	})
+	slices.SortFunc(order, func(x, y uint32) int { return strings.Compare(b.tokens[x], b.tokens[y]) })
 	fb := newFSTBuilder()
 	var total uint64
 	for _, id := range order {

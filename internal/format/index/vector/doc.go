@@ -59,6 +59,6 @@
 // from internal/format/index.
 //
 // Imports: internal/format/index, internal/format/lancefile,
-// internal/format/lancewrite, internal/format/pb/indexpb; no I/O beyond the
-// readers and writers handed in.
+// internal/format/lancewrite, internal/format/pb/indexpb, internal/minheap;
+// no I/O beyond the readers and writers handed in.
 package vector

@@ -1,9 +1,10 @@
 package vector
 
 import (
-	"container/heap"
 	"math"
 	"math/rand/v2"
+
+	"github.com/lanced-dev/lanced/internal/minheap"
 )
 
 // HNSW graph construction for a remapped partition, following lance's
@@ -133,13 +134,13 @@ func (g *hnswGraph) greedy(q uint32, ep hnswEdge, level int) hnswEdge {
 // reachable from ep, nearest first.
 func (g *hnswGraph) search(q uint32, ep hnswEdge, level int) []hnswEdge {
 	visited := map[uint32]bool{ep.id: true, q: true}
-	cand := &edgeHeap{less: func(a, b hnswEdge) bool { return a.dist < b.dist }}
-	res := &edgeHeap{less: func(a, b hnswEdge) bool { return a.dist > b.dist }}
-	heap.Push(cand, ep)
-	heap.Push(res, ep)
+	cand := minheap.New(func(a, b hnswEdge) bool { return a.dist < b.dist })
+	res := minheap.New(func(a, b hnswEdge) bool { return a.dist > b.dist }) // farthest first
+	cand.Push(ep)
+	res.Push(ep)
 	for cand.Len() > 0 {
-		c := heap.Pop(cand).(hnswEdge)
-		if res.Len() >= g.ef && c.dist > res.e[0].dist {
+		c := cand.Pop()
+		if res.Len() >= g.ef && c.dist > res.Peek().dist {
 			break
 		}
 		for _, nb := range g.levels[c.id][level] {
@@ -148,16 +149,16 @@ func (g *hnswGraph) search(q uint32, ep hnswEdge, level int) []hnswEdge {
 			}
 			visited[nb.id] = true
 			d := g.dist(q, nb.id)
-			if res.Len() < g.ef || d < res.e[0].dist {
-				heap.Push(cand, hnswEdge{nb.id, d})
-				heap.Push(res, hnswEdge{nb.id, d})
+			if res.Len() < g.ef || d < res.Peek().dist {
+				cand.Push(hnswEdge{nb.id, d})
+				res.Push(hnswEdge{nb.id, d})
 				if res.Len() > g.ef {
-					heap.Pop(res)
+					res.Pop()
 				}
 			}
 		}
 	}
-	out := append([]hnswEdge(nil), res.e...)
+	out := append([]hnswEdge(nil), res.All()...)
 	sortEdges(out)
 	return out
 }
@@ -169,21 +170,6 @@ func sortEdges(es []hnswEdge) {
 			es[j], es[j-1] = es[j-1], es[j]
 		}
 	}
-}
-
-type edgeHeap struct {
-	e    []hnswEdge
-	less func(a, b hnswEdge) bool
-}
-
-func (h *edgeHeap) Len() int           { return len(h.e) }
-func (h *edgeHeap) Less(i, j int) bool { return h.less(h.e[i], h.e[j]) }
-func (h *edgeHeap) Swap(i, j int)      { h.e[i], h.e[j] = h.e[j], h.e[i] }
-func (h *edgeHeap) Push(x any)         { h.e = append(h.e, x.(hnswEdge)) }
-func (h *edgeHeap) Pop() any {
-	x := h.e[len(h.e)-1]
-	h.e = h.e[:len(h.e)-1]
-	return x
 }
 
 // levelOffsets is lance's HnswMetadata.level_offsets: the running sum of
