@@ -18,6 +18,13 @@
 //   - error classification: every error a Bucket returns is a *Error carrying an
 //     ErrorCode; errors.Is(err, ErrNotFound) and errors.Is(err,
 //     ErrPreconditionFailed) work on all of them, CodeOf gives the code;
+//   - bounded waits on cloud stores: a connect gives up after 10s, a request
+//     with no answer after 30s; such an endpoint, one refusing connections
+//     or a host name that does not resolve is not retried (Unreachable), so
+//     a one-shot command says "cannot reach ..." at once and the daemon's
+//     task redelivery and sweeps come back to it later;
+//   - the AWS SDK's log lines (its credential chain's included) go to slog:
+//     warnings at Warn, the rest (and the IMDSv1 fallback off EC2) at Debug;
 //   - optional Prometheus instrumentation (Instrument) and fault injection
 //     (WithFaults) for tests.
 //

@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/aws/smithy-go"
 	"gocloud.dev/gcerrors"
@@ -105,8 +107,10 @@ func CodeOf(err error) ErrorCode {
 }
 
 // Unreachable reports whether err says the store cannot be reached at all:
-// the connection was refused, the host or network is unreachable, or the
-// host name does not resolve. Retrying within seconds does not help.
+// the connection was refused, the host or network is unreachable, the host
+// name does not resolve, no connection was made within connectTimeout, or
+// the endpoint sent no answer within responseHeaderTimeout. Retrying within
+// seconds does not help.
 func Unreachable(err error) bool {
 	if err == nil {
 		return false
@@ -114,8 +118,38 @@ func Unreachable(err error) bool {
 	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) {
 		return true
 	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" && oe.Timeout() {
+		return true
+	}
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if strings.Contains(e.Error(), "timeout awaiting response headers") {
+			return true
+		}
+	}
 	var de *net.DNSError
 	return errors.As(err, &de) && !de.IsTemporary && !de.IsTimeout
+}
+
+// connectTimeout bounds the TCP (and TLS) connect to a cloud store, and
+// responseHeaderTimeout the wait for the answer to a request once it is
+// sent: an endpoint that drops packets or accepts connections and never
+// answers fails a request in bounded time instead of hanging it. Variables
+// so that tests can shorten them.
+var (
+	connectTimeout        = 10 * time.Second
+	responseHeaderTimeout = 30 * time.Second
+)
+
+// httpTransport is the HTTP transport of the GCS client: Go's default
+// transport with connectTimeout and responseHeaderTimeout (the S3 client
+// gets the same bounds through its own buildable client).
+func httpTransport() *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = (&net.Dialer{Timeout: connectTimeout, KeepAlive: 30 * time.Second}).DialContext
+	tr.TLSHandshakeTimeout = connectTimeout
+	tr.ResponseHeaderTimeout = responseHeaderTimeout
+	return tr
 }
 
 func classify(err error) ErrorCode {

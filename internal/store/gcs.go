@@ -65,6 +65,13 @@ func openGCSBucket(ctx context.Context, root *url.URL) (*blob.Bucket, error) {
 		opener.Options.ClientOptions = []option.ClientOption{option.WithEndpoint(api)}
 	}
 	anon, _ := strconv.ParseBool(q.Get("anonymous"))
+	grpc, _ := strconv.ParseBool(q.Get("grpc"))
+	if anon && !grpc {
+		// gcsblob would build the same anonymous client on
+		// http.DefaultTransport, which waits for an answer forever.
+		q.Del("anonymous")
+		opener.Client = gcp.NewAnonymousHTTPClient(httpTransport())
+	}
 	if !anon && q.Get("access_id") != "-" {
 		// Resolved here rather than by gcsblob's default opener, which
 		// prints a warning to stdout and carries on with empty credentials.
@@ -72,7 +79,7 @@ func openGCSBucket(ctx context.Context, root *url.URL) (*blob.Bucket, error) {
 		if err != nil {
 			return nil, errGCSNoCredentials
 		}
-		c, err := gcp.NewHTTPClient(gcp.DefaultTransport(), gcp.CredentialsTokenSource(creds))
+		c, err := gcp.NewHTTPClient(httpTransport(), gcp.CredentialsTokenSource(creds))
 		if err != nil {
 			return nil, err
 		}

@@ -4,12 +4,16 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go/logging"
@@ -69,6 +73,25 @@ func openS3(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
 		return nil, err
 	}
 	cfg.Logger = sdkLogger{}
+	cfg.HTTPClient = awshttp.NewBuildableClient().
+		WithDialerOptions(func(d *net.Dialer) { d.Timeout = connectTimeout }).
+		WithTransportOptions(func(tr *http.Transport) { tr.ResponseHeaderTimeout = responseHeaderTimeout })
+	if anon, _ := strconv.ParseBool(q.Get("anonymous")); !anon && q.Get("role") == "" {
+		// The default credential chain (environment, shared files, SSO,
+		// container and instance metadata) takes the logger it is loaded
+		// with: its instance-metadata client would log the SDK's IMDSv1
+		// fallback warning as plain text on stderr. Loaded again with
+		// the slog logger.
+		lo := []func(*config.LoadOptions) error{config.WithLogger(sdkLogger{}), config.WithRegion(cfg.Region)}
+		if p := q.Get("profile"); p != "" {
+			lo = append(lo, config.WithSharedConfigProfile(p))
+		}
+		base, err := config.LoadDefaultConfig(ctx, lo...)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Credentials = base.Credentials
+	}
 	// The SDK's retryer retries dial errors too; an endpoint that refuses
 	// connections or does not resolve fails at once (5xx answers, throttling
 	// and resets are still retried).

@@ -7,7 +7,10 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -58,6 +61,69 @@ func TestS3SDKLogsGoThroughSlog(t *testing.T) {
 			}
 			if level == slog.LevelInfo && checksumLines != 0 {
 				t.Errorf("%d SDK DEBUG lines at Info level", checksumLines)
+			}
+		})
+	}
+}
+
+// TestIMDSFallbackWarningGoesThroughSlog: off EC2, with no credentials in
+// the environment, the SDK's credential chain asks the instance metadata
+// service, which refuses a token; the SDK then warns "falling back to
+// IMDSv1". That line must reach slog (JSON, at Debug), never stderr as
+// plain text, and the read fails with the one-line advice.
+func TestIMDSFallbackWarningGoesThroughSlog(t *testing.T) {
+	imds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut {
+			w.WriteHeader(http.StatusForbidden) // no IMDSv2 token
+			return
+		}
+		w.WriteHeader(http.StatusNotFound) // no instance role
+	}))
+	t.Cleanup(imds.Close)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(home, "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(home, "none"))
+	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.URL)
+	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+		"AWS_EC2_METADATA_DISABLED", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+		"AWS_WEB_IDENTITY_TOKEN_FILE"} {
+		t.Setenv(k, "")
+		os.Unsetenv(k)
+	}
+	srv := storetest.StartS3(t)
+	uri := strings.Replace(srv.URI("imds"), "anonymous=true&", "", 1)
+	for _, level := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
+		t.Run(level.String(), func(t *testing.T) {
+			var getErr error
+			out := captureStderr(t, func() {
+				slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+				b := open(t, uri)
+				_, getErr = b.Get(context.Background(), "k")
+			})
+			if getErr == nil || !strings.Contains(getErr.Error(), "no AWS credentials found") {
+				t.Fatalf("want the no-credentials advice, got %v", getErr)
+			}
+			fallback := 0
+			sc := bufio.NewScanner(bytes.NewReader(out))
+			for sc.Scan() {
+				var rec map[string]any
+				if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+					t.Errorf("non-JSON line on stderr: %q", sc.Text())
+					continue
+				}
+				if strings.Contains(rec["msg"].(string), "IMDSv1") {
+					fallback++
+					if rec["level"] != "DEBUG" || rec["component"] != "aws-sdk" {
+						t.Errorf("SDK line %v: want level DEBUG, component aws-sdk", rec)
+					}
+				}
+			}
+			if level == slog.LevelDebug && fallback == 0 {
+				t.Errorf("no IMDSv1 fallback line at Debug level; output:\n%s", out)
+			}
+			if level == slog.LevelInfo && fallback != 0 {
+				t.Errorf("%d IMDSv1 lines at Info level", fallback)
 			}
 		})
 	}
