@@ -41,27 +41,7 @@ func TestS3SDKLogsGoThroughSlog(t *testing.T) {
 				}
 				_ = b.Close()
 			})
-			checksumLines := 0
-			sc := bufio.NewScanner(bytes.NewReader(out))
-			for sc.Scan() {
-				var rec map[string]any
-				if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-					t.Errorf("non-JSON line on stderr: %q", sc.Text())
-					continue
-				}
-				if strings.Contains(rec["msg"].(string), "no supported checksum") {
-					checksumLines++
-					if rec["level"] != "DEBUG" || rec["component"] != "aws-sdk" {
-						t.Errorf("SDK line %v: want level DEBUG, component aws-sdk", rec)
-					}
-				}
-			}
-			if level == slog.LevelDebug && checksumLines == 0 {
-				t.Errorf("no SDK checksum line at Debug level; output:\n%s", out)
-			}
-			if level == slog.LevelInfo && checksumLines != 0 {
-				t.Errorf("%d SDK DEBUG lines at Info level", checksumLines)
-			}
+			sdkDebugLines(t, out, level, "no supported checksum")
 		})
 	}
 }
@@ -104,28 +84,36 @@ func TestIMDSFallbackWarningGoesThroughSlog(t *testing.T) {
 			if getErr == nil || !strings.Contains(getErr.Error(), "no AWS credentials found") {
 				t.Fatalf("want the no-credentials advice, got %v", getErr)
 			}
-			fallback := 0
-			sc := bufio.NewScanner(bytes.NewReader(out))
-			for sc.Scan() {
-				var rec map[string]any
-				if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-					t.Errorf("non-JSON line on stderr: %q", sc.Text())
-					continue
-				}
-				if strings.Contains(rec["msg"].(string), "IMDSv1") {
-					fallback++
-					if rec["level"] != "DEBUG" || rec["component"] != "aws-sdk" {
-						t.Errorf("SDK line %v: want level DEBUG, component aws-sdk", rec)
-					}
-				}
-			}
-			if level == slog.LevelDebug && fallback == 0 {
-				t.Errorf("no IMDSv1 fallback line at Debug level; output:\n%s", out)
-			}
-			if level == slog.LevelInfo && fallback != 0 {
-				t.Errorf("%d IMDSv1 lines at Info level", fallback)
-			}
+			sdkDebugLines(t, out, level, "IMDSv1")
 		})
+	}
+}
+
+// sdkDebugLines checks out, a process's stderr logged at level: every line
+// is slog JSON, and the SDK lines whose message contains msg are Debug lines
+// of component aws-sdk, present at Debug level and absent at Info.
+func sdkDebugLines(t *testing.T, out []byte, level slog.Level, msg string) {
+	t.Helper()
+	n := 0
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		var rec map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Errorf("non-JSON line on stderr: %q", sc.Text())
+			continue
+		}
+		if strings.Contains(rec["msg"].(string), msg) {
+			n++
+			if rec["level"] != "DEBUG" || rec["component"] != "aws-sdk" {
+				t.Errorf("SDK line %v: want level DEBUG, component aws-sdk", rec)
+			}
+		}
+	}
+	if level == slog.LevelDebug && n == 0 {
+		t.Errorf("no SDK line with %q at Debug level; output:\n%s", msg, out)
+	}
+	if level == slog.LevelInfo && n != 0 {
+		t.Errorf("%d SDK lines with %q at Info level", n, msg)
 	}
 }
 
