@@ -23,6 +23,7 @@ var mergeCases = []catchUpCase{
 	{name: "ivf_flat", typ: "ivf_flat", options: map[string]any{"numPartitions": 2, "distanceType": "l2"}},
 	{name: "ivf_pq", typ: "ivf_pq", options: map[string]any{"numPartitions": 1, "numSubVectors": 4, "distanceType": "l2"}},
 	{name: "hnsw_sq", typ: "hnsw_sq", options: map[string]any{"numPartitions": 1, "distanceType": "l2"}},
+	{name: "ivf_rq", typ: "ivf_rq", options: map[string]any{"numPartitions": 2, "distanceType": "l2"}},
 }
 
 // TestCatchUpMaxSegmentsOracle: a vector index caught up once by lanced

@@ -43,6 +43,11 @@ var catchUpCases = []catchUpCase{
 	{name: "ivf_flat_dot", typ: "ivf_flat", options: map[string]any{"numPartitions": 4, "distanceType": "dot"}},
 	{name: "hnsw_sq", typ: "hnsw_sq", options: map[string]any{"numPartitions": 4, "distanceType": "l2"}},
 	{name: "hnsw_pq", typ: "hnsw_pq", options: map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}},
+	{name: "ivf_rq", typ: "ivf_rq", options: map[string]any{"numPartitions": 4, "distanceType": "l2"}},
+	{name: "ivf_rq_cosine", typ: "ivf_rq", options: map[string]any{"numPartitions": 4, "distanceType": "cosine"}},
+	{name: "ivf_rq_dot", typ: "ivf_rq", options: map[string]any{"numPartitions": 4, "distanceType": "dot"}},
+	// partitions under a quarter of IVF_RQ's target (4096 rows): merged
+	{name: "ivf_rq_join", typ: "ivf_rq", options: map[string]any{"numPartitions": 8, "distanceType": "l2"}},
 }
 
 // TestCatchUpOracle: a table with a vector index and small appends and
@@ -340,8 +345,8 @@ func newSegmentCodes(t *testing.T, path string, v uint64, before, after *format.
 			for i, fl := range rec.Schema().Fields() {
 				if fl.Name == vector.RowIDColumn {
 					ids = rec.Column(i).(*array.Uint64).Uint64Values()
-				} else {
-					codes = rec.Column(i)
+				} else if codes == nil {
+					codes = rec.Column(i) // the code column follows _rowid (RQ factor columns after it)
 				}
 			}
 			rows := vector.RowCodes(s, codes)

@@ -9,7 +9,7 @@ import (
 )
 
 // TestCatchUpStableRowIDsOracle: a table with stable row ids real Lance
-// built, with an IVF_PQ, a BTree and a Bitmap index, then appends and
+// built, with an IVF_PQ (or IVF_RQ), a BTree and a Bitmap index, then appends and
 // deletes. lanced compact with the default policy (until nothing is
 // planned) and real Lance's optimize() on a copy both end with every live
 // row indexed by every index; our segments hold the new rows under their
@@ -18,9 +18,14 @@ import (
 // recall@10 is no worse than the copy's; real Lance keeps appending,
 // optimizing, querying and re-creating the index.
 func TestCatchUpStableRowIDsOracle(t *testing.T) {
-	oracle.Require(t)
+	runCatchUpCases(t, []catchUpCase{
+		{name: "ivf_pq", typ: "ivf_pq", options: map[string]any{"numPartitions": 1, "numSubVectors": 4, "distanceType": "l2"}},
+		{name: "ivf_rq", typ: "ivf_rq", options: map[string]any{"numPartitions": 1, "distanceType": "l2"}},
+	}, testCatchUpStableRowIDs)
+}
+
+func testCatchUpStableRowIDs(t *testing.T, c catchUpCase) {
 	path := oracle.Build(t, "sized-4x1000-v32-t8-d0", t.TempDir(), oracle.Options{StorageOptions: map[string]string{"new_table_enable_stable_row_ids": "true"}})
-	c := catchUpCase{name: "ivf_pq", typ: "ivf_pq", options: map[string]any{"numPartitions": 1, "numSubVectors": 4, "distanceType": "l2"}}
 	oracle.RunOps(t, path, []oracle.Op{
 		{"op": "delete", "where": "id % 10 = 0"},
 		{"op": "create_index", "column": "vec", "type": c.typ, "options": c.options, "name": "vec_idx"},

@@ -17,6 +17,9 @@ import (
 	"github.com/lanced-dev/lanced/internal/store"
 )
 
+// vectorIndexVersion is lance's VECTOR_INDEX_VERSION.
+const vectorIndexVersion = 1
+
 // catchUpVector catches up a vector index: the new rows are encoded with
 // the model segment's IVF centroids and quantizer and laid out as lance's
 // optimize() lays them out (vector.Delta.Layout): a delta segment, or, when
@@ -105,6 +108,11 @@ func catchUpVector(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in 
 		deleteKeys(context.WithoutCancel(ctx), b, keys)
 		return nil, err
 	}
+	// lance's optimize commits every vector segment it writes with
+	// VECTOR_INDEX_VERSION (1), whatever the model segment's version (lance
+	// 8.0.0 creates IVF_RQ with 2); see merge_indices in
+	// https://github.com/lancedb/lance/blob/main/rust/lance/src/index/append.rs
+	out.Segment.IndexVersion = proto.Int32(vectorIndexVersion)
 	for _, sg := range merged {
 		out.Removed = append(out.Removed, proto.Clone(sg).(*tablepb.IndexMetadata))
 	}

@@ -40,7 +40,7 @@
 //     catch-up (tokenizing new rows as Lance does);
 //   - internal/format/index/vector: the IVF and HNSW vector index files
 //     (ivfFlat, ivfPq, ivfRq, hnswSq, hnswPq), their remap, and catch-up
-//     and segment merge (not for ivfRq).
+//     and segment merge.
 //
 // Both read and write index files with internal/format/lancefile and
 // internal/format/lancewrite (index files are Lance data files) and take a

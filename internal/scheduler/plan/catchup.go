@@ -34,7 +34,7 @@ const (
 
 // catchUpKinds lists the index kinds lanced catches up itself.
 var catchUpKinds = map[index.Kind]bool{
-	index.KindIVFPQ: true, index.KindIVFFlat: true, index.KindHNSWSQ: true, index.KindHNSWPQ: true,
+	index.KindIVFPQ: true, index.KindIVFFlat: true, index.KindIVFRQ: true, index.KindHNSWSQ: true, index.KindHNSWPQ: true,
 	index.KindBTree: true, index.KindBitmap: true, index.KindLabelList: true,
 	index.KindFTS: true,
 }
@@ -43,7 +43,7 @@ var catchUpKinds = map[index.Kind]bool{
 // stable row ids too (the new rows enter the index under their row ids,
 // read from the fragments' row-id sequences, as lance indexes such tables).
 var stableCatchUpKinds = map[index.Kind]bool{
-	index.KindIVFPQ: true, index.KindIVFFlat: true, index.KindHNSWSQ: true, index.KindHNSWPQ: true,
+	index.KindIVFPQ: true, index.KindIVFFlat: true, index.KindIVFRQ: true, index.KindHNSWSQ: true, index.KindHNSWPQ: true,
 	index.KindBTree: true, index.KindBitmap: true, index.KindLabelList: true,
 }
 

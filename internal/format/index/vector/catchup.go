@@ -62,7 +62,7 @@ const maxPartitionSizeFactor = 4
 
 func targetPartitionSize(indexType string) uint64 {
 	switch indexType {
-	case "IVF_FLAT":
+	case "IVF_FLAT", "IVF_RQ":
 		return 4096
 	case "IVF_HNSW_FLAT", "IVF_HNSW_SQ", "IVF_HNSW_PQ":
 		return 1 << 20
@@ -85,12 +85,14 @@ type Model struct {
 	bookT     []float32 // book per sub-vector, column-major (nearestColumns)
 	sqStart   float64
 	sqEnd     float64
+	rq        *rqModel
 	codeWidth int // bytes per stored row code (FLAT: 4*dim)
+	factors   int // float32 factors stored per row (RQ: 3)
 }
 
 // NewModel reads the trained model of a segment. Supported: IVF_FLAT,
-// IVF_PQ, IVF_SQ and their HNSW variants over float32 vectors with l2,
-// cosine or dot distance; anything else is ErrUnsupported.
+// IVF_PQ, IVF_SQ, their HNSW variants and IVF_RQ (see rq.go) over float32
+// vectors with l2, cosine or dot distance; anything else is ErrUnsupported.
 func NewModel(x *IndexFile, s *StorageFile) (*Model, error) {
 	m := &Model{x: x, s: s, parts: len(x.IVF.GetLengths())}
 	if s.NumPartitions() != m.parts {
@@ -114,7 +116,7 @@ func NewModel(x *IndexFile, s *StorageFile) (*Model, error) {
 	}
 	m.dim = int(t.GetShape()[1])
 	m.centroids = float32s(t.GetData())
-	if len(s.File.TopFields()) != 2 {
+	if len(s.File.TopFields()) != 2 && s.Quantization != QuantRQ {
 		return nil, errorf(s.File, ErrUnsupported, "catch-up of %s storage with %d columns", s.Quantization, len(s.File.TopFields()))
 	}
 	m.codeWidth = s.codeWidth()
@@ -158,6 +160,15 @@ func NewModel(x *IndexFile, s *StorageFile) (*Model, error) {
 		if m.codeWidth != m.dim {
 			return nil, errorf(s.File, ErrUnsupported, "SQ codes of %d bytes for dim %d", m.codeWidth, m.dim)
 		}
+	case QuantRQ:
+		var err error
+		if m.rq, err = newRQModel(s, m.dim, m.centroids, m.dot); err != nil {
+			return nil, err
+		}
+		if m.codeWidth != m.dim/8 {
+			return nil, errorf(s.File, ErrCorrupt, "RQ codes of %d bytes for dim %d", m.codeWidth, m.dim)
+		}
+		m.factors = len(rqFactorColumns)
 	default:
 		return nil, errorf(s.File, ErrUnsupported, "catch-up of %s storage", s.Quantization)
 	}
@@ -203,6 +214,15 @@ func (m *Model) Shares(x *IndexFile, s *StorageFile) error {
 		if start != m.sqStart || end != m.sqEnd {
 			return errorf(s.File, ErrUnsupported, "segment has SQ bounds [%g, %g], the model [%g, %g]: merging needs a retrain", start, end, m.sqStart, m.sqEnd)
 		}
+	case QuantRQ:
+		a, err := parseRQMetadata(s)
+		if err != nil {
+			return err
+		}
+		b, _ := parseRQMetadata(m.s)
+		if a.RotationType != b.RotationType || a.CodeDim != b.CodeDim || a.NumBits != b.NumBits || a.QueryEstimator != b.QueryEstimator || !bytes.Equal(a.Signs, b.Signs) || s.RQPacked != m.s.RQPacked {
+			return errorf(s.File, ErrUnsupported, "segment has another RaBitQ rotation than the model: merging needs a retrain")
+		}
 	}
 	return nil
 }
@@ -235,10 +255,11 @@ func (m *Model) nearest(set []float32, n int, v []float32) int {
 }
 
 // encode assigns v to its partition and writes its stored code into code
-// (Model's code width); false when lance's transforms drop the vector (not
-// finite after normalizing). v is modified (normalized, residual); buf is
-// scratch of 1 << PQBits values (PQ codebook distances).
-func (m *Model) encode(v []float32, code []byte, buf []float32) (int, bool) {
+// (Model's code width) and, for RQ, its factors into factors; false when
+// lance's transforms drop the vector (not finite after normalizing). v is
+// modified (normalized, residual); buf is scratch of 1 << PQBits values (PQ
+// codebook distances) or, for RQ, of the dimension.
+func (m *Model) encode(v []float32, code []byte, factors, buf []float32) (int, bool) {
 	if m.normalize {
 		var n float32
 		for _, x := range v {
@@ -277,6 +298,16 @@ func (m *Model) encode(v []float32, code []byte, buf []float32) (int, bool) {
 				code[i] = byte(f)
 			}
 		}
+	case QuantRQ:
+		c := m.centroids[p*m.dim : (p+1)*m.dim]
+		var normSq float32
+		for i := range v {
+			v[i] -= c[i]
+			normSq += float32(v[i] * v[i])
+		}
+		// lance's res_norm_square: L2, the squared distance to the
+		// centroid (|v-c|^2); dot, |v-c|^2 too (norm_squared_fsl).
+		m.rq.encode(v, p, normSq, code, factors, buf)
 	case QuantPQ:
 		if m.residual {
 			c := m.centroids[p*m.dim : (p+1)*m.dim]
@@ -311,17 +342,21 @@ func (m *Model) encode(v []float32, code []byte, buf []float32) (int, bool) {
 }
 
 // Delta collects encoded rows per partition and writes them as one new
-// segment. Memory: 8 bytes plus the code width per row added; a caller
-// bounds it by the rows it adds (one catch-up task's fragments).
+// segment. Memory: 8 bytes plus the code width (and, for RQ, 12 bytes of
+// factors) per row added; a caller bounds it by the rows it adds (one
+// catch-up task's fragments).
 type Delta struct {
-	m     *Model
-	ids   [][]uint64
-	codes [][]byte
+	m       *Model
+	ids     [][]uint64
+	codes   [][]byte
+	factors [][]float32 // RQ: the model's factors per row
 	// Workers is how many goroutines encode one added batch (0: GOMAXPROCS).
 	Workers int
-	// per-batch scratch, reused: each row's partition (-1: dropped) and code
+	// per-batch scratch, reused: each row's partition (-1: dropped), code
+	// and factors
 	part []int32
 	code []byte
+	fact []float32
 	// Rows counts the rows added; Dropped those lance's transforms drop
 	// (null or not finite).
 	Rows, Dropped uint64
@@ -329,12 +364,12 @@ type Delta struct {
 
 // NewDelta starts an empty delta segment on the model.
 func (m *Model) NewDelta() *Delta {
-	return &Delta{m: m, ids: make([][]uint64, m.parts), codes: make([][]byte, m.parts)}
+	return &Delta{m: m, ids: make([][]uint64, m.parts), codes: make([][]byte, m.parts), factors: make([][]float32, m.parts)}
 }
 
 // Bytes is the memory the collected rows hold.
 func (d *Delta) Bytes() int64 {
-	return int64(d.Rows) * int64(8+d.m.codeWidth)
+	return int64(d.Rows) * int64(8+d.m.codeWidth+4*d.m.factors)
 }
 
 // encodeChunkRows is the fewest rows worth a goroutine of their own.
@@ -370,12 +405,19 @@ func (d *Delta) Add(ids []uint64, col arrow.Array) error {
 	if cap(d.code) < n*cw {
 		d.code = make([]byte, n*cw)
 	}
-	part, code := d.part[:n], d.code[:n*cw]
+	nf := d.m.factors
+	if cap(d.fact) < n*nf {
+		d.fact = make([]float32, n*nf)
+	}
+	part, code, fact := d.part[:n], d.code[:n*cw], d.fact[:n*nf]
 	encode := func(lo, hi int) {
 		vec := make([]float32, dim)
 		var buf []float32
-		if d.m.bookT != nil {
+		switch {
+		case d.m.bookT != nil:
 			buf = make([]float32, 1<<d.m.s.PQBits)
+		case d.m.rq != nil:
+			buf = make([]float32, dim)
 		}
 		for i := lo; i < hi; i++ {
 			part[i] = -1
@@ -383,7 +425,7 @@ func (d *Delta) Add(ids []uint64, col arrow.Array) error {
 				continue
 			}
 			copy(vec, all[base+i*dim:base+(i+1)*dim])
-			if p, ok := d.m.encode(vec, code[i*cw:(i+1)*cw], buf); ok {
+			if p, ok := d.m.encode(vec, code[i*cw:(i+1)*cw], fact[i*nf:(i+1)*nf], buf); ok {
 				part[i] = int32(p)
 			}
 		}
@@ -411,6 +453,7 @@ func (d *Delta) Add(ids []uint64, col arrow.Array) error {
 		}
 		d.ids[p] = append(d.ids[p], id)
 		d.codes[p] = append(d.codes[p], code[i*cw:(i+1)*cw]...)
+		d.factors[p] = append(d.factors[p], fact[i*nf:(i+1)*nf]...)
 		d.Rows++
 	}
 	return nil
@@ -512,7 +555,7 @@ func (d *Delta) Write(ctx context.Context, bases []*StorageFile, storageOut, ind
 		// The partition is written: free it.
 		res.Storage.Lengths = append(res.Storage.Lengths, uint32(n))
 		res.Storage.Rows += n
-		d.ids[p], d.codes[p] = nil, nil
+		d.ids[p], d.codes[p], d.factors[p] = nil, nil, nil
 	}
 	if res.Storage.Size, err = s.finish(wr, res.Storage.Lengths); err != nil {
 		return res, err
@@ -534,6 +577,7 @@ func (d *Delta) partition(ctx context.Context, sc *arrow.Schema, bases []*partit
 	m, s := d.m, d.m.s
 	var ids []uint64
 	var codes []byte
+	var factors []float32
 	for _, ps := range bases {
 		base := ps.s
 		if base.IVF.GetLengths()[p] == 0 {
@@ -543,33 +587,24 @@ func (d *Delta) partition(ctx context.Context, sc *arrow.Schema, bases []*partit
 		if err != nil {
 			return nil, err
 		}
-		var bids []uint64
-		var bcodes [][]byte
-		for i, f := range rec.Schema().Fields() {
-			switch f.Name {
-			case RowIDColumn:
-				if c, ok := rec.Column(i).(*array.Uint64); ok && c.NullN() == 0 {
-					bids = c.Uint64Values()
-				}
-			case base.codeColumnName():
-				bcodes = RowCodes(base, rec.Column(i))
-			}
-		}
-		if len(bids) != int(rec.NumRows()) || len(bcodes) != len(bids) {
+		bids, bcodes, bfactors := baseRows(base, rec, m.factors)
+		if len(bids) != int(rec.NumRows()) || len(bcodes) != len(bids) || len(bfactors) != len(bids)*m.factors {
 			rec.Release()
-			return nil, errorf(base.File, ErrUnsupported, "partition %d: row ids or codes unreadable", p)
+			return nil, errorf(base.File, ErrUnsupported, "partition %d: row ids, codes or factors unreadable", p)
 		}
 		ids = append(ids, bids...)
 		for _, c := range bcodes {
 			codes = append(codes, c...)
 		}
+		factors = append(factors, bfactors...)
 		rec.Release()
 	}
 	if ids == nil {
-		ids, codes = d.ids[p], d.codes[p]
+		ids, codes, factors = d.ids[p], d.codes[p], d.factors[p]
 	} else {
 		ids = append(ids, d.ids[p]...)
 		codes = append(codes, d.codes[p]...)
+		factors = append(factors, d.factors[p]...)
 	}
 	n := len(ids)
 	cols := make([]arrow.Array, sc.NumFields())
@@ -581,31 +616,42 @@ func (d *Delta) partition(ctx context.Context, sc *arrow.Schema, bases []*partit
 		}
 	}
 	for i, f := range sc.Fields() {
-		switch f.Name {
-		case RowIDColumn:
+		switch fi := slices.Index(rqFactorColumns, f.Name); {
+		case f.Name == RowIDColumn:
 			if f.Type.ID() != arrow.UINT64 {
 				release()
 				return nil, errorf(s.File, ErrUnsupported, "%s is %s", RowIDColumn, f.Type)
 			}
 			ids := append([]uint64(nil), ids...)
 			cols[i] = array.NewUint64Data(array.NewData(arrow.PrimitiveTypes.Uint64, n, []*memory.Buffer{nil, memory.NewBufferBytes(arrow.Uint64Traits.CastToBytes(ids))}, nil, 0, 0))
-		case s.codeColumnName():
+		case f.Name == s.codeColumnName():
 			t, ok := f.Type.(*arrow.FixedSizeListType)
 			if !ok {
 				release()
 				return nil, errorf(s.File, ErrUnsupported, "code column %s is %s", f.Name, f.Type)
 			}
 			codes := codes
-			if s.Quantization == QuantPQ && s.PQTransposed {
+			switch {
+			case s.Quantization == QuantPQ && s.PQTransposed:
 				tr := make([]byte, len(codes))
 				transpose(tr, codes, n, m.codeWidth)
 				codes = tr
+			case s.Quantization == QuantRQ && s.RQPacked:
+				pk := make([]byte, len(codes))
+				rqPack(pk, codes, n, m.codeWidth)
+				codes = pk
 			}
 			ch := array.NewData(t.Elem(), n*int(t.Len()), []*memory.Buffer{nil, memory.NewBufferBytes(codes)}, nil, 0, 0)
 			ld := array.NewData(t, n, []*memory.Buffer{nil}, []arrow.ArrayData{ch}, 0, 0)
 			cols[i] = array.MakeFromData(ld)
 			ch.Release()
 			ld.Release()
+		case m.factors > 0 && fi >= 0 && f.Type.ID() == arrow.FLOAT32:
+			col := make([]float32, n)
+			for r := range col {
+				col[r] = factors[r*m.factors+fi]
+			}
+			cols[i] = array.NewFloat32Data(array.NewData(arrow.PrimitiveTypes.Float32, n, []*memory.Buffer{nil, memory.NewBufferBytes(arrow.Float32Traits.CastToBytes(col))}, nil, 0, 0))
 		default:
 			release()
 			return nil, errorf(s.File, ErrUnsupported, "storage column %s", f.Name)
@@ -616,8 +662,43 @@ func (d *Delta) partition(ctx context.Context, sc *arrow.Schema, bases []*partit
 	return rec, nil
 }
 
+// baseRows returns a stored partition's row ids, row codes (row-major)
+// and, with nf factor columns (RQ), the factors row by row; nil when a
+// column is missing or unreadable.
+func baseRows(s *StorageFile, rec arrow.RecordBatch, nf int) (ids []uint64, codes [][]byte, factors []float32) {
+	n := int(rec.NumRows())
+	if nf > 0 {
+		factors = make([]float32, n*nf)
+	}
+	found := 0
+	for i, f := range rec.Schema().Fields() {
+		switch fi := slices.Index(rqFactorColumns, f.Name); {
+		case f.Name == RowIDColumn:
+			if c, ok := rec.Column(i).(*array.Uint64); ok && c.NullN() == 0 {
+				ids = c.Uint64Values()
+			}
+		case f.Name == s.codeColumnName():
+			codes = RowCodes(s, rec.Column(i))
+		case nf > 0 && fi >= 0:
+			c, ok := rec.Column(i).(*array.Float32)
+			if !ok || c.NullN() > 0 {
+				return nil, nil, nil
+			}
+			for r, v := range c.Float32Values() {
+				factors[r*nf+fi] = v
+			}
+			found++
+		}
+	}
+	if found != nf {
+		return nil, nil, nil
+	}
+	return ids, codes, factors
+}
+
 // RowCodes returns each row's stored code of a partition's code column,
-// row-major (PQ codes untransposed); nil for an unreadable column.
+// row-major (PQ codes untransposed, RQ codes unpacked); nil for an
+// unreadable column.
 func RowCodes(s *StorageFile, codes arrow.Array) [][]byte {
 	src, w, _, err := fixedBytes(codes)
 	if err != nil {
@@ -625,9 +706,13 @@ func RowCodes(s *StorageFile, codes arrow.Array) [][]byte {
 	}
 	n := codes.Len()
 	rows := src
-	if s.Quantization == QuantPQ && s.PQTransposed {
+	switch {
+	case s.Quantization == QuantPQ && s.PQTransposed:
 		rows = make([]byte, n*w)
 		untranspose(rows, src, n, w)
+	case s.Quantization == QuantRQ && s.RQPacked:
+		rows = make([]byte, n*w)
+		rqUnpack(rows, src, n, w)
 	}
 	out := make([][]byte, n)
 	for i := range out {

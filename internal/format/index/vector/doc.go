@@ -51,7 +51,9 @@
 // delta segment or, when Layout says so (Lance's quarter-partition rule) or
 // the caller asks (max_segments), one segment merging the base segments'
 // stored rows with the new ones (Model.Shares refuses bases of another
-// model). ivfRq has no catch-up. Distances use AVX2+FMA kernels
+// model). IVF_RQ (rq.go): the residual is rotated with the segment's fast
+// rotation and stored as sign bits plus three factors, as lance computes
+// them. Distances use AVX2+FMA kernels
 // (kernels_amd64.s) when the CPU has both, unrolled Go kernels elsewhere;
 // the result does not depend on which ran.
 //
