@@ -30,7 +30,8 @@ import (
 //
 // A rewrite slice of physical rows [lo, hi) writes the live rows of that
 // range, cut where the rewrite's new fragments start (every
-// target_rows_per_fragment live rows of the fragment), so each new
+// target_rows_per_fragment live rows of the fragment, fewer under
+// max_bytes_per_file: see sliceTarget), so each new
 // fragment's file is the concatenation of whole pieces. A repack slice
 // writes, for every planned file, rows [lo, hi) (deleted rows included,
 // as a repack keeps them) of the moved columns. In 2.1 tables a piece
@@ -105,6 +106,26 @@ func rewriteTarget(t *job.RewriteTask) uint64 {
 	return target
 }
 
+// sliceTarget is the live rows per new fragment of a sliced rewrite of
+// frag: rewriteTarget, and under max_bytes_per_file no more rows than that
+// many bytes hold at the fragment's bytes per physical row. Every slice
+// computes the same number from the same manifest entry, so the pieces of
+// one new fragment line up across slices (an unsliced rewrite closes a
+// file once its written bytes reach the limit instead).
+func sliceTarget(t *job.RewriteTask, frag *tablepb.DataFragment) uint64 {
+	target := rewriteTarget(t)
+	var bytes uint64
+	for _, df := range frag.GetFiles() {
+		bytes += df.GetFileSizeBytes()
+	}
+	phys := frag.GetPhysicalRows()
+	if t.MaxBytesPerFile == 0 || bytes == 0 || phys == 0 {
+		return target
+	}
+	rows := uint64(float64(t.MaxBytesPerFile) * float64(phys) / float64(bytes))
+	return max(1, min(target, rows))
+}
+
 // liveBelow counts the rows below x that are not in deleted.
 func liveBelow(deleted *roaring.Bitmap, x uint64) uint64 {
 	if deleted == nil || x == 0 {
@@ -130,7 +151,7 @@ func (sw *sliceWriter) rewrite(fields []*filepb.Field, t *job.RewriteTask, r job
 	if deleted != nil && deleted.IsEmpty() {
 		deleted = nil
 	}
-	target := rewriteTarget(t)
+	target := sliceTarget(t, sw.frag)
 	for pos := r.Lo; pos < r.Hi; {
 		w := liveBelow(deleted, pos) / target
 		bound := (w + 1) * target // the next new fragment's first live row

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lanced-dev/lanced/internal/engine"
 	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
+	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
@@ -170,4 +171,59 @@ func TestSliceStableRowIDsOracle(t *testing.T) {
 	if r := oracle.Inspect(t, path, 0); r.DeletedRows != 0 || r.Fragments != 1 {
 		t.Fatalf("after: %+v", r)
 	}
+}
+
+// TestSliceMaxBytesOracle: a rewrite of one fragment (every 7th row
+// deleted) in three row slices under max_bytes_per_file: the slices cut the
+// new fragments at the same rows, so the join writes several fragments of
+// about that many bytes each (without the limit it writes one), by page
+// copy; real Lance reads the same rows.
+func TestSliceMaxBytesOracle(t *testing.T) {
+	oracle.Require(t)
+	path := oracle.Build(t, oracle.Sized{Fragments: 1, RowsPerFragment: 200_000, VectorDim: 16, DeleteEvery: 7}.Scenario(), t.TempDir())
+	want := oracle.Digest(oracle.Scan(t, path, 0, nil))
+	live := oracle.Inspect(t, path, 0).Rows
+	tbl, m := tabletest.Open(t, "file://"+path)
+	var bytes uint64
+	for _, df := range m.PB.GetFragments()[0].GetFiles() {
+		bytes += df.GetFileSizeBytes()
+	}
+	maxBytes := bytes / 5
+	p := planFor(t, path, m, func(e *policy.Effective) {
+		e.Compaction.SliceBytes.Value = bytes/3 + 1
+		e.Compaction.MaxBytesPerFile.Value = maxBytes
+	})
+	if tasks := p.Tasks(); len(tasks) != 3 || tasks[0].Slice == nil {
+		t.Fatalf("want 3 slices: %+v", p.Decisions)
+	}
+	sum, err := engine.Compact(context.Background(), tbl, m, p.Tasks(), engine.CompactOptions{})
+	if err != nil || sum.TasksCommitted != 1 || sum.Pages.Copied.Pages == 0 || sum.FilesReencoded != 0 {
+		t.Fatalf("compact: %v (%+v)", err, sum)
+	}
+	if got := oracle.Digest(oracle.Scan(t, path, 0, nil)); !maps.Equal(got, want) {
+		t.Fatal("real Lance reads different rows after the sliced rewrite")
+	}
+	_, after := tabletest.Open(t, "file://"+path)
+	frags := after.PB.GetFragments()
+	var rows uint64
+	for _, f := range frags {
+		rows += f.GetPhysicalRows()
+		if sz := f.GetFiles()[0].GetFileSizeBytes(); sz > maxBytes*11/10 {
+			t.Errorf("fragment %d: file of %d bytes, max_bytes_per_file %d", f.GetId(), sz, maxBytes)
+		}
+	}
+	if len(frags) < 4 || rows != uint64(live) || anyDeleted(after.PB.GetFragments()) {
+		t.Fatalf("want at least 4 fragments holding the %d live rows, none with deletions; have %d fragments of %d rows", live, len(frags), rows)
+	}
+	t.Logf("%d live rows in %d fragments (limit %d bytes); %d pages copied", live, len(frags), maxBytes, sum.Pages.Copied.Pages)
+}
+
+// anyDeleted says whether any fragment has a deletion file.
+func anyDeleted(frags []*tablepb.DataFragment) bool {
+	for _, f := range frags {
+		if f.GetDeletionFile() != nil {
+			return true
+		}
+	}
+	return false
 }
