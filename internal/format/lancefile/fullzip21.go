@@ -61,27 +61,14 @@ func decodeFullZipItems(l *enc21pb.FullZipLayout, bufs [][]byte, rows, n int) (*
 			p.def = make([]uint16, 0, c)
 		}
 	}
-	venc := l.GetValueCompression()
-	var fixedBytes, offBytes int
-	switch d := l.GetDetails().(type) {
-	case *enc21pb.FullZipLayout_BitsPerValue:
-		if d.BitsPerValue == 0 || d.BitsPerValue%8 != 0 {
-			return nil, fmt.Errorf("%w: full-zip fixed values of %d bits", ErrUnsupportedEncoding, d.BitsPerValue)
-		}
-		fixedBytes = int(d.BitsPerValue / 8)
-	case *enc21pb.FullZipLayout_BitsPerOffset:
-		if d.BitsPerOffset != 32 && d.BitsPerOffset != 64 {
-			return nil, fmt.Errorf("%w: full-zip offsets of %d bits", ErrUnsupportedEncoding, d.BitsPerOffset)
-		}
-		offBytes = int(d.BitsPerOffset / 8)
-	default:
-		return nil, fmt.Errorf("%w: full-zip layout without value width", ErrCorrupt)
-	}
-	pv, err := newPerValue(venc, fixedBytes > 0)
+	fixedBytes, offBytes, err := fullZipValueWidth(l)
 	if err != nil {
 		return nil, err
 	}
-	le := binary.LittleEndian
+	pv, err := newPerValue(l.GetValueCompression(), fixedBytes > 0)
+	if err != nil {
+		return nil, err
+	}
 	o := 0
 	repMask := uint32(1)<<bitsDef - 1
 	i := 0
@@ -91,15 +78,7 @@ func decodeFullZipItems(l *enc21pb.FullZipLayout, bufs [][]byte, rows, n int) (*
 			if o+cw > len(data) {
 				return nil, fmt.Errorf("%w: full-zip entry %d beyond buffer", ErrCorrupt, i)
 			}
-			var word uint32
-			switch cw {
-			case 1:
-				word = uint32(data[o])
-			case 2:
-				word = uint32(le.Uint16(data[o:]))
-			default:
-				word = le.Uint32(data[o:])
-			}
+			word := controlWord(data[o:], cw)
 			o += cw
 			d = word & repMask
 			r = word >> bitsDef
@@ -114,39 +93,9 @@ func decodeFullZipItems(l *enc21pb.FullZipLayout, bufs [][]byte, rows, n int) (*
 		if !visible {
 			continue
 		}
-		if fixedBytes > 0 {
-			if o+fixedBytes > len(data) {
-				return nil, fmt.Errorf("%w: full-zip value %d beyond buffer", ErrCorrupt, i)
-			}
-			if err := pv.add(data[o:o+fixedBytes], &p.vals); err != nil {
-				return nil, err
-			}
-			o += fixedBytes
-			continue
-		}
-		if d != 0 {
-			if err := pv.addNull(&p.vals); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if o+offBytes > len(data) {
-			return nil, fmt.Errorf("%w: full-zip length %d beyond buffer", ErrCorrupt, i)
-		}
-		var ln uint64
-		if offBytes == 4 {
-			ln = uint64(le.Uint32(data[o:]))
-		} else {
-			ln = le.Uint64(data[o:])
-		}
-		o += offBytes
-		if ln > uint64(len(data)-o) {
-			return nil, fmt.Errorf("%w: full-zip value %d of %d bytes beyond buffer", ErrCorrupt, i, ln)
-		}
-		if err := pv.add(data[o:o+int(ln)], &p.vals); err != nil {
+		if o, err = fullZipValue(data, o, i, d != 0, fixedBytes, offBytes, pv, &p.vals); err != nil {
 			return nil, err
 		}
-		o += int(ln)
 	}
 	if o != len(data) {
 		return nil, fmt.Errorf("%w: full-zip entries cover %d of %d bytes", ErrCorrupt, o, len(data))
@@ -162,6 +111,66 @@ func decodeFullZipItems(l *enc21pb.FullZipLayout, bufs [][]byte, rows, n int) (*
 		return nil, fmt.Errorf("%w: full-zip page of %d rows has %d items without levels", ErrCorrupt, rows, n)
 	}
 	return p, nil
+}
+
+// fullZipValueWidth is the byte width of a fixed value, or else of a
+// variable value's length prefix (the other is 0).
+func fullZipValueWidth(l *enc21pb.FullZipLayout) (fixedBytes, offBytes int, err error) {
+	switch d := l.GetDetails().(type) {
+	case *enc21pb.FullZipLayout_BitsPerValue:
+		if d.BitsPerValue == 0 || d.BitsPerValue%8 != 0 {
+			return 0, 0, fmt.Errorf("%w: full-zip fixed values of %d bits", ErrUnsupportedEncoding, d.BitsPerValue)
+		}
+		return int(d.BitsPerValue / 8), 0, nil
+	case *enc21pb.FullZipLayout_BitsPerOffset:
+		if d.BitsPerOffset != 32 && d.BitsPerOffset != 64 {
+			return 0, 0, fmt.Errorf("%w: full-zip offsets of %d bits", ErrUnsupportedEncoding, d.BitsPerOffset)
+		}
+		return 0, int(d.BitsPerOffset / 8), nil
+	}
+	return 0, 0, fmt.Errorf("%w: full-zip layout without value width", ErrCorrupt)
+}
+
+// controlWord reads a little-endian control word of cw (1, 2 or 4) bytes.
+func controlWord(b []byte, cw int) uint32 {
+	switch cw {
+	case 1:
+		return uint32(b[0])
+	case 2:
+		return uint32(binary.LittleEndian.Uint16(b))
+	}
+	return binary.LittleEndian.Uint32(b)
+}
+
+// fullZipValue decodes the value of visible entry i at data[o:] into vals
+// and returns the offset after it: a fixed-width value (present even for a
+// null entry), or for a variable one nothing when null and otherwise a
+// length prefix of offBytes and the value.
+func fullZipValue(data []byte, o, i int, null bool, fixedBytes, offBytes int, pv *perValue, vals *values) (int, error) {
+	le := binary.LittleEndian
+	if fixedBytes > 0 {
+		if o+fixedBytes > len(data) {
+			return 0, fmt.Errorf("%w: full-zip value %d beyond buffer", ErrCorrupt, i)
+		}
+		return o + fixedBytes, pv.add(data[o:o+fixedBytes], vals)
+	}
+	if null {
+		return o, pv.addNull(vals)
+	}
+	if o+offBytes > len(data) {
+		return 0, fmt.Errorf("%w: full-zip length %d beyond buffer", ErrCorrupt, i)
+	}
+	var ln uint64
+	if offBytes == 4 {
+		ln = uint64(le.Uint32(data[o:]))
+	} else {
+		ln = le.Uint64(data[o:])
+	}
+	o += offBytes
+	if ln > uint64(len(data)-o) {
+		return 0, fmt.Errorf("%w: full-zip value %d of %d bytes beyond buffer", ErrCorrupt, i, ln)
+	}
+	return o + int(ln), pv.add(data[o:o+int(ln)], vals)
 }
 
 // perValue decodes full-zip values one at a time.
