@@ -409,8 +409,10 @@ func (d *daemon) run(ctx context.Context) error {
 		return err
 	}
 
-	notifySystemd(runCtx, st.Ready, ready, log)
-	log.Info("lanced running")
+	if waitStartup(ctx, st.Ready) {
+		notifySystemd(runCtx, ready, log)
+		log.Info("lanced running")
+	}
 
 	return running{nodeDone: nodeDone, stopWatch: stopWatch, watchers: watchers, stopRun: stopRun,
 		stopPolicies: stopPolicies, hs: hs}.wait(ctx, cfg.Queue.DrainTimeout, log)
@@ -586,12 +588,25 @@ func (d *daemon) sources(roots *watch.Roots, wopts watch.Options, nc *nats.Conn,
 	return sources, nil
 }
 
-// notifySystemd sends READY=1 once the scheduler takes work (or after 30s)
-// and WATCHDOG=1 while ready, until ctx ends.
-func notifySystemd(ctx context.Context, startupReady, ready func() error, log *slog.Logger) {
+// waitStartup waits until startupReady says the daemon takes work (every
+// root swept once) or 30s passed; false when stop (the signal context)
+// ended first, so a signal during start-up stops the daemon at once.
+func waitStartup(stop context.Context, startupReady func() error) bool {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
 	for deadline := time.Now().Add(30 * time.Second); startupReady() != nil && time.Now().Before(deadline); {
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-stop.Done():
+			return false
+		case <-t.C:
+		}
 	}
+	return stop.Err() == nil
+}
+
+// notifySystemd sends READY=1 and then WATCHDOG=1 while ready, until ctx
+// ends.
+func notifySystemd(ctx context.Context, ready func() error, log *slog.Logger) {
 	if sent, err := sdNotify("READY=1\nSTATUS=maintaining tables"); err != nil {
 		log.Warn("sd_notify", "err", err)
 	} else if sent {

@@ -20,8 +20,6 @@ import (
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
-// findBrowser returns a Chromium (or Chrome) binary, "" when none is
-// installed.
 // startInProcessDaemon runs `lanced run args...` in this process and
 // returns its log and an idempotent stop that waits for a clean exit.
 func startInProcessDaemon(t *testing.T, args ...string) (*syncBuffer, func()) {
@@ -46,6 +44,8 @@ func startInProcessDaemon(t *testing.T, args ...string) (*syncBuffer, func()) {
 	}
 }
 
+// findBrowser returns a Chromium (or Chrome) binary, "" when none is
+// installed.
 func findBrowser() string {
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
 		if p, err := exec.LookPath(name); err == nil {

@@ -139,7 +139,7 @@ func (s *PollSource) Sweep(ctx context.Context, sink Sink) (failed int) {
 func (s *PollSource) sweepRoot(ctx context.Context, pr pollRoot, sink Sink) (int, error) {
 	b, err := s.cfg.Open(ctx, pr.uri)
 	if err != nil {
-		return 0, fmt.Errorf("open %s: %w", pr.root.URI(), err)
+		return 0, err // the store's error names the root
 	}
 	defer func() { _ = b.Close() }()
 	w := &walker{s: s, b: b, root: pr.root, sink: sink}
@@ -171,7 +171,7 @@ func (w *walker) dir(ctx context.Context, rel string, depth int) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("list %s: %w", w.uri(rel), err)
+		return err // the store's error names the bucket and key
 	}
 	if isTable {
 		return w.table(ctx, rel)
@@ -193,10 +193,6 @@ func (w *walker) dir(ctx context.Context, rel string, depth int) error {
 	return nil
 }
 
-func (w *walker) uri(rel string) string {
-	return Root{Scheme: w.root.Scheme, Bucket: w.root.Bucket, Prefix: strings.Trim(w.root.Prefix+"/"+rel, "/")}.URI()
-}
-
 // table finds rel's latest version (engine/table) and emits it if it
 // changed.
 func (w *walker) table(ctx context.Context, rel string) error {
@@ -205,7 +201,7 @@ func (w *walker) table(ctx context.Context, rel string) error {
 		return nil // an empty or half-created table: nothing committed yet
 	}
 	if err != nil {
-		return fmt.Errorf("list %s: %w", w.uri(rel+format.VersionsDir), err)
+		return err // the store's error names the table and key
 	}
 	latestName := path.Base(vi.Key)
 	w.tables++
