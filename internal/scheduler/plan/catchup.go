@@ -50,7 +50,7 @@ var stableCatchUpKinds = map[index.Kind]bool{
 // noCatchUp says why lanced does not catch up an index kind (the plan's
 // reason); kinds not listed get a generic one.
 var noCatchUp = map[index.Kind]string{
-	index.KindFM: "fm: catch-up needs a rebuild; run Lance optimize_indices",
+	index.KindFM: "fm: Lance's optimize() rebuilds an FM index from the column (a new segment over every fragment, no delta of the new rows) and lanced builds no FM index",
 }
 
 // CatchUpMaxRows bounds the live rows of one catch-up task: the executor

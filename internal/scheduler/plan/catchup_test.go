@@ -311,7 +311,7 @@ func TestCatchUpScalarKinds(t *testing.T) {
 	}
 	for name, why := range map[string]string{
 		"two_idx": "btree index of 2 segments",
-		"fm_idx":  "fm: catch-up needs a rebuild; run Lance optimize_indices",
+		"fm_idx":  "fm: Lance's optimize() rebuilds an FM index from the column",
 	} {
 		if cu := indexDecision(t, p, name).CatchUp; cu.Action != CatchUpDue || !strings.Contains(cu.Reason, why) {
 			t.Fatalf("%s: %+v", name, cu)
