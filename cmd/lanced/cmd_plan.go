@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/lanced-dev/lanced/internal/engine/drift"
 	"github.com/lanced-dev/lanced/internal/engine/hold"
 	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/engine/quarantine"
@@ -64,21 +65,27 @@ func planTable(ctx context.Context, uri string, set *policy.Set) (*plan.Plan, po
 	return p, eff, nil
 }
 
-// marks are a table's quarantine records that apply to one version.
+// marks are a table's quarantine and drift records that apply to one
+// version.
 type marks struct {
 	fragments map[uint64]quarantine.Mark
 	indices   map[string]quarantine.IndexMark
+	drift     map[string]drift.Record
 }
 
 // loadMarks reads the quarantine records (fragments and index segments)
-// that apply to m.
+// and the index drift record that apply to m.
 func loadMarks(ctx context.Context, b *store.Bucket, m *format.Manifest) (marks, error) {
 	var out marks
 	var err error
 	if out.fragments, err = quarantine.Load(ctx, b, m.PB); err != nil {
 		return out, err
 	}
-	out.indices, err = quarantine.LoadIndices(ctx, b, m.Indices.GetIndices())
+	if out.indices, err = quarantine.LoadIndices(ctx, b, m.Indices.GetIndices()); err != nil {
+		return out, err
+	}
+	f, err := drift.Load(ctx, b)
+	out.drift = drift.Current(f, m.Indices.GetIndices())
 	return out, err
 }
 
@@ -94,7 +101,7 @@ func computePlan(uri string, m *format.Manifest, set *policy.Set, scope string, 
 	if scope != "" {
 		eff.Scope.Value = scope
 	}
-	in := plan.Input{Table: uri, Manifest: m.PB, Policy: eff, Quarantined: quarantine.Reasons(mk.fragments), Unremappable: quarantine.IndexReasons(mk.indices)}
+	in := plan.Input{Table: uri, Manifest: m.PB, Policy: eff, Quarantined: quarantine.Reasons(mk.fragments), Unremappable: quarantine.IndexReasons(mk.indices), Drift: mk.drift}
 	if m.Indices != nil {
 		in.Indices = m.Indices.GetIndices()
 	}
@@ -167,6 +174,9 @@ func printPlan(w io.Writer, p *plan.Plan, eff policy.Effective) error {
 			if cu := ix.CatchUp; cu != nil {
 				fmt.Fprintf(w, "    unindexed: %d of %d live row(s) in %d fragment(s); catch-up %s: %s\n",
 					cu.Rows, cu.LiveRows, len(cu.Fragments), cu.Action, cu.Reason)
+				if d := cu.Drift; d != nil {
+					fmt.Fprintf(w, "    drift: %.1f%% (%d of %d caught-up row(s) far from every centroid; threshold %g%%)\n", 100*d.Ratio, d.Far, d.Rows, 100*d.Threshold)
+				}
 			}
 		}
 	}

@@ -94,7 +94,7 @@ func (w *maintainWorkload) Plan(ctx context.Context, table string, inFlight []st
 		return scheduler.Plan{}, err
 	}
 	in := plan.Input{Table: table, Manifest: m.PB, Policy: eff, InFlight: inFlight,
-		Quarantined: quarantine.Reasons(mk.fragments), Unremappable: quarantine.IndexReasons(mk.indices)}
+		Quarantined: quarantine.Reasons(mk.fragments), Unremappable: quarantine.IndexReasons(mk.indices), Drift: mk.drift}
 	if m.Indices != nil {
 		in.Indices = m.Indices.GetIndices()
 	}

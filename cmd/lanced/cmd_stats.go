@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/lanced-dev/lanced/internal/engine/drift"
 	"github.com/lanced-dev/lanced/internal/engine/quarantine"
 	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
@@ -48,7 +49,20 @@ type statsReport struct {
 	// QuarantinedIndices are index segments lanced could not remap; the
 	// fragments they cover are kept until the index is rebuilt.
 	QuarantinedIndices []quarantine.IndexMark `json:"quarantined_indices,omitempty"`
+	// Drift is each vector index's drift as lanced's catch-ups measured it
+	// (package drift), with the policy's drift_threshold.
+	Drift []indexDrift `json:"drift,omitempty"`
 	format.LayoutStats
+}
+
+// indexDrift is one index's drift record and whether it passes the
+// policy's drift_threshold.
+type indexDrift struct {
+	Index string `json:"index"`
+	drift.Record
+	Ratio     float64 `json:"ratio"`
+	Threshold float64 `json:"threshold"`
+	Retrain   bool    `json:"retrain_recommended"`
 }
 
 // parseAnyOrder parses flags that may come before or after positional
@@ -87,11 +101,16 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	version := fs.Uint64("version", 0, "table version (default: latest)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	files := fs.Bool("files", false, "list every data file (human output)")
+	policyDir := fs.String("policy", "", "policy directory, for the index drift_threshold (default: lanced's default and the table's config)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: lanced stats URI [--version N] [--json] [--files]")
+		fmt.Fprintln(stderr, "usage: lanced stats URI [--version N] [--json] [--files] [--policy DIR]")
 		fs.PrintDefaults()
 	}
 	arg, err := oneArg(fs, args)
+	if err != nil {
+		return err
+	}
+	set, err := loadPolicyDir(*policyDir, stderr)
 	if err != nil {
 		return err
 	}
@@ -158,6 +177,12 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			rep.QuarantinedIndices = append(rep.QuarantinedIndices, im)
 		}
 	}
+	thr := set.Resolve(store.CanonicalURI(arg), m.PB.GetConfig()).Index.DriftThreshold.Value
+	for _, c := range rep.IndexCoverage {
+		if r, ok := mk.drift[c.Name]; ok && r.Rows > 0 {
+			rep.Drift = append(rep.Drift, indexDrift{Index: c.Name, Record: r, Ratio: r.Ratio(), Threshold: thr, Retrain: r.Ratio() > thr})
+		}
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -197,6 +222,13 @@ func printStats(w io.Writer, r *statsReport, files bool) error {
 	}
 	for _, mk := range r.QuarantinedIndices {
 		fmt.Fprintf(w, "QUARANTINED %s\n", mk)
+	}
+	for _, d := range r.Drift {
+		fmt.Fprintf(w, "drift    %s: %.1f%% (%d of %d caught-up row(s) far from every centroid)", d.Index, 100*d.Ratio, d.Far, d.Rows)
+		if d.Retrain {
+			fmt.Fprintf(w, ": drift %.1f%% > %g%%: retrain recommended (Lance's createIndex with replace)", 100*d.Ratio, 100*d.Threshold)
+		}
+		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)

@@ -10,7 +10,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/lanced-dev/lanced/internal/engine/job"
+	"github.com/lanced-dev/lanced/internal/engine/scan"
 	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/format/index/vector"
 	"github.com/lanced-dev/lanced/internal/format/lancefile"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
@@ -45,6 +47,15 @@ func catchUpVector(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in 
 	delta := vm.NewDelta()
 	delta.Workers = int(taskWorkers.Load())
 	out := &job.CatchUpOutput{CatchUp: t}
+	ref, err := driftReference(ctx, b, in, vm, fieldID, col)
+	if err != nil {
+		return nil, fmt.Errorf("catch-up of %q: drift reference: %w", t.Index, err)
+	}
+	sampled := ref.Len()
+	bound := ref.Bound()
+	if sampled > 0 {
+		delta.SetDriftBound(bound)
+	}
 	for _, f := range in.frags {
 		read, err := catchUpFragment(ctx, b, in.m.PB, f, fieldID, col, delta)
 		out.BytesRead += read
@@ -104,6 +115,9 @@ func catchUpVector(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in 
 		out.BytesWritten += n
 	}
 	out.Rows, out.Dropped = delta.Rows, delta.Dropped
+	if sampled > 0 {
+		out.Drift = &job.DriftSample{Model: vm.Fingerprint(), Rows: delta.Rows, Far: delta.Far, Bound: float64(bound)}
+	}
 	if out.Segment, err = catchUpSegment(t, in, id, merged, names, sizes); err != nil {
 		deleteKeys(context.WithoutCancel(ctx), b, keys)
 		return nil, err
@@ -201,6 +215,51 @@ func openVectorSegment(ctx context.Context, b *store.Bucket, seg *tablepb.IndexM
 		return nil, nil, nil, err
 	}
 	return x, s, closeAll, nil
+}
+
+// driftReference measures the nearest-centroid distances of a sample of
+// the rows the model segment indexes (vector.DriftReference): the first
+// rows of up to vector.DriftSampleFragments of its fragments still in the
+// table, at an even stride, up to vector.DriftSampleRows rows in all.
+func driftReference(ctx context.Context, b *store.Bucket, in *catchUpInput, vm *vector.Model, fieldID int32, col string) (*vector.DriftReference, error) {
+	ref := vm.NewDriftReference()
+	bm, err := index.DecodeBitmap(in.model().GetFragmentBitmap())
+	if err != nil || bm == nil {
+		return ref, nil // no bitmap: no reference, no drift measured
+	}
+	var covered []*tablepb.DataFragment
+	for _, f := range in.m.PB.GetFragments() {
+		if bm.Contains(uint32(f.GetId())) {
+			covered = append(covered, f)
+		}
+	}
+	n := min(len(covered), vector.DriftSampleFragments)
+	per := uint64(vector.DriftSampleRows / max(n, 1))
+	for i := 0; i < n; i++ {
+		f := covered[i*len(covered)/n]
+		fr, err := scan.ScanFragment(ctx, b, in.m.PB.GetFields(), f, scan.ScanOptions{FieldIDs: []int32{fieldID}, Limit: min(per, f.GetPhysicalRows())})
+		if err != nil {
+			return nil, err
+		}
+		for fr.Next() {
+			rec := fr.RecordBatch()
+			ci := rec.Schema().FieldIndices(col)
+			if len(ci) != 1 {
+				fr.Release()
+				return nil, fmt.Errorf("fragment %d: scan returned no column %s", f.GetId(), col)
+			}
+			if err := ref.Add(rec.Column(ci[0])); err != nil {
+				fr.Release()
+				return nil, err
+			}
+		}
+		err = fr.Err()
+		fr.Release()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return ref, nil
 }
 
 // catchUpFragment streams a fragment's vectors into the delta with their

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/lanced-dev/lanced/internal/engine/drift"
 	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
@@ -161,6 +162,7 @@ func CommitJobs(ctx context.Context, tbl *table.Table, readVersion uint64, op jo
 			for _, j := range c.live {
 				c.rep.Committed = append(c.rep.Committed, j.Task().Key())
 			}
+			c.recordDrift(m)
 			return c.rep, nil
 		case errors.As(err, &ce):
 			if err := c.rebase(ce, attempt, readVersion); err != nil {
@@ -253,6 +255,22 @@ func (c *committer) rebase(ce *table.ConflictError, attempt int, readVersion uin
 		return err
 	}
 	return nil
+}
+
+// recordDrift adds the drift the committed vector catch-ups measured to
+// the table's drift record. The record is advice (plan reasons, a metric):
+// a failure to write it is logged, the commit stands.
+func (c *committer) recordDrift(m *format.Manifest) {
+	var samples []drift.Sample
+	for _, j := range c.live {
+		if o, ok := j.(*job.CatchUpOutput); ok && o.Drift != nil {
+			d := o.Drift
+			samples = append(samples, drift.Sample{Index: o.CatchUp.Index, Model: d.Model, Rows: d.Rows, Far: d.Far, Bound: d.Bound})
+		}
+	}
+	if err := drift.Update(context.WithoutCancel(c.ctx), c.tbl.Bucket(), m.Version(), m.Indices.GetIndices(), samples); err != nil {
+		c.opts.Logger.Warn("drift record not written", "table", c.opts.Name, "version", m.Version(), "err", err)
+	}
 }
 
 // deleteKeys deletes files no manifest references; one that fails to go is

@@ -165,8 +165,11 @@ type Index struct {
 	MaxUnindexedFraction Setting[float64] `json:"max_unindexed_fraction"`
 	// MaxSegments: merge an index's segments once it has more than this.
 	MaxSegments Setting[uint64] `json:"max_segments"`
-	// Retrain allows retraining the model (centroids, codebooks) instead
-	// of reusing it.
+	// DriftThreshold: past this share of caught-up vectors far from every
+	// centroid (see package drift), the plan recommends retraining.
+	DriftThreshold Setting[float64] `json:"drift_threshold"`
+	// Retrain would allow retraining the model (centroids, codebooks)
+	// instead of reusing it; lanced refuses true (it does not retrain).
 	Retrain Setting[bool] `json:"retrain"`
 }
 
@@ -203,6 +206,10 @@ const (
 	// DefaultSliceBytes is lanced's default slice_bytes: a fragment of
 	// more than 2 GiB of files is rewritten or repacked in row slices.
 	DefaultSliceBytes = 2 << 30
+	// DefaultDriftThreshold is lanced's default drift_threshold: a fifth
+	// of the caught-up vectors far from every centroid (rows from the
+	// training distribution are far about 1% of the time).
+	DefaultDriftThreshold = 0.2
 )
 
 func lance[T any](v T) Setting[T] {
@@ -257,6 +264,7 @@ func LanceDefaults(table string) Effective {
 			MaxUnindexedRows:     lanced(uint64(0)),
 			MaxUnindexedFraction: lanced(0.0),
 			MaxSegments:          lanced(uint64(0)),
+			DriftThreshold:       lanced(DefaultDriftThreshold),
 			Retrain:              lance(false),
 		},
 	}

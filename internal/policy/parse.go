@@ -199,7 +199,13 @@ func decodeValue(sp *spec, attr *hcl.Attribute) (any, hcl.Diagnostics) {
 	switch sp.kind {
 	case kBool:
 		var v bool
-		return v, gohcl.DecodeExpression(attr.Expr, nil, &v)
+		if d := gohcl.DecodeExpression(attr.Expr, nil, &v); d.HasErrors() {
+			return v, d
+		}
+		if why, ok := sp.refused[fmt.Sprint(v)]; ok {
+			return nil, attrErr(attr, "Unsupported value", why)
+		}
+		return v, nil
 	case kCount:
 		var f float64
 		if d := gohcl.DecodeExpression(attr.Expr, nil, &f); d.HasErrors() {

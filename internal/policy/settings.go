@@ -31,8 +31,8 @@ type spec struct {
 	kind    kind
 	min     uint64   // kCount only
 	enum    []string // kEnum only
-	// refused are values a kEnum setting recognizes but does not accept
-	// yet, each with the reason and what to use instead.
+	// refused are values a kEnum or kBool setting recognizes but does not
+	// accept, each with the reason and what to use instead.
 	refused map[string]string
 	// configKey is the manifest config key that sets it, if any.
 	configKey string
@@ -135,8 +135,11 @@ var specs = []*spec{
 		set: setF(func(e *Effective) *Setting[float64] { return &e.Index.MaxUnindexedFraction })},
 	{section: "index", name: "max_segments", kind: kCount, min: 1,
 		set: setU(func(e *Effective) *Setting[uint64] { return &e.Index.MaxSegments })},
+	{section: "index", name: "drift_threshold", kind: kFraction,
+		set: setF(func(e *Effective) *Setting[float64] { return &e.Index.DriftThreshold })},
 	{section: "index", name: "retrain", kind: kBool,
-		set: setB(func(e *Effective) *Setting[bool] { return &e.Index.Retrain })},
+		refused: map[string]string{"true": "retrain = true: lanced does not retrain an index's model (IVF k-means, PQ/SQ training); it adds new rows with the trained model and reports drift (lanced_index_drift_ratio, the plan's retrain recommendation past drift_threshold). Retrain with Lance's createIndex(replace: true) and leave retrain unset or false."},
+		set:     setB(func(e *Effective) *Setting[bool] { return &e.Index.Retrain })},
 }
 
 // sections lists the nested blocks of a table or defaults block.

@@ -14,12 +14,13 @@ var (
 	descBytes     = prometheus.NewDesc("lanced_table_bytes", "Bytes of the data files of the table's latest version.", []string{"table"}, nil)
 	descLastMaint = prometheus.NewDesc("lanced_table_last_maintenance_timestamp_seconds", "Unix time of lanced's last commit to the table seen by this process (0: none yet).", []string{"table"}, nil)
 	descHeld      = prometheus.NewDesc("lanced_table_held", "1 while the table is held (after corruption was reported, or by an operator), else 0; read from the table's hold record.", []string{"table"}, nil)
+	descDrift     = prometheus.NewDesc("lanced_index_drift_ratio", "Share of the vectors lanced's catch-ups added to the index with its trained model that were far from every centroid (beyond the 0.99 quantile of the indexed rows' distances); past the policy's drift_threshold a retrain is recommended.", []string{"table", "index"}, nil)
 	descTables    = prometheus.NewDesc("lanced_tables", "Tables this process knows.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descFragments, descSmall, descMaxFiles, descDeleted, descUnindexed, descVersions, descBytes, descLastMaint, descHeld, descTables} {
+	for _, d := range []*prometheus.Desc{descFragments, descSmall, descMaxFiles, descDeleted, descUnindexed, descVersions, descBytes, descLastMaint, descHeld, descDrift, descTables} {
 		ch <- d
 	}
 }
@@ -54,5 +55,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ts = float64(lm.UnixNano()) / 1e9
 		}
 		g(descLastMaint, ts)
+		for name, r := range t.IndexDrift {
+			ch <- prometheus.MustNewConstMetric(descDrift, prometheus.GaugeValue, r, uri, name)
+		}
 	}
 }

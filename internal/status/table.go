@@ -14,6 +14,7 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 
+	"github.com/lanced-dev/lanced/internal/engine/drift"
 	"github.com/lanced-dev/lanced/internal/engine/hold"
 	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
@@ -43,7 +44,10 @@ type Table struct {
 	// UnindexedRows is the most live rows any index does not cover (0
 	// without indices).
 	UnindexedRows uint64 `json:"unindexed_rows"`
-	Bytes         uint64 `json:"bytes"`
+	// IndexDrift is each vector index's drift ratio as lanced's catch-ups
+	// measured it (package drift), by index name.
+	IndexDrift map[string]float64 `json:"index_drift,omitempty"`
+	Bytes      uint64             `json:"bytes"`
 	// WrittenBy is the library that wrote the latest version ("lanced" or a
 	// Lance writer).
 	WrittenBy string       `json:"written_by"`
@@ -101,6 +105,16 @@ func ReadTable(ctx context.Context, uri, openURI string, smallRows func(cfg map[
 		thr = smallRows(m.PB.GetConfig())
 	}
 	fill(&t, m, thr)
+	df, err := drift.Load(ctx, b)
+	if err != nil {
+		return t, err
+	}
+	for name, r := range drift.Current(df, m.Indices.GetIndices()) {
+		if t.IndexDrift == nil {
+			t.IndexDrift = map[string]float64{}
+		}
+		t.IndexDrift[name] = r.Ratio()
+	}
 	return t, nil
 }
 

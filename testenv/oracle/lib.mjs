@@ -188,6 +188,11 @@ export function genColumn(f, n, r, opts = {}) {
   if (f.name === "id" && opts.idStart !== undefined && arrow.DataType.isInt(t)) {
     return fixedVector(t, n, (i) => BigInt(opts.idStart) + BigInt(i));
   }
+  if (opts.vectorShift && t.typeId === arrow.Type.FixedSizeList && t.children[0].type.typeId === arrow.Type.Float) {
+    // Vectors from another distribution: each value shifted by vectorShift.
+    const s = opts.vectorShift;
+    return jsVector(t, Array.from({ length: n }, (_, i) => (isNull(i) ? null : genValue(t, r).map((x) => x + s))));
+  }
   if (opts.texts && opts.texts[f.name]) {
     const v = opts.texts[f.name];
     return jsVector(t, Array.from({ length: n }, (_, i) => v[i % v.length]));

@@ -6,10 +6,11 @@
 // stops the run: exit status 1, the error on stderr, and the results so far on
 // stdout. "elapsed_ms" is the op's own wall time inside node (no process
 // start-up), for benchmarks that compare against real Lance. Ops (snake_case keys):
-//   {"op":"add","rows":N,"seed":S,"id_start":K?,"texts":{col:[..]}?}   rows generated from the table's own schema;
-//                                                  an integer "id" column counts up from id_start
+//   {"op":"add","rows":N,"seed":S,"id_start":K?,"texts":{col:[..]}?,"vector_shift":X?}   rows generated from the
+//                                                  table's own schema; an integer "id" column counts up from id_start
 //                                                  (default: max(id)+1, or 0); "texts" gives a string
-//                                                  column's values (cycled; rows defaults to their count)
+//                                                  column's values (cycled; rows defaults to their count);
+//                                                  "vector_shift" adds X to every value of float vector columns
 //   {"op":"delete","where":SQL}
 //   {"op":"update","where":SQL?,"values":{col:literal}?,"values_sql":{col:SQL}?}
 //   {"op":"add_columns","columns":[{"name":..,"value_sql":..}]}
@@ -84,7 +85,7 @@ const handlers = {
       const m = await maxId(t);
       idStart = m === null ? 0 : Number(m + 1n);
     }
-    const data = genTable(schema, op.rows ?? op.texts?.[Object.keys(op.texts)[0]]?.length ?? 100, op.seed ?? 1, { idStart, texts: op.texts });
+    const data = genTable(schema, op.rows ?? op.texts?.[Object.keys(op.texts)[0]]?.length ?? 100, op.seed ?? 1, { idStart, texts: op.texts, vectorShift: op.vector_shift });
     const res = await t.add(data);
     return { rows: await t.countRows(), added: data.numRows, id_start: idStart, result: res };
   },

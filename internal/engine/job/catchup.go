@@ -64,6 +64,21 @@ type CatchUpOutput struct {
 	Rows, Dropped uint64
 	BytesRead     int64
 	BytesWritten  int64
+	// Drift is what a vector catch-up measured of the rows it added (nil
+	// for other kinds, or when the model segment stores no rows).
+	Drift *DriftSample
+}
+
+// DriftSample is a vector catch-up's measure of distribution drift: of
+// the Rows it added, Far were farther from their nearest centroid than
+// Bound, the quantile of the model segment's stored rows' distances
+// (vector.DriftBound); Model fingerprints the trained model they were
+// measured against.
+type DriftSample struct {
+	Model string  `json:"model"`
+	Rows  uint64  `json:"rows"`
+	Far   uint64  `json:"far"`
+	Bound float64 `json:"bound"`
 }
 
 // Task implements Job.

@@ -65,6 +65,8 @@ type resultJSON struct {
 	// the segments it merged).
 	Indices [][]byte `json:"new_indices,omitempty"`
 	Merged  string   `json:"merged,omitempty"`
+	// Drift: a vector catch-up's drift measure.
+	Drift *DriftSample `json:"drift,omitempty"`
 	// Slice is an executed slice (its pieces).
 	Slice *SliceOutput `json:"slice,omitempty"`
 	// Retained: a deferred rewrite's kept old row addresses (see
@@ -140,7 +142,7 @@ func (r Result) MarshalJSON() ([]byte, error) {
 			return nil, err
 		}
 		j.RowsRead, j.RowsWritten, j.BytesRead, j.BytesWritten = o.Rows+o.Dropped, o.Rows, o.BytesRead, o.BytesWritten
-		j.Merged = o.Merged
+		j.Merged, j.Drift = o.Merged, o.Drift
 	default:
 		return nil, fmt.Errorf("%w: empty result", ErrInvalidTask)
 	}
@@ -217,7 +219,7 @@ func (r *Result) UnmarshalJSON(data []byte) error {
 			}
 		}
 		*r = Result{CatchUp: &CatchUpOutput{CatchUp: j.Task.CatchUp, Segment: segs[0], Removed: segs[1:], Merged: j.Merged, Base: old, Outputs: j.Written,
-			Rows: j.RowsWritten, Dropped: j.RowsRead - j.RowsWritten, BytesRead: j.BytesRead, BytesWritten: j.BytesWritten}}
+			Rows: j.RowsWritten, Dropped: j.RowsRead - j.RowsWritten, BytesRead: j.BytesRead, BytesWritten: j.BytesWritten, Drift: j.Drift}}
 	default:
 		return fmt.Errorf("%w: result without a task", ErrTaskFormat)
 	}

@@ -70,6 +70,44 @@ type CatchUp struct {
 	// Merge: the catch-up merges every segment of the index into one (a
 	// delta would pass max_segments).
 	Merge bool `json:"merge,omitempty"`
+	// Drift is the index's recorded drift (vector indices lanced caught
+	// up; Input.Drift), nil when none is recorded.
+	Drift *Drift `json:"drift,omitempty"`
+}
+
+// Drift is an index's distribution drift as lanced's catch-ups measured
+// it (package drift): Far of the Rows they added with the trained model
+// were far from every centroid.
+type Drift struct {
+	Ratio     float64 `json:"ratio"`
+	Rows      uint64  `json:"rows"`
+	Far       uint64  `json:"far"`
+	Threshold float64 `json:"threshold"`
+	// Retrain: Ratio is above Threshold, retraining is recommended.
+	Retrain bool `json:"retrain_recommended,omitempty"`
+}
+
+// driftReasons attaches each index's recorded drift to its catch-up
+// decision and, past the policy's drift_threshold, recommends a retrain in
+// the reason. lanced never retrains (the policy refuses retrain = true):
+// the catch-up still adds rows with the trained model, which keeps every
+// row indexed while recall degrades.
+func driftReasons(in Input, p *Plan) {
+	thr := in.Policy.Index.DriftThreshold
+	for i := range p.Indices {
+		d := &p.Indices[i]
+		r, ok := in.Drift[d.Name]
+		if !ok || d.CatchUp == nil || r.Rows == 0 {
+			continue
+		}
+		dr := &Drift{Ratio: r.Ratio(), Rows: r.Rows, Far: r.Far, Threshold: thr.Value}
+		d.CatchUp.Drift = dr
+		if thr.Value > 0 && dr.Ratio > thr.Value {
+			dr.Retrain = true
+			d.CatchUp.Reason += fmt.Sprintf("; drift %.1f%% > %g%% (drift_threshold, %s): %d of the %d row(s) lanced caught up are far from every centroid, retrain recommended (Lance's createIndex with replace; lanced keeps adding rows with the trained model)",
+				100*dr.Ratio, 100*thr.Value, thr.Source, r.Far, r.Rows)
+		}
+	}
 }
 
 // catchUpDecisions fills in the catch-up decision of every index.
@@ -192,9 +230,6 @@ func decideCatchUp(cu *CatchUp, kind index.Kind, segments int, p policy.Index) {
 		// leaves one segment).
 		cu.Merge = true
 		cu.Reason += "; every segment merged into one"
-	}
-	if p.Retrain.Value {
-		cu.Reason += " (retrain = true, but lanced does not detect drift or retrain yet)"
 	}
 }
 

@@ -105,6 +105,7 @@ func Compute(in Input) *Plan {
 		planRepacks(in, p, frags, excluded, inRewrite, decided, reasons, b, warn)
 	}
 	planCatchUps(in, p, frags, excluded, inRewrite)
+	driftReasons(in, p)
 	planSlices(p, frags, c.SliceBytes.Value)
 	return finishPlan(p, decided, reasons)
 }

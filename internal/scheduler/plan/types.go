@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/lanced-dev/lanced/internal/engine/drift"
 	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
@@ -43,6 +44,9 @@ type Input struct {
 	// index_coverage = remap the fragments such a segment covers are kept
 	// with the reason, the rest of the table is planned as usual.
 	Unremappable map[string]string
+	// Drift is the recorded drift of the table's vector indices, by index
+	// name (engine/drift records that apply to these index entries).
+	Drift map[string]drift.Record
 	// LegacyIndexMaxFragmentID gives, for an index without a fragment
 	// bitmap, the max_fragment_id of the manifest at the index's
 	// dataset_version (Lance treats such an index as covering ids below

@@ -254,12 +254,10 @@ func (m *Model) nearest(set []float32, n int, v []float32) int {
 	return nearestL2(set, n, v)
 }
 
-// encode assigns v to its partition and writes its stored code into code
-// (Model's code width) and, for RQ, its factors into factors; false when
-// lance's transforms drop the vector (not finite after normalizing). v is
-// modified (normalized, residual); buf is scratch of 1 << PQBits values (PQ
-// codebook distances) or, for RQ, of the dimension.
-func (m *Model) encode(v []float32, code []byte, factors, buf []float32) (int, bool) {
+// prepare applies lance's transforms before assignment to v in place:
+// normalized for cosine; false when the result is not finite (lance drops
+// the vector).
+func (m *Model) prepare(v []float32) bool {
 	if m.normalize {
 		var n float32
 		for _, x := range v {
@@ -272,10 +270,25 @@ func (m *Model) encode(v []float32, code []byte, factors, buf []float32) (int, b
 	}
 	for _, x := range v {
 		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-			return 0, false
+			return false
 		}
 	}
+	return true
+}
+
+// encode assigns v to its partition and writes its stored code into code
+// (Model's code width) and, for RQ, its factors into factors, returning
+// the partition and v's distance to its centroid (the model's distance);
+// false when lance's transforms drop the vector (not finite after
+// normalizing). v is
+// modified (normalized, residual); buf is scratch of 1 << PQBits values (PQ
+// codebook distances) or, for RQ, of the dimension.
+func (m *Model) encode(v []float32, code []byte, factors, buf []float32) (int, float32, bool) {
+	if !m.prepare(v) {
+		return 0, 0, false
+	}
 	p := m.nearest(m.centroids, m.parts, v)
+	dist := m.distance(v, p)
 	switch m.s.Quantization {
 	case QuantFlat:
 		for i, x := range v {
@@ -338,7 +351,7 @@ func (m *Model) encode(v []float32, code []byte, factors, buf []float32) (int, b
 			}
 		}
 	}
-	return p, true
+	return p, dist, true
 }
 
 // Delta collects encoded rows per partition and writes them as one new
@@ -360,6 +373,19 @@ type Delta struct {
 	// Rows counts the rows added; Dropped those lance's transforms drop
 	// (null or not finite).
 	Rows, Dropped uint64
+	// Far counts the added rows farther from their nearest centroid than
+	// the bound SetDriftBound set (see DriftReference); far is per-batch
+	// scratch.
+	Far      uint64
+	farBound float32
+	measure  bool
+	far      []bool
+}
+
+// SetDriftBound makes Add count the rows whose distance to their nearest
+// centroid is above bound (Far).
+func (d *Delta) SetDriftBound(bound float32) {
+	d.farBound, d.measure = bound, true
 }
 
 // NewDelta starts an empty delta segment on the model.
@@ -409,7 +435,10 @@ func (d *Delta) Add(ids []uint64, col arrow.Array) error {
 	if cap(d.fact) < n*nf {
 		d.fact = make([]float32, n*nf)
 	}
-	part, code, fact := d.part[:n], d.code[:n*cw], d.fact[:n*nf]
+	if cap(d.far) < n {
+		d.far = make([]bool, n)
+	}
+	part, code, fact, far := d.part[:n], d.code[:n*cw], d.fact[:n*nf], d.far[:n]
 	encode := func(lo, hi int) {
 		vec := make([]float32, dim)
 		var buf []float32
@@ -425,8 +454,9 @@ func (d *Delta) Add(ids []uint64, col arrow.Array) error {
 				continue
 			}
 			copy(vec, all[base+i*dim:base+(i+1)*dim])
-			if p, ok := d.m.encode(vec, code[i*cw:(i+1)*cw], fact[i*nf:(i+1)*nf], buf); ok {
+			if p, dist, ok := d.m.encode(vec, code[i*cw:(i+1)*cw], fact[i*nf:(i+1)*nf], buf); ok {
 				part[i] = int32(p)
+				far[i] = d.measure && dist > d.farBound
 			}
 		}
 	}
@@ -455,6 +485,9 @@ func (d *Delta) Add(ids []uint64, col arrow.Array) error {
 		d.codes[p] = append(d.codes[p], code[i*cw:(i+1)*cw]...)
 		d.factors[p] = append(d.factors[p], fact[i*nf:(i+1)*nf]...)
 		d.Rows++
+		if far[i] {
+			d.Far++
+		}
 	}
 	return nil
 }

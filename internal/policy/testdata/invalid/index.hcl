@@ -22,3 +22,9 @@ table "s3://lake/d" {
 table "s3://lake/e" {
   scope = "indices" # ERROR: Invalid value
 }
+table "s3://lake/f" {
+  index {
+    retrain         = true # ERROR: Unsupported value
+    drift_threshold = 0 # ERROR: Value out of range
+  }
+}

@@ -10,6 +10,7 @@ table "s3://lake/events" {
   index {
     max_unindexed_rows = 50000
     max_segments       = 4
-    retrain            = true
+    retrain            = false
+    drift_threshold    = 0.3
   }
 }
