@@ -318,23 +318,18 @@ http { listen = %q }
 		beforeA.Fragments, a.Fragments, beforeB.DataFiles, beforeB.Fragments, b.DataFiles, b.Fragments, published())
 }
 
-// runOpsRetryingConflicts runs ops one at a time, retrying an op that real
-// Lance rejects with a retryable commit conflict (the daemon committed a
-// rewrite or repack in between): what a Lance user does, since such an op
+// runOpsRetryingConflicts runs ops, retrying an op that real Lance
+// rejects with a retryable commit conflict (the daemon committed a rewrite
+// or repack in between): what a Lance user does, since such an op
 // committed nothing.
 func runOpsRetryingConflicts(t *testing.T, uri string, ops []oracle.Op, so oracle.Options) {
 	t.Helper()
-	for _, op := range ops {
-		for attempt := 1; ; attempt++ {
-			_, err := oracle.TryOps(t, uri, []oracle.Op{op}, so)
-			if err == nil {
-				break
-			}
-			if !strings.Contains(err.Error(), "Retryable commit conflict") || attempt == 5 {
-				t.Fatalf("%s: %v", uri, err)
-			}
-			t.Logf("%s: op %v: retryable conflict with the daemon, retrying", uri, op["op"])
-		}
+	retries, err := oracle.RunOpsRetryingConflicts(t, uri, ops, 5, so)
+	if err != nil {
+		t.Fatalf("%s: %v", uri, err)
+	}
+	if retries > 0 {
+		t.Logf("%s: %d ops retried after a retryable conflict with the daemon", uri, retries)
 	}
 }
 

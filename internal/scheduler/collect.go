@@ -69,6 +69,12 @@ func (n *Node) collect(ctx context.Context, table string, batch []batchMsg, prob
 		}
 		n.mu.Unlock()
 		if outcome != OutcomeDone.String() {
+			n.mu.Lock()
+			if st.ended == nil {
+				st.ended = map[string]bool{}
+			}
+			st.ended[res.Task.Key] = true
+			n.mu.Unlock()
 			log.Info("task result", "outcome", outcome, "err", m.Header.Get(hdrError))
 			n.settle(ctx, table, m.Sequence)
 			continue
@@ -132,7 +138,9 @@ func (n *Node) maybeCommit(ctx context.Context, table string, batch []batchMsg) 
 		size = n.cfg.CommitBatchTasks
 	}
 	quiet := len(st.pending) == 0 && len(st.inflight) == 0
-	ready := readyResults(batch, st.outstanding)
+	ready := readyResults(batch, func(b batchMsg, key string) bool {
+		return st.outstanding(key) || n.awaiting(st, batch, b, key)
+	})
 	n.mu.Unlock()
 	var oldest time.Time
 	nready := 0
@@ -215,13 +223,32 @@ func (st *tableState) outstanding(key string) bool {
 	return ok || slices.ContainsFunc(st.pending, func(t Task) bool { return t.Key == key })
 }
 
+// awaiting reports whether result b should go on waiting for the task key
+// it names in After although this coordinator has not queued that task:
+// after a lease takeover the task may still be queued or running for the
+// previous holder, and a publication that JetStream deduplicated leaves the
+// original running. Every task ends with a result (done, failed, or
+// abandoned when dead-lettered), so b waits until key's result is in batch
+// or ended without success, or until no task is left in the queue (a
+// refreshed depth of zero) and b has been read for awaitGrace. n.mu is held.
+func (n *Node) awaiting(st *tableState, batch []batchMsg, b batchMsg, key string) bool {
+	if st.ended[key] || slices.ContainsFunc(batch, func(c batchMsg) bool { return c.res.Task.Key == key }) {
+		return false
+	}
+	return n.depth.Load() > 0 || n.cfg.Now().Sub(b.seen) < awaitGrace
+}
+
+// awaitGrace is how long a result waits for a task it names in After once
+// the task queue is empty: two refreshes of the queue depth.
+const awaitGrace = 10 * time.Second
+
 // readyResults marks the results of batch that may be committed now: none
 // of the tasks they name in After is outstanding, nor is one of a result
 // that names them.
-func readyResults(batch []batchMsg, outstanding func(key string) bool) []bool {
+func readyResults(batch []batchMsg, outstanding func(b batchMsg, key string) bool) []bool {
 	ready := make([]bool, len(batch))
 	for i, b := range batch {
-		ready[i] = !slices.ContainsFunc(b.res.After, outstanding)
+		ready[i] = !slices.ContainsFunc(b.res.After, func(k string) bool { return outstanding(b, k) })
 	}
 	for i, b := range batch {
 		if ready[i] {
@@ -269,8 +296,12 @@ func takeBatch(batch []batchMsg, ready []bool, size int) (take, rest []batchMsg)
 func (n *Node) forgetKept(table string, batch []batchMsg) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	st := n.tables[table]
 	for _, b := range batch {
-		delete(n.tables[table].kept, b.res.Task.Key)
+		delete(st.kept, b.res.Task.Key)
+		for _, k := range b.res.After {
+			delete(st.ended, k)
+		}
 	}
 }
 

@@ -40,7 +40,10 @@ type tableState struct {
 	// kept are keys of results a commit kept back for follow-up tasks
 	// (CommitReport.Kept) and not yet committed: planned around like
 	// tasks in flight.
-	kept      map[string]bool
+	kept map[string]bool
+	// ended are keys of tasks whose final result was read and was not a
+	// success: results that name them in After stop waiting for them.
+	ended     map[string]bool
 	batchSize int
 	// planFailures counts consecutive plans that failed with a transient
 	// error; the next attempt waits backoff(planFailures) and needs no event.

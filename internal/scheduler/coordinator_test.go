@@ -211,3 +211,46 @@ func TestTransientPlanFailureIsRetriedWithoutAnEvent(t *testing.T) {
 		t.Errorf("planned %d times, want 3 failures + 1 success", calls)
 	}
 }
+
+// TestResultsWaitForTasksQueuedByAnotherHolder: a kept result that names
+// sibling tasks in After waits for them although this coordinator never
+// queued them (a lease taken over, a deduplicated publication) while tasks
+// are left in the queue; it is ready once every sibling's result is in the
+// batch, once a sibling ended without success, or once the queue has been
+// empty for awaitGrace.
+func TestResultsWaitForTasksQueuedByAnotherHolder(t *testing.T) {
+	now := time.Unix(1000, 0)
+	n := &Node{cfg: Config{Now: func() time.Time { return now }}}
+	st := &tableState{inflight: map[string]time.Time{}}
+	kept := batchMsg{res: Result{Task: Task{Key: "s1"}, After: []string{"s2", "s3"}}, seen: now}
+	ready := func(batch []batchMsg) []bool {
+		return readyResults(batch, func(b batchMsg, key string) bool {
+			return st.outstanding(key) || n.awaiting(st, batch, b, key)
+		})
+	}
+	n.depth.Store(2) // s2 and s3 queued or running somewhere
+	if got := ready([]batchMsg{kept}); got[0] {
+		t.Fatal("the kept result is ready while its siblings may still be running")
+	}
+	s2 := batchMsg{res: Result{Task: Task{Key: "s2"}}, seen: now}
+	if got := ready([]batchMsg{kept, s2}); got[0] || got[1] {
+		t.Fatalf("ready %v with s3 still running: s2 must wait with the result that names it", got)
+	}
+	s3 := batchMsg{res: Result{Task: Task{Key: "s3"}}, seen: now}
+	if got := ready([]batchMsg{kept, s2, s3}); !got[0] || !got[1] || !got[2] {
+		t.Fatalf("ready %v with every sibling's result in the batch", got)
+	}
+	st.ended = map[string]bool{"s3": true}
+	if got := ready([]batchMsg{kept, s2}); !got[0] || !got[1] {
+		t.Fatalf("ready %v after s3 ended without success", got)
+	}
+	st.ended = nil
+	n.depth.Store(0)
+	if got := ready([]batchMsg{kept}); got[0] {
+		t.Fatal("ready the moment the queue looks empty: a sibling's result may be on its way")
+	}
+	now = now.Add(awaitGrace)
+	if got := ready([]batchMsg{kept}); !got[0] {
+		t.Fatal("still waiting with an empty queue past the grace: nothing left can produce the siblings' results")
+	}
+}

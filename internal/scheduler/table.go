@@ -177,6 +177,7 @@ func (n *Node) stopCoordinator(ctx context.Context, st *tableState, ls *lease, l
 	st.pending, st.inherited = nil, nil
 	clear(st.inflight)
 	clear(st.kept)
+	clear(st.ended)
 	rs := n.ranges[st.rng]
 	last := rs != nil && rs.lease == ls && rs.tables[st.table] == st
 	if last {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -54,6 +55,44 @@ func tryOps(t testing.TB, uri string, ops []Op, opts ...Options) ([]json.RawMess
 }
 
 var errOpsOutput = errors.New("oracle: unreadable ops output")
+
+// RetryableConflict reports whether err is real Lance giving up an op
+// because other commits kept landing first: a retryable commit conflict
+// (e.g. a concurrent rewrite of the fragments an update or delete read), or
+// its retry loop running out ("Too many concurrent writers"). Such an op
+// committed nothing; a Lance application retries it.
+func RetryableConflict(err error) bool {
+	if err == nil {
+		return false
+	}
+	s := err.Error()
+	return strings.Contains(s, "Retryable commit conflict") || strings.Contains(s, "Too many concurrent writers")
+}
+
+// RunOpsRetryingConflicts runs ops in order on one table like TryOps, and
+// when real Lance refuses one with a RetryableConflict it resumes at that
+// op (the ops before it committed), up to attempts tries of one op. It
+// returns the retries it made and the first error it did not retry. Safe
+// to call from a goroutine other than the test's.
+func RunOpsRetryingConflicts(t testing.TB, uri string, ops []Op, attempts int, opts ...Options) (retries int, err error) {
+	tries := 0
+	for len(ops) > 0 {
+		res, err := tryOps(t, uri, ops, opts...)
+		if err == nil {
+			return retries, nil
+		}
+		if len(res) > 0 {
+			tries = 0
+		}
+		tries++
+		if !RetryableConflict(err) || tries >= attempts || len(res) >= len(ops) {
+			return retries, err
+		}
+		ops = ops[len(res):]
+		retries++
+	}
+	return retries, nil
+}
 
 // RunOpsContext is RunOps without a testing.TB: safe to call from other
 // goroutines (e.g. a real-Lance writer racing lanced's committers). Call
