@@ -59,8 +59,15 @@ type tableState struct {
 	// knows there is nothing unread without asking the stream again.
 	caughtUp bool
 	// notified counts the results announced on the table's subject since
-	// its coordinator last read them.
+	// its coordinator last read them (counted while no coordinator runs
+	// here too, so one that starts reads what was announced before).
 	notified int
+	// probe asks the coordinator to read its results to the end of its
+	// subject on its next turn: the node's results poll found more
+	// results under the subject than the coordinator holds (unsettled),
+	// so an announcement was missed.
+	probe     bool
+	unsettled int
 	// wake tells the table's coordinator that something changed: a new
 	// result on its subject, a plan that queued tasks.
 	wake chan struct{}
@@ -119,13 +126,13 @@ func (n *Node) scheduleLocked(st *tableState) {
 	}
 }
 
-// noteResult wakes the coordinator of the table with the given id, if it
-// runs here: a result was published on its subject.
+// noteResult counts a result published on the subject of the table with
+// the given id and wakes the table's coordinator, if it runs here.
 func (n *Node) noteResult(id string) {
 	n.mu.Lock()
 	st := n.byID[id]
 	running := st != nil && st.running
-	if running {
+	if st != nil {
 		st.notified++
 	}
 	n.mu.Unlock()
@@ -310,7 +317,13 @@ func (n *Node) startLocked(wg *sync.WaitGroup, st *tableState, rs *rangeState) {
 	st.inherited = rs.inherited[st.table]
 	delete(rs.inherited, st.table)
 	st.dirty = true // the first plan
-	st.resultsFrom, st.rereadAt, st.caughtUp, st.notified = 0, time.Time{}, false, 0
+	// The coordinator reads its subject to the end at start only when
+	// the node's last results poll saw results under it (or none was
+	// made yet); results stored since were announced and are counted in
+	// st.notified.
+	st.resultsFrom, st.rereadAt, st.unsettled = 0, time.Time{}, 0
+	st.caughtUp = !n.results.mayHave(st.table)
+	st.probe = !st.caughtUp
 	rs.tables[st.table] = st
 	n.scheduleLocked(st)
 	n.traced(st.table, "leased")

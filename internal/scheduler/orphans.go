@@ -2,9 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"strings"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // sweepOrphans finds tables whose coordinator went away with work left
@@ -23,23 +20,17 @@ func (n *Node) sweepOrphans(ctx context.Context) {
 	if n.planner == nil {
 		return
 	}
-	info, err := n.q.results.Info(ctx, jetstream.WithSubjectFilter(resultSubjectPrefix+">"))
-	if err == nil {
-		for subj, count := range info.State.Subjects {
-			if count == 0 {
-				continue
-			}
-			id := strings.TrimPrefix(subj, resultSubjectPrefix)
-			if n.coordinatesID(id) || n.view.heldElsewhere(rangeKey(rangeOfID(id)), n.cfg.NodeID, n.cfg.Now()) {
-				continue // its coordinator (here or elsewhere) reads them
-			}
-			m, err := n.q.results.GetLastMsgForSubject(ctx, subj)
-			if err != nil {
-				continue
-			}
-			if table := m.Header.Get(hdrTable); table != "" && TableID(table) == id {
-				n.noteVersion(table, 0)
-			}
+	// The node's last results poll (at most resultPoll old).
+	for id := range n.results.snapshot() {
+		if n.coordinatesID(id) || n.view.heldElsewhere(rangeKey(rangeOfID(id)), n.cfg.NodeID, n.cfg.Now()) {
+			continue // its coordinator (here or elsewhere) reads them
+		}
+		m, err := n.q.results.GetLastMsgForSubject(ctx, resultSubjectPrefix+id)
+		if err != nil {
+			continue
+		}
+		if table := m.Header.Get(hdrTable); table != "" && TableID(table) == id {
+			n.noteVersion(table, 0)
 		}
 	}
 	// Expired leases, from the node's view of the lease bucket (kept by

@@ -78,6 +78,7 @@ type Node struct {
 	leases   *leaser
 	view     leaseView
 	holdView holdView
+	results  resultIndex
 
 	mu     sync.Mutex
 	tables map[string]*tableState
@@ -276,7 +277,7 @@ func (n *Node) Run(ctx context.Context) error {
 func (n *Node) coordinate(ctx context.Context) {
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
-	var lastRefresh time.Time
+	var lastRefresh, lastPoll time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -286,6 +287,12 @@ func (n *Node) coordinate(ctx context.Context) {
 			// looking at every table for one to queue is the tick's job.
 			n.startCoordinators()
 		case <-n.wake:
+		}
+		if n.planner != nil && time.Since(lastPoll) >= resultPoll {
+			lastPoll = time.Now()
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			n.pollResults(pctx)
+			cancel()
 		}
 		if time.Since(lastRefresh) > min(5*time.Second, n.cfg.LeaseTTL) {
 			lastRefresh = time.Now()

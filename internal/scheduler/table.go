@@ -15,8 +15,9 @@ type batchMsg struct {
 	seen time.Time
 }
 
-// resultPoll is how often a busy coordinator reads its results without
-// being woken by a notification.
+// resultPoll is how often the node looks for results its coordinators
+// were not told about (see pollResults), and how often a busy coordinator
+// wakes to check its commit and lease.
 const resultPoll = 2 * time.Second
 
 // runTable coordinates one table while this node holds its lease: it
@@ -34,11 +35,17 @@ func (n *Node) runTable(ctx context.Context, st *tableState, ls *lease) {
 	var idleSince time.Time
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	// probe: read the results to the end of the subject (at start, on a
-	// timer, after a full read); woken by an announcement or a plan, read
+	// probe: read the results to the end of the subject (at start when
+	// results may be waiting, after a bounded read that left more, when
+	// the last read failed or results were handed back, and when the
+	// node's results poll found results nobody announced); otherwise read
 	// only the results announced.
-	probe := true
+	probe := false
 	for ctx.Err() == nil {
+		n.mu.Lock()
+		probe = probe || st.probe || !st.caughtUp
+		st.probe = false
+		n.mu.Unlock()
 		if !ls.valid(n.cfg.Now(), n.cfg.LeaseTTL/6) {
 			n.m.leaseLost.Inc()
 			log.Error("lease expired before renewal")
@@ -47,6 +54,10 @@ func (n *Node) runTable(ctx context.Context, st *tableState, ls *lease) {
 		var more bool
 		batch, more = n.collect(ctx, st.table, batch, probe)
 		batch = n.maybeCommit(ctx, st.table, batch)
+		n.mu.Lock()
+		st.unsettled = len(batch)
+		n.mu.Unlock()
+		probe = false
 		if more {
 			idleSince = time.Time{}
 			probe = true
@@ -60,9 +71,7 @@ func (n *Node) runTable(ctx context.Context, st *tableState, ls *lease) {
 		select {
 		case <-ctx.Done():
 		case <-st.wake:
-			probe = false
 		case <-timer.C:
-			probe = true
 		}
 		timer.Stop() // since Go 1.23 Stop leaves no stale tick behind
 	}
