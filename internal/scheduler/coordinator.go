@@ -206,6 +206,9 @@ type rangeState struct {
 	// inherited holds the previous holder's in-flight task keys per table
 	// after a takeover, handed to each table's first plan.
 	inherited map[string][]string
+	// handed is set while the range is being handed to another node: each
+	// coordinator that stops records its table's tasks in flight here.
+	handed map[string][]string
 }
 
 // tryCoordinate starts the table's coordinator when this node holds the
@@ -228,7 +231,7 @@ func (n *Node) tryCoordinate(ctx context.Context, wg *sync.WaitGroup, table stri
 	n.mu.Lock()
 	elsewhere := n.ranges[st.rng] == nil && n.view.heldElsewhere(key, n.cfg.NodeID, n.cfg.Now())
 	n.mu.Unlock()
-	if elsewhere {
+	if elsewhere || n.legacyHeld(table) {
 		notOurs()
 		return
 	}
@@ -283,6 +286,7 @@ func (n *Node) tryCoordinate(ctx context.Context, wg *sync.WaitGroup, table stri
 	rs.lease = ls
 	rs.ctx, rs.stop = context.WithCancelCause(ctx)
 	n.m.leasesHeld.Inc()
+	n.traced(key, "range+")
 	if prev != nil {
 		// Every table the previous holder coordinated, and every table
 		// of the range this node heard of, is looked at again: its
@@ -296,7 +300,11 @@ func (n *Node) tryCoordinate(ctx context.Context, wg *sync.WaitGroup, table stri
 				n.markDirtyLocked(o)
 			}
 		}
-		n.log.Info("lease taken over", "range", key, "table", table, "previous_holder", prev.Holder, "tables", len(prev.Tables))
+		if prev.Holder == "" && prev.HandOffFrom != "" {
+			n.log.Info("handed range taken", "range", key, "table", table, "from", prev.HandOffFrom, "tables", len(prev.Tables))
+		} else {
+			n.log.Info("lease taken over", "range", key, "table", table, "previous_holder", prev.Holder, "tables", len(prev.Tables))
+		}
 	}
 	for _, w := range waiting {
 		if w.dirty && !w.running {

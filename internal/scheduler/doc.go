@@ -85,9 +85,13 @@
 //   - At no instant do two nodes both believe they hold one range's lease
 //     (and so coordinate one table): every renewal is a compare-and-set on
 //     the KV revision, and a holder stops every coordinator of the range as
-//     soon as a renewal fails or its deadline passes. All nodes of a cluster
-//     must run a version with range leases: a node of an earlier version
-//     leases single tables and would not see them.
+//     soon as a renewal fails or its deadline passes. A range handed to
+//     another node (rebalancing, see rebalance.go) is given up by its
+//     holder, every coordinator of it stopped, before the record naming
+//     the receiver is written. All nodes of a cluster should run a version
+//     with range leases: a node of an earlier version leases single tables
+//     and does not see range leases (newer nodes leave the tables it
+//     leases to it, but it may take one of a range a newer node holds).
 //
 // Logging keys: table, version, read_version, task_id, kind, fragments,
 // attempt, err, duration. Metrics are registered on the injected

@@ -47,6 +47,12 @@ type leaseRecord struct {
 	// not yet committed, so a node taking over knows which tables to look
 	// at and can tell the planner what is running.
 	Tables map[string][]string `json:"tables,omitempty"`
+	// A range handed off by its holder (see rebalance.go) has no Holder;
+	// HandOffTo names the node it was handed to, which alone may take it
+	// before HandOffUntil; HandOffFrom names the node that gave it up.
+	HandOffTo    string `json:"hand_off_to,omitempty"`
+	HandOffFrom  string `json:"hand_off_from,omitempty"`
+	HandOffUntil int64  `json:"hand_off_until_unix_nano,omitempty"`
 }
 
 // lease is a held coordinator lease of one range. The renewal loop
@@ -171,6 +177,20 @@ func (l *leaser) renew(ctx context.Context, ls *lease, tables map[string][]strin
 	return nil
 }
 
+// handOff replaces the held lease's record, if it is still ours, by one
+// naming no holder that reserves the range for node to until until and
+// lists the tables with their tasks in flight.
+func (l *leaser) handOff(ctx context.Context, ls *lease, tables map[string][]string, to string, until time.Time) error {
+	ls.op.Lock()
+	defer ls.op.Unlock()
+	b, _ := json.Marshal(leaseRecord{Range: ls.rng, Expires: l.now().UnixNano(), Tables: tables,
+		HandOffTo: to, HandOffFrom: l.node, HandOffUntil: until.UnixNano()})
+	if _, err := l.kv.Update(ctx, ls.key, b, ls.revision()); err != nil {
+		return fmt.Errorf("hand off lease %s: %w", ls.key, err)
+	}
+	return nil
+}
+
 // release deletes the lease if it is still ours.
 func (l *leaser) release(ctx context.Context, ls *lease) error {
 	ls.op.Lock()
@@ -201,6 +221,10 @@ type leaseView struct {
 	recs map[string]leaseRecord // range key → record
 	// freed holds the revision of each released lease's delete marker.
 	freed map[string]uint64
+	// node is this node's id; handedTo, when set, is called (outside mu)
+	// with each range record the watch sees handed to node.
+	node     string
+	handedTo func(leaseRecord)
 }
 
 // freeRevision returns the revision of the table's delete marker when the
@@ -212,12 +236,33 @@ func (v *leaseView) freeRevision(id string) uint64 {
 }
 
 // heldElsewhere reports whether the view has an unexpired lease under key
-// held by a node other than node.
+// held by a node other than node, or a range handed to another node and
+// still reserved for it.
 func (v *leaseView) heldElsewhere(id, node string, now time.Time) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	r, ok := v.recs[id]
-	return ok && r.Holder != node && now.UnixNano() < r.Expires
+	if !ok {
+		return false
+	}
+	if r.Holder == "" && r.HandOffTo != "" {
+		return r.HandOffTo != node && now.UnixNano() < r.HandOffUntil
+	}
+	return r.Holder != node && now.UnixNano() < r.Expires
+}
+
+// legacyHolder returns the node holding an unexpired per-table lease of
+// the table (key: its TableID), if one other than node does: lanced
+// versions before range leases leased single tables under that key and do
+// not see range leases.
+func (v *leaseView) legacyHolder(table, node string, now time.Time) (string, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	r, ok := v.recs[TableID(table)]
+	if !ok || r.Holder == "" || r.Holder == node || now.UnixNano() >= r.Expires {
+		return "", false
+	}
+	return r.Holder, true
 }
 
 // expired returns the range leases whose deadline passed.
@@ -247,6 +292,7 @@ func (v *leaseView) watch(ctx context.Context, kv jetstream.KeyValue) error {
 			}
 			var r leaseRecord
 			put := e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &r) == nil
+			handed := put && r.Holder == "" && r.HandOffTo != "" && r.HandOffTo == v.node && v.handedTo != nil
 			v.mu.Lock()
 			if put {
 				v.recs[e.Key()] = r
@@ -260,6 +306,9 @@ func (v *leaseView) watch(ctx context.Context, kv jetstream.KeyValue) error {
 				}
 			}
 			v.mu.Unlock()
+			if handed {
+				v.handedTo(r)
+			}
 		}
 	}()
 	return nil

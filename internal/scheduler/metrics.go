@@ -22,6 +22,7 @@ type metrics struct {
 	deadLetters    prometheus.Counter
 	leasesHeld     prometheus.Gauge
 	leaseLost      prometheus.Counter
+	handOffs       prometheus.Counter
 	held           *prometheus.GaugeVec // table
 	lag            *prometheus.GaugeVec // table
 	plans          *prometheus.CounterVec
@@ -97,6 +98,10 @@ func newMetrics(reg prometheus.Registerer, tableHolds bool) *metrics {
 		leaseLost: f.NewCounter(prometheus.CounterOpts{
 			Name: "lanced_scheduler_leases_lost_total",
 			Help: "Leases this node lost before releasing them (renewal failed or expired).",
+		}),
+		handOffs: f.NewCounter(prometheus.CounterOpts{
+			Name: "lanced_scheduler_ranges_handed_off_total",
+			Help: "Lease ranges this node handed to a less loaded node (rebalancing).",
 		}),
 		held: heldFactory.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "lanced_table_held",

@@ -94,6 +94,21 @@ func leaseRank(node string) func(string) uint64 {
 	}
 }
 
+// legacyHeld reports whether a node of an earlier lanced version (one
+// that leases single tables, not ranges) holds the table's lease; such a
+// table is left to it. The first time a node is seen doing so, an error
+// says that the fleet runs mixed versions.
+func (n *Node) legacyHeld(table string) bool {
+	holder, ok := n.view.legacyHolder(table, n.cfg.NodeID, n.cfg.Now())
+	if ok {
+		if _, seen := n.legacyWarned.LoadOrStore(holder, true); !seen {
+			n.log.Error("a node of an earlier lanced version leases single tables; its tables are left to it, but it does not see range leases and may coordinate a table of a range this node holds: upgrade every node",
+				"other_node", holder, "table", table)
+		}
+	}
+	return ok
+}
+
 // errTableHeld stops a coordinator whose table was found held.
 var errTableHeld = errors.New("table held")
 
@@ -138,6 +153,9 @@ func (n *Node) planTable(table string) {
 	}()
 	if !ls.valid(n.cfg.Now(), n.cfg.LeaseTTL/6) {
 		return // the coordinator stops on its next turn
+	}
+	if n.legacyHeld(table) {
+		return // left to the older node that leased the table itself
 	}
 	if recheck {
 		if held, _ := n.isHeld(ctx, table); held {

@@ -96,10 +96,17 @@ type Node struct {
 	depth       atomic.Int64
 
 	running running
+	// legacyWarned holds the ids of nodes seen holding per-table leases
+	// (an earlier version), each reported once.
+	legacyWarned sync.Map
 
-	// trace, when set (by benchmarks in this package), is told when a
-	// table passes a stage on its way from announcement to plan: "poke",
-	// "lease" (attempt starts), "leased", "plan" (planner called).
+	// trace, when set (by tests and benchmarks in this package), is told
+	// when a table passes a stage on its way from announcement to plan:
+	// "poke", "lease" (attempt starts), "leased" (its coordinator
+	// starts), "plan" (planner called), and "stopped" when its
+	// coordinator stopped; and, with a range key for table, "range+"
+	// once a range lease was taken and "range-" before one is released or
+	// handed off.
 	trace func(node, table, stage string)
 }
 
@@ -149,6 +156,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config, p Planner, e Executor, 
 		leaseQ:      newReadyQueue(leaseRank(cfg.NodeID)),
 	}
 	n.leases = &leaser{kv: q.leases, node: cfg.NodeID, ttl: cfg.LeaseTTL, now: cfg.Now}
+	n.view.node, n.view.handedTo = cfg.NodeID, n.handedTo
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(newProgressCollector(&n.running)); err != nil {
 			return nil, fmt.Errorf("register task progress metrics: %w", err)
@@ -247,6 +255,7 @@ func (n *Node) Run(ctx context.Context) error {
 			coords.Go(func() { n.runLeaser(coordCtx, &coords) })
 		}
 		coords.Go(func() { n.renewLeases(coordCtx) })
+		coords.Go(func() { n.rebalance(coordCtx, &coords) })
 	}
 	n.ready.Store(true)
 	n.log.Info("scheduler started", "workers", n.cfg.Workers)
@@ -267,6 +276,9 @@ func (n *Node) Run(ctx context.Context) error {
 		<-done
 	}
 	coords.Wait()
+	if n.planner != nil {
+		n.deleteNodeRecord()
+	}
 	n.log.Info("scheduler stopped")
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 )
@@ -42,15 +44,19 @@ func (n *Node) runTable(ctx context.Context, st *tableState, ls *lease) {
 	// only the results announced.
 	probe := false
 	for ctx.Err() == nil {
-		n.mu.Lock()
-		probe = probe || st.probe || !st.caughtUp
-		st.probe = false
-		n.mu.Unlock()
 		if !ls.valid(n.cfg.Now(), n.cfg.LeaseTTL/6) {
 			n.m.leaseLost.Inc()
 			log.Error("lease expired before renewal")
 			return
 		}
+		n.mu.Lock()
+		if st.stopping {
+			n.mu.Unlock()
+			return // the range is being handed off
+		}
+		probe = probe || st.probe || !st.caughtUp
+		st.probe = false
+		n.mu.Unlock()
 		var more bool
 		batch, more = n.collect(ctx, st.table, batch, probe)
 		batch = n.maybeCommit(ctx, st.table, batch)
@@ -183,12 +189,21 @@ func (n *Node) stopCoordinator(ctx context.Context, st *tableState, ls *lease, l
 	}
 	n.mu.Lock()
 	st.running, st.lease, st.ctx, st.stop, st.stopping = false, nil, nil, nil, false
+	n.traced(st.table, "stopped")
+	rs := n.ranges[st.rng]
+	last := rs != nil && rs.lease == ls && rs.tables[st.table] == st
+	if last && rs.handed != nil {
+		// Handed off: the receiver plans around the tasks in flight and
+		// the kept results, as a node taking over an expired range does.
+		keys := slices.Collect(maps.Keys(st.inflight))
+		keys = append(keys, slices.Collect(maps.Keys(st.kept))...)
+		keys = append(keys, st.inherited...)
+		rs.handed[st.table] = keys
+	}
 	st.pending, st.inherited = nil, nil
 	clear(st.inflight)
 	clear(st.kept)
 	clear(st.ended)
-	rs := n.ranges[st.rng]
-	last := rs != nil && rs.lease == ls && rs.tables[st.table] == st
 	if last {
 		delete(rs.tables, st.table)
 		last = len(rs.tables) == 0 && !rs.busy
@@ -208,6 +223,7 @@ func (n *Node) stopCoordinator(ctx context.Context, st *tableState, ls *lease, l
 // asked for a coordinator meanwhile for a new lease attempt.
 func (n *Node) releaseRange(ctx context.Context, rng int, rs *rangeState) {
 	rs.stop(nil)
+	n.traced(rangeKey(rng), "range-")
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	if err := n.leases.release(rctx, rs.lease); err != nil {
 		// Nothing to retry: the record expires at its deadline and another

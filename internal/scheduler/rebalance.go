@@ -1,0 +1,263 @@
+package scheduler
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Range rebalancing. Every node announces itself in LANCED_LEASES under
+// node-<id hash> (a record with its id and a deadline, renewed with its
+// leases and deleted when it stops), so every node's lease view knows the
+// live nodes, including those holding no range. A node holding at least
+// two ranges more than the least loaded live node hands one range to it:
+// it stops the range's coordinators (each after its current step; no plan
+// starts once it decided), then replaces its lease record, by a
+// compare-and-set on its revision, with one naming no holder, the node it
+// hands to and until when the range is reserved for it, and the tables it
+// coordinated with their tasks in flight. The receiving node's watch sees
+// the record and queues those tables; it takes the lease like an expired
+// one and plans them around those tasks. So a range is released by its
+// holder before another node takes it, and a node that joins gets ranges
+// while the others are busy. Each node hands off one range at a time, and
+// only to a node at least two ranges below it, so hand-offs end once the
+// ranges are spread (no node more than one above another).
+
+// nodeKeyPrefix starts the LANCED_LEASES keys of node records.
+const nodeKeyPrefix = "node-"
+
+// nodeKey is the LANCED_LEASES key of a node's record (node ids may hold
+// characters KV keys do not allow).
+func nodeKey(id string) string { return nodeKeyPrefix + TableID(id) }
+
+// handOffDeadline is how long a handed range stays reserved for the
+// node it was handed to; after it, any node may take it (the receiver may
+// have died).
+func (n *Node) handOffDeadline() time.Duration { return n.cfg.LeaseTTL / 2 }
+
+// putNodeRecord writes (or refreshes) this node's record.
+func (n *Node) putNodeRecord(ctx context.Context) error {
+	b, _ := json.Marshal(leaseRecord{Holder: n.cfg.NodeID, Expires: n.cfg.Now().Add(n.cfg.LeaseTTL).UnixNano()})
+	_, err := n.q.leases.Put(ctx, nodeKey(n.cfg.NodeID), b)
+	return err
+}
+
+// deleteNodeRecord removes this node's record when it stops.
+func (n *Node) deleteNodeRecord() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := n.q.leases.Delete(ctx, nodeKey(n.cfg.NodeID)); err != nil {
+		n.log.Debug("delete node record", "err", err)
+	}
+}
+
+// loads counts, for every live node (a node record whose deadline has
+// not passed) and every holder of an unexpired range lease, the ranges it
+// holds plus those handed to it and not yet taken.
+func (v *leaseView) loads(now time.Time) map[string]int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := map[string]int{}
+	t := now.UnixNano()
+	for k, r := range v.recs {
+		switch {
+		case strings.HasPrefix(k, nodeKeyPrefix):
+			if r.Holder != "" && t < r.Expires {
+				out[r.Holder] += 0
+			}
+		case k != rangeKey(r.Range):
+		case r.Holder != "" && t < r.Expires:
+			out[r.Holder]++
+		case r.HandOffTo != "" && t < r.HandOffUntil:
+			out[r.HandOffTo]++
+		}
+	}
+	return out
+}
+
+// live reports whether the view has an unexpired record of node.
+func (v *leaseView) live(node string, now time.Time) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	r, ok := v.recs[nodeKey(node)]
+	return ok && r.Holder == node && now.UnixNano() < r.Expires
+}
+
+// rebalance runs every LeaseTTL/12 until ctx ends: it refreshes this
+// node's record every LeaseTTL/3 and hands a range to a less loaded node
+// when this one holds two more than it (one hand-off at a time).
+func (n *Node) rebalance(ctx context.Context, wg *sync.WaitGroup) {
+	t := time.NewTicker(n.cfg.LeaseTTL / 12)
+	defer t.Stop()
+	var recorded time.Time
+	var handing atomic.Bool
+	for {
+		if now := n.cfg.Now(); now.Sub(recorded) >= n.cfg.LeaseTTL/3 {
+			rctx, cancel := context.WithTimeout(ctx, n.cfg.LeaseTTL/3)
+			if err := n.putNodeRecord(rctx); err != nil {
+				if ctx.Err() == nil {
+					n.log.Warn("write node record", "err", err)
+				}
+			} else {
+				recorded = now
+			}
+			cancel()
+		}
+		if handing.CompareAndSwap(false, true) {
+			if rng, to, ok := n.handOffChoice(); ok {
+				wg.Go(func() {
+					defer handing.Store(false)
+					n.handOff(ctx, rng, to)
+				})
+			} else {
+				handing.Store(false)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// handOffChoice picks a range to hand off and the node to hand it to:
+// the least loaded live node (fewest ranges, then lowest id), when this
+// node holds at least two ranges more; the range with the fewest tasks
+// in flight among those held and not being taken or given up.
+func (n *Node) handOffChoice() (int, string, bool) {
+	now := n.cfg.Now()
+	loads := n.view.loads(now)
+	var to string
+	for node, l := range loads {
+		if node == n.cfg.NodeID || !n.view.live(node, now) {
+			continue
+		}
+		if to == "" || l < loads[to] || l == loads[to] && node < to {
+			to = node
+		}
+	}
+	if to == "" {
+		return 0, "", false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	type cand struct{ rng, inflight int }
+	var cands []cand
+	held := 0
+	for rng, rs := range n.ranges {
+		if rs.lease == nil {
+			continue
+		}
+		held++
+		if rs.busy || len(rs.tables) == 0 || !rs.lease.valid(now, n.cfg.LeaseTTL/6) {
+			continue
+		}
+		c := cand{rng: rng}
+		for _, st := range rs.tables {
+			c.inflight += len(st.inflight)
+		}
+		cands = append(cands, c)
+	}
+	if held-loads[to] < 2 || len(cands) == 0 {
+		return 0, "", false
+	}
+	c := slices.MinFunc(cands, func(a, b cand) int { return cmp.Or(cmp.Compare(a.inflight, b.inflight), cmp.Compare(a.rng, b.rng)) })
+	return c.rng, to, true
+}
+
+// handOff gives the range to node to: its coordinators stop (no plan
+// starts once this began; each ends after its current step), then the
+// lease record is replaced by a hand-off record naming to and the tables
+// with their tasks in flight. If ctx ends first, or the record cannot be
+// written, the lease is released instead (deleted if still ours).
+func (n *Node) handOff(ctx context.Context, rng int, to string) {
+	n.mu.Lock()
+	rs := n.ranges[rng]
+	if rs == nil || rs.lease == nil || rs.busy || len(rs.tables) == 0 {
+		n.mu.Unlock()
+		return
+	}
+	rs.busy = true
+	rs.handed = map[string][]string{}
+	for _, st := range rs.tables {
+		st.stopping = true // no plan starts from now on
+		wake(st.wake)
+	}
+	n.mu.Unlock()
+	key := rangeKey(rng)
+	n.log.Info("handing range off", "range", key, "to", to)
+	// Every coordinator ends: after its current step, or at once when
+	// ctx ends (the node stops).
+	for {
+		n.mu.Lock()
+		left := len(rs.tables)
+		n.mu.Unlock()
+		if left == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	rs.stop(nil)
+	n.mu.Lock()
+	tables := rs.handed
+	for t, keys := range rs.inherited {
+		tables[t] = append(tables[t], keys...)
+	}
+	for _, w := range rs.waiting {
+		if _, ok := tables[w.table]; !ok {
+			tables[w.table] = nil
+		}
+	}
+	n.mu.Unlock()
+	n.traced(key, "range-")
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	handed := false
+	if ctx.Err() == nil {
+		err := n.leases.handOff(wctx, rs.lease, tables, to, n.cfg.Now().Add(n.handOffDeadline()))
+		if err != nil {
+			n.log.Warn("hand range off", "range", key, "to", to, "err", err)
+		} else {
+			handed = true
+			n.m.handOffs.Inc()
+			n.log.Info("range handed off", "range", key, "to", to, "tables", len(tables))
+		}
+	}
+	if !handed {
+		if err := n.leases.release(wctx, rs.lease); err != nil {
+			n.log.Warn("range lease not released; it expires at its deadline", "range", key, "err", err)
+		}
+	}
+	cancel()
+	n.m.leasesHeld.Dec()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ranges[rng] == rs {
+		delete(n.ranges, rng)
+	}
+	for _, w := range rs.waiting {
+		w.leaseQueued = false
+		if handed {
+			w.dirty = false // the receiver plans it
+		} else {
+			n.scheduleLocked(w)
+		}
+	}
+	rs.waiting = nil
+}
+
+// handedTo queues the tables of a range handed to this node, so it takes
+// the range at once (the watch saw the hand-off record).
+func (n *Node) handedTo(rec leaseRecord) {
+	if n.planner == nil {
+		return
+	}
+	for t := range rec.Tables {
+		n.noteVersion(t, 0)
+	}
+}
