@@ -281,11 +281,15 @@ func startNode(t testing.TB, nc *nats.Conn, cfg Config, p Planner, e Executor, c
 
 var errBoom = errors.New("boom")
 
-func gaugeValue(t testing.TB, g prometheus.Gauge) float64 {
+// metricValue is the value of a gauge or a counter.
+func metricValue(t testing.TB, g prometheus.Metric) float64 {
 	t.Helper()
 	var m dto.Metric
 	if err := g.Write(&m); err != nil {
 		t.Fatal(err)
+	}
+	if m.Counter != nil {
+		return m.GetCounter().GetValue()
 	}
 	return m.GetGauge().GetValue()
 }

@@ -206,7 +206,7 @@ func TestCorruptTaskHoldsTheTable(t *testing.T) {
 	if err := a.refreshHolds(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if v := gaugeValue(t, a.m.held.WithLabelValues("file:///bad.lance")); v != 1 {
+	if v := metricValue(t, a.m.held.WithLabelValues("file:///bad.lance")); v != 1 {
 		t.Fatalf("lanced_table_held = %v", v)
 	}
 	// A held table's later tasks are not executed (the good table's task

@@ -216,10 +216,11 @@ func (n *Node) handOff(ctx context.Context, rng int, to string) {
 	}
 	n.mu.Unlock()
 	n.traced(key, "range-")
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	handed := false
 	if ctx.Err() == nil {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		err := n.leases.handOff(wctx, rs.lease, tables, to, n.cfg.Now().Add(n.handOffDeadline()))
+		cancel()
 		if err != nil {
 			n.log.Warn("hand range off", "range", key, "to", to, "err", err)
 		} else {
@@ -229,26 +230,9 @@ func (n *Node) handOff(ctx context.Context, rng int, to string) {
 		}
 	}
 	if !handed {
-		if err := n.leases.release(wctx, rs.lease); err != nil {
-			n.log.Warn("range lease not released; it expires at its deadline", "range", key, "err", err)
-		}
+		n.releaseLease(ctx, rs.lease)
 	}
-	cancel()
-	n.m.leasesHeld.Dec()
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.ranges[rng] == rs {
-		delete(n.ranges, rng)
-	}
-	for _, w := range rs.waiting {
-		w.leaseQueued = false
-		if handed {
-			w.dirty = false // the receiver plans it
-		} else {
-			n.scheduleLocked(w)
-		}
-	}
-	rs.waiting = nil
+	n.dropRange(rng, rs, handed)
 }
 
 // handedTo queues the tables of a range handed to this node, so it takes

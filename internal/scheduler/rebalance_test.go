@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/lanced-dev/lanced/testenv/natstest"
 )
@@ -31,23 +29,28 @@ func (c *coordTracker) hook(node, table, stage string) {
 	defer c.mu.Unlock()
 	switch stage {
 	case "leased":
-		if o, ok := c.table[table]; ok && o != node {
-			c.violations = append(c.violations, fmt.Sprintf("%s: coordinator started on %s while %s ran one", table, node, o))
-		}
-		c.table[table] = node
+		c.take(c.table, table, node, "coordinator started")
 	case "stopped":
-		if c.table[table] == node {
-			delete(c.table, table)
-		}
+		c.drop(c.table, table, node)
 	case "range+":
-		if o, ok := c.rng[table]; ok && o != node {
-			c.violations = append(c.violations, fmt.Sprintf("%s taken by %s while %s held it", table, node, o))
-		}
-		c.rng[table] = node
+		c.take(c.rng, table, node, "lease taken")
 	case "range-":
-		if c.rng[table] == node {
-			delete(c.rng, table)
-		}
+		c.drop(c.rng, table, node)
+	}
+}
+
+// take records that node took key in m, and a violation if another node
+// had it. c.mu is held.
+func (c *coordTracker) take(m map[string]string, key, node, what string) {
+	if o, ok := m[key]; ok && o != node {
+		c.violations = append(c.violations, fmt.Sprintf("%s: %s on %s while %s had it", key, what, node, o))
+	}
+	m[key] = node
+}
+
+func (c *coordTracker) drop(m map[string]string, key, node string) {
+	if m[key] == node {
+		delete(m, key)
 	}
 }
 
@@ -179,7 +182,7 @@ func TestRangesMoveToANodeThatJoins(t *testing.T) {
 	handOffs := func(nodes ...node) float64 {
 		var sum float64
 		for _, n := range nodes {
-			sum += counterValue(t, n.n.m.handOffs)
+			sum += metricValue(t, n.n.m.handOffs)
 		}
 		return sum
 	}
@@ -201,7 +204,7 @@ func TestRangesMoveToANodeThatJoins(t *testing.T) {
 	if moved > 24 {
 		t.Errorf("%.0f hand-offs to move 21 ranges to c; want at most 24", moved)
 	}
-	if lost := counterValue(t, a.n.m.leaseLost) + counterValue(t, b.n.m.leaseLost) + counterValue(t, c.n.m.leaseLost); lost > 0 {
+	if lost := metricValue(t, a.n.m.leaseLost) + metricValue(t, b.n.m.leaseLost) + metricValue(t, c.n.m.leaseLost); lost > 0 {
 		t.Errorf("%.0f leases lost", lost)
 	}
 	// Balanced ranges stay put while the writer goes on.
@@ -250,52 +253,4 @@ func TestRangesMoveToANodeThatJoins(t *testing.T) {
 	for _, v := range tracker.failures() {
 		t.Error(v)
 	}
-}
-
-func counterValue(t testing.TB, c prometheus.Counter) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
-}
-
-// A table leased by a node of an earlier version (a per-table lease under
-// the table's id) is left to that node while its lease lasts; once it is
-// gone, this node plans the table.
-func TestTableLeasedByAnEarlierVersionIsLeftToIt(t *testing.T) {
-	s := natstest.Server(t)
-	planner := newListPlanner(0)
-	n, _, _ := startNode(t, natstest.Connect(t, s), fastConfig(t, "new"), planner, nil, nil)
-	old, free := "file:///tables/old.lance", "file:///tables/free.lance"
-	rec := fmt.Sprintf(`{"holder":"old-node","table":%q,"expires_unix_nano":%d,"in_flight":["k"]}`, old, time.Now().Add(time.Hour).UnixNano())
-	if _, err := n.q.leases.Put(context.Background(), TableID(old), []byte(rec)); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 5*time.Second, "the view sees the old lease", func() bool {
-		_, ok := n.view.legacyHolder(old, n.ID(), time.Now())
-		return ok
-	})
-	for _, tb := range []string{old, free} {
-		if err := n.Submit(context.Background(), tb, 1); err != nil {
-			t.Fatal(err)
-		}
-	}
-	waitFor(t, 10*time.Second, "the free table planned", func() bool { return planner.callCount(free) == 1 })
-	time.Sleep(time.Second)
-	if c := planner.callCount(old); c != 0 {
-		t.Fatalf("a table leased by an earlier version was planned %d times", c)
-	}
-	if err := n.q.leases.Delete(context.Background(), TableID(old)); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 5*time.Second, "the view sees the old lease gone", func() bool {
-		_, ok := n.view.legacyHolder(old, n.ID(), time.Now())
-		return !ok
-	})
-	if err := n.Submit(context.Background(), old, 2); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "the table planned once its old lease is gone", func() bool { return planner.callCount(old) == 1 })
 }

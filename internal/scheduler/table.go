@@ -224,13 +224,26 @@ func (n *Node) stopCoordinator(ctx context.Context, st *tableState, ls *lease, l
 func (n *Node) releaseRange(ctx context.Context, rng int, rs *rangeState) {
 	rs.stop(nil)
 	n.traced(rangeKey(rng), "range-")
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	if err := n.leases.release(rctx, rs.lease); err != nil {
-		// Nothing to retry: the record expires at its deadline and another
-		// node may take the range then.
-		n.log.Warn("range lease not released; it expires at its deadline", "range", rng, "err", err)
+	n.releaseLease(ctx, rs.lease)
+	n.dropRange(rng, rs, false)
+}
+
+// releaseLease deletes a range lease if it is still ours. Nothing is
+// retried on failure: the record expires at its deadline and another node
+// may take the range then.
+func (n *Node) releaseLease(ctx context.Context, ls *lease) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := n.leases.release(rctx, ls); err != nil {
+		n.log.Warn("range lease not released; it expires at its deadline", "range", ls.key, "err", err)
 	}
-	rcancel()
+}
+
+// dropRange forgets a range this node gave up (released or handed off):
+// the tables that asked for a coordinator meanwhile are queued for a new
+// lease attempt or, when the range was handed to another node, left to
+// it.
+func (n *Node) dropRange(rng int, rs *rangeState, handed bool) {
 	n.m.leasesHeld.Dec()
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -239,7 +252,11 @@ func (n *Node) releaseRange(ctx context.Context, rng int, rs *rangeState) {
 	}
 	for _, w := range rs.waiting {
 		w.leaseQueued = false
-		n.scheduleLocked(w)
+		if handed {
+			w.dirty = false // the receiver plans it
+		} else {
+			n.scheduleLocked(w)
+		}
 	}
 	rs.waiting = nil
 }
