@@ -97,6 +97,22 @@ func (p *daemonProc) has(msg, key, val string) bool {
 	return false
 }
 
+// stopByTERM sends SIGTERM to every process and waits up to d for each
+// to exit (the test's cleanup kills one that does not).
+func stopByTERM(t *testing.T, d time.Duration, procs ...*daemonProc) {
+	t.Helper()
+	for _, p := range procs {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range procs {
+		select {
+		case <-p.done:
+		case <-time.After(d):
+			t.Fatalf("%s did not stop within %v of SIGTERM", p.name, d)
+		}
+	}
+}
+
 func TestTwoDaemonProcessesShareWorkAndSurviveKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two daemon processes")

@@ -43,14 +43,7 @@ func TestDaemonSlicesHugeFragmentsAcrossWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows := 200_000
-	if v := os.Getenv("LANCED_SLICE_ROWS"); v != "" {
-		// The planner cuts no slice under 64 Ki rows: fewer than three
-		// of them would plan plain tasks and b would never be killed.
-		if rows, err = strconv.Atoi(v); err != nil || rows < 3*64*1024 {
-			t.Fatalf("LANCED_SLICE_ROWS=%q: want a row count of at least %d (three slices of 64 Ki rows)", v, 3*64*1024)
-		}
-	}
+	rows := sliceTestRows(t)
 	root := t.TempDir()
 	tables := filepath.Join(root, "tables")
 	stage := filepath.Join(root, "stage")
@@ -59,32 +52,9 @@ func TestDaemonSlicesHugeFragmentsAcrossWorkers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	repSrc := oracle.Build(t, oracle.Sized{Fragments: 1, RowsPerFragment: rows, VectorDim: 16}.Scenario(), stage)
-	oracle.RunOps(t, repSrc, []oracle.Op{{"op": "add_columns", "columns": []map[string]string{{"name": "doubled", "value_sql": "id * 2"}}}})
-	rwSrc := oracle.Build(t, oracle.Sized{Fragments: 1, RowsPerFragment: rows, VectorDim: 16, DeleteEvery: 7}.Scenario(), stage)
+	srcs, want, sliceBytes := buildSliceTables(t, stage, rows)
 	paths := map[string]string{"rep": filepath.Join(tables, "rep.lance"), "rw": filepath.Join(tables, "rw.lance")}
-	want := map[string]map[string]string{}
-	before := map[string][]string{}
-	var sliceBytes uint64
-	for name, src := range map[string]string{"rep": repSrc, "rw": rwSrc} {
-		want[name] = oracle.Digest(oracle.Scan(t, src, 0, nil))
-		_, m := tabletest.Open(t, "file://"+src)
-		var n uint64
-		for _, df := range m.PB.GetFragments()[0].GetFiles() {
-			n += df.GetFileSizeBytes()
-		}
-		if sliceBytes == 0 || n/3+1 < sliceBytes {
-			sliceBytes = n/3 + 1
-		}
-	}
-	pol := filepath.Join(root, "policies")
-	if err := os.MkdirAll(pol, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	hcl := fmt.Sprintf("defaults {\n  compaction { slice_bytes = %d }\n  repack { max_data_files_per_fragment = 1 }\n}\n", sliceBytes)
-	if err := os.WriteFile(filepath.Join(pol, "slices.hcl"), []byte(hcl), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pol := writeSlicePolicy(t, root, sliceBytes)
 
 	natsAddr := freeAddr(t)
 	auth := natsAuth(t, root, "slice-workers-test-password")
@@ -98,13 +68,99 @@ func TestDaemonSlicesHugeFragmentsAcrossWorkers(t *testing.T) {
 	c := startDaemonProc(t, bin, "c", config("c", client, 1), filepath.Join(root, "c"))
 	waitUntil(t, 60*time.Second, "b and c running", func() bool { return b.has("lanced running", "", "") && c.has("lanced running", "", "") })
 	// The tables appear once every worker is up, so the slices spread.
-	for name, src := range map[string]string{"rep": repSrc, "rw": rwSrc} {
+	before := map[string][]string{}
+	for name, src := range srcs {
 		if err := os.Rename(src, paths[name]); err != nil {
 			t.Fatal(err)
 		}
 		before[name] = treeFiles(t, paths[name])
 	}
 
+	victims := sliceVictims(t, b)
+	waitJoinsSettled(t, a, c)
+	started, joins := checkSliceSpread(t, a, b, c, victims)
+	stopByTERM(t, 120*time.Second, a, c)
+
+	// Real Lance judges.
+	for name, path := range paths {
+		if got := oracle.Digest(oracle.Scan(t, path, 0, nil)); !maps.Equal(got, want[name]) {
+			t.Fatalf("%s: real Lance reads different rows after the daemons", name)
+		}
+	}
+	if r := oracle.Inspect(t, paths["rep"], 0); r.Fragments != 1 || r.DataFiles != 1 {
+		t.Fatalf("rep after the repack: %+v", r)
+	}
+	if r := oracle.Inspect(t, paths["rw"], 0); r.DeletedRows != 0 || r.Fragments != 1 {
+		t.Fatalf("rw after the rewrite: %+v", r)
+	}
+
+	removed := 0
+	for name, path := range paths {
+		removed += cleanSlicePieces(t, name, path, before[name], want[name])
+	}
+	if removed == 0 {
+		t.Fatal("the killed worker left no piece behind")
+	}
+	t.Logf("%d rows per fragment, slice_bytes %d: %d slices on a, b, c; b killed in %v; joins %v; %d orphan(s) removed",
+		rows, sliceBytes, started, victims, joins, removed)
+}
+
+// sliceTestRows is the rows per fragment: LANCED_SLICE_ROWS, or 200,000.
+func sliceTestRows(t *testing.T) int {
+	v := os.Getenv("LANCED_SLICE_ROWS")
+	if v == "" {
+		return 200_000
+	}
+	// The planner cuts no slice under 64 Ki rows: fewer than three of them
+	// would plan plain tasks and b would never be killed.
+	rows, err := strconv.Atoi(v)
+	if err != nil || rows < 3*64*1024 {
+		t.Fatalf("LANCED_SLICE_ROWS=%q: want a row count of at least %d (three slices of 64 Ki rows)", v, 3*64*1024)
+	}
+	return rows
+}
+
+// buildSliceTables has real Lance write the two one-fragment tables in
+// stage: "rep" backfilled by add_columns, "rw" with every 7th row
+// deleted. It returns their paths, the digest of their rows, and a
+// slice_bytes that cuts the smaller fragment's files into three slices.
+func buildSliceTables(t *testing.T, stage string, rows int) (srcs map[string]string, want map[string]map[string]string, sliceBytes uint64) {
+	repSrc := oracle.Build(t, oracle.Sized{Fragments: 1, RowsPerFragment: rows, VectorDim: 16}.Scenario(), stage)
+	oracle.RunOps(t, repSrc, []oracle.Op{{"op": "add_columns", "columns": []map[string]string{{"name": "doubled", "value_sql": "id * 2"}}}})
+	rwSrc := oracle.Build(t, oracle.Sized{Fragments: 1, RowsPerFragment: rows, VectorDim: 16, DeleteEvery: 7}.Scenario(), stage)
+	srcs = map[string]string{"rep": repSrc, "rw": rwSrc}
+	want = map[string]map[string]string{}
+	for name, src := range srcs {
+		want[name] = oracle.Digest(oracle.Scan(t, src, 0, nil))
+		_, m := tabletest.Open(t, "file://"+src)
+		var n uint64
+		for _, df := range m.PB.GetFragments()[0].GetFiles() {
+			n += df.GetFileSizeBytes()
+		}
+		if sliceBytes == 0 || n/3+1 < sliceBytes {
+			sliceBytes = n/3 + 1
+		}
+	}
+	return srcs, want, sliceBytes
+}
+
+// writeSlicePolicy writes the policy directory: slice_bytes, and one data
+// file per fragment as the repack goal.
+func writeSlicePolicy(t *testing.T, root string, sliceBytes uint64) string {
+	pol := filepath.Join(root, "policies")
+	if err := os.MkdirAll(pol, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hcl := fmt.Sprintf("defaults {\n  compaction { slice_bytes = %d }\n  repack { max_data_files_per_fragment = 1 }\n}\n", sliceBytes)
+	if err := os.WriteFile(filepath.Join(pol, "slices.hcl"), []byte(hcl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return pol
+}
+
+// sliceVictims waits for b's kill -9 at its failpoint and returns the
+// slice tasks b had started.
+func sliceVictims(t *testing.T, b *daemonProc) []string {
 	select {
 	case <-b.done:
 	case <-time.After(180 * time.Second):
@@ -123,6 +179,13 @@ func TestDaemonSlicesHugeFragmentsAcrossWorkers(t *testing.T) {
 	if len(victims) == 0 {
 		t.Fatal("b died outside a slice task")
 	}
+	return victims
+}
+
+// waitJoinsSettled waits until a or c committed both joins (a rewrite and
+// an update) and every task a and c started has ended (its outcome, and
+// any error on the way, is logged); neither logged an error.
+func waitJoinsSettled(t *testing.T, a, c *daemonProc) {
 	joined := func(kind string) bool {
 		for _, p := range []*daemonProc{a, c} {
 			for _, l := range p.snapshot() {
@@ -134,8 +197,6 @@ func TestDaemonSlicesHugeFragmentsAcrossWorkers(t *testing.T) {
 		return false
 	}
 	waitUntil(t, 300*time.Second, "both joins committed", func() bool { return joined("rewrite") && joined("update") })
-	// Every task a and c started has ended (its outcome, and any error on
-	// the way, is logged) before their logs are judged.
 	waitUntil(t, 120*time.Second, "every task on a and c ended", func() bool {
 		for _, p := range []*daemonProc{a, c} {
 			open := map[string]int{}
@@ -163,9 +224,14 @@ func TestDaemonSlicesHugeFragmentsAcrossWorkers(t *testing.T) {
 			}
 		}
 	}
+}
 
-	// Who ran what: every slice started once on a or c, except that b's
-	// slices were also started (and never finished) on b.
+// checkSliceSpread checks who ran what: every slice started once on a or
+// c, except that b's slices were also started (and never finished) on b;
+// at least 6 slices over all three processes; one join per table that
+// copied the pages of at least 3 pieces and re-encoded none. It returns
+// the slice count and the joins' log lines.
+func checkSliceSpread(t *testing.T, a, b, c *daemonProc, victims []string) (int, []map[string]any) {
 	started := map[string]int{}
 	ranOn := map[string]map[string]bool{}
 	var joins []map[string]any
@@ -211,86 +277,63 @@ func TestDaemonSlicesHugeFragmentsAcrossWorkers(t *testing.T) {
 			t.Fatalf("join did not page-copy its pieces: %v", l)
 		}
 	}
-	_ = a.cmd.Process.Signal(syscall.SIGTERM)
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	for _, p := range []*daemonProc{a, c} {
-		select {
-		case <-p.done:
-		case <-time.After(120 * time.Second):
-			t.Fatalf("%s did not stop within 120s of SIGTERM", p.name) // its cleanup kills it
-		}
-	}
+	return len(started), joins
+}
 
-	// Real Lance judges.
-	for name, path := range paths {
-		if got := oracle.Digest(oracle.Scan(t, path, 0, nil)); !maps.Equal(got, want[name]) {
-			t.Fatalf("%s: real Lance reads different rows after the daemons", name)
-		}
-	}
-	if r := oracle.Inspect(t, paths["rep"], 0); r.Fragments != 1 || r.DataFiles != 1 {
-		t.Fatalf("rep after the repack: %+v", r)
-	}
-	if r := oracle.Inspect(t, paths["rw"], 0); r.DeletedRows != 0 || r.Fragments != 1 {
-		t.Fatalf("rw after the rewrite: %+v", r)
-	}
-
-	// b's piece: unreferenced, in b's journal entry, gone after cleanup.
+// cleanSlicePieces checks that every file under path that was not there
+// before and no version references (the piece the killed worker left) is
+// in a slice task's journal entry, that one cleanup pass removes them all
+// and that real Lance still reads the rows want digests. It returns how
+// many it removed.
+func cleanSlicePieces(t *testing.T, name, path string, before []string, want map[string]string) int {
 	ctx := context.Background()
-	removed := 0
-	for name, path := range paths {
-		uri := "file://" + path
-		ref := referencedFiles(t, uri)
-		var orphans []string
-		for _, k := range treeFiles(t, path) {
-			if !slices.Contains(before[name], k) && !ref[k] {
-				orphans = append(orphans, k)
-			}
-		}
-		bkt, err := store.Open(ctx, uri)
-		if err != nil {
-			t.Fatal(err)
-		}
-		entries, err := journal.ListPending(ctx, bkt, slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, k := range orphans {
-			if base := filepath.Base(k); strings.HasSuffix(base, ".lanced.tmp") && strings.HasPrefix(base, ".") {
-				n := strings.TrimSuffix(strings.TrimPrefix(base, "."), ".lanced.tmp")
-				k = filepath.ToSlash(filepath.Join(filepath.Dir(k), n[:max(0, strings.LastIndexByte(n, '.'))]))
-			}
-			if !slices.ContainsFunc(entries, func(e *journal.PendingEntry) bool {
-				return slices.Contains(e.Files, k) && strings.HasPrefix(e.TaskID, "slice/")
-			}) {
-				t.Fatalf("%s: orphan %s is in no slice's journal entry: %+v", name, k, entries)
-			}
-		}
-		opts, err := cleanup.TableCleanupOptions(ctx, bkt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		opts.OlderThan, opts.UnverifiedAfter, opts.StaleTaskAfter = 1000*24*time.Hour, 0, time.Nanosecond
-		cl, err := cleanup.NewCleaner(nil, slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := cl.Run(ctx, bkt, opts, false); err != nil {
-			t.Fatal(err)
-		}
-		_ = bkt.Close()
-		for _, k := range orphans {
-			if _, err := os.Stat(filepath.Join(path, k)); err == nil {
-				t.Fatalf("%s: orphan %s survived cleanup", name, k)
-			}
-		}
-		removed += len(orphans)
-		if got := oracle.Digest(oracle.Scan(t, path, 0, nil)); !maps.Equal(got, want[name]) {
-			t.Fatalf("%s: rows changed after cleanup", name)
+	uri := "file://" + path
+	ref := referencedFiles(t, uri)
+	var orphans []string
+	for _, k := range treeFiles(t, path) {
+		if !slices.Contains(before, k) && !ref[k] {
+			orphans = append(orphans, k)
 		}
 	}
-	if removed == 0 {
-		t.Fatal("the killed worker left no piece behind")
+	bkt, err := store.Open(ctx, uri)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("%d rows per fragment, slice_bytes %d: %d slices on a, b, c; b killed in %v; joins %v; %d orphan(s) removed",
-		rows, sliceBytes, len(started), victims, joins, removed)
+	defer bkt.Close()
+	entries, err := journal.ListPending(ctx, bkt, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range orphans {
+		if base := filepath.Base(k); strings.HasSuffix(base, ".lanced.tmp") && strings.HasPrefix(base, ".") {
+			n := strings.TrimSuffix(strings.TrimPrefix(base, "."), ".lanced.tmp")
+			k = filepath.ToSlash(filepath.Join(filepath.Dir(k), n[:max(0, strings.LastIndexByte(n, '.'))]))
+		}
+		if !slices.ContainsFunc(entries, func(e *journal.PendingEntry) bool {
+			return slices.Contains(e.Files, k) && strings.HasPrefix(e.TaskID, "slice/")
+		}) {
+			t.Fatalf("%s: orphan %s is in no slice's journal entry: %+v", name, k, entries)
+		}
+	}
+	opts, err := cleanup.TableCleanupOptions(ctx, bkt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.OlderThan, opts.UnverifiedAfter, opts.StaleTaskAfter = 1000*24*time.Hour, 0, time.Nanosecond
+	cl, err := cleanup.NewCleaner(nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := cl.Run(ctx, bkt, opts, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range orphans {
+		if _, err := os.Stat(filepath.Join(path, k)); err == nil {
+			t.Fatalf("%s: orphan %s survived cleanup", name, k)
+		}
+	}
+	if got := oracle.Digest(oracle.Scan(t, path, 0, nil)); !maps.Equal(got, want) {
+		t.Fatalf("%s: rows changed after cleanup", name)
+	}
+	return len(orphans)
 }
