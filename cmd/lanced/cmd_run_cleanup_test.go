@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -56,6 +57,54 @@ func pendingEntries(t *testing.T, tableDir string) []journal.PendingEntry {
 		out = append(out, pe)
 	}
 	return out
+}
+
+// journaledOrphansCleaned requires every orphan (a file under the local
+// table path that no version references) to be in a journal entry of a
+// task whose id starts with taskPrefix, then runs one cleanup pass that
+// treats every daemon's entry as dead (StaleTaskAfter 1ns) and requires
+// every orphan gone. A write a kill interrupted is the local store's
+// temporary ".<name>.<hex>.lanced.tmp"; the journal holds <name>.
+func journaledOrphansCleaned(t *testing.T, path string, orphans []string, taskPrefix string) {
+	t.Helper()
+	ctx := context.Background()
+	bkt, err := store.Open(ctx, "file://"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bkt.Close()
+	entries, err := journal.ListPending(ctx, bkt, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range orphans {
+		if base := filepath.Base(k); strings.HasSuffix(base, ".lanced.tmp") && strings.HasPrefix(base, ".") {
+			name := strings.TrimSuffix(strings.TrimPrefix(base, "."), ".lanced.tmp")
+			k = filepath.ToSlash(filepath.Join(filepath.Dir(k), name[:max(0, strings.LastIndexByte(name, '.'))]))
+		}
+		if !slices.ContainsFunc(entries, func(e *journal.PendingEntry) bool {
+			return slices.Contains(e.Files, k) && strings.HasPrefix(e.TaskID, taskPrefix)
+		}) {
+			t.Fatalf("%s: orphan %s is in no journal entry of a %q task: %+v", path, k, taskPrefix, entries)
+		}
+	}
+	opts, err := cleanup.TableCleanupOptions(ctx, bkt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.OlderThan, opts.UnverifiedAfter, opts.StaleTaskAfter = 1000*24*time.Hour, 0, time.Nanosecond
+	cl, err := cleanup.NewCleaner(nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := cl.Run(ctx, bkt, opts, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range orphans {
+		if _, err := os.Stat(filepath.Join(path, k)); err == nil {
+			t.Fatalf("%s: orphan %s survived cleanup", path, k)
+		}
+	}
 }
 
 func exists(t *testing.T, path string) bool {

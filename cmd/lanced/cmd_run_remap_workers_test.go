@@ -2,9 +2,7 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,9 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lanced-dev/lanced/internal/engine/cleanup"
-	"github.com/lanced-dev/lanced/internal/engine/journal"
-	"github.com/lanced-dev/lanced/internal/store"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
@@ -174,44 +169,7 @@ func TestDaemonRemapTasksRunOnWorkersAndSurviveAKilledWorker(t *testing.T) {
 	if !slices.ContainsFunc(orphans, func(k string) bool { return strings.HasPrefix(k, "_indices/") }) {
 		t.Fatalf("no unreferenced index file left by the killed worker: %v", orphans)
 	}
-	ctx := context.Background()
-	bkt, err := store.Open(ctx, uri)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bkt.Close()
-	entries, err := journal.ListPending(ctx, bkt, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range orphans {
-		// A write the kill interrupted is the local store's temporary
-		// ".<name>.<hex>.lanced.tmp"; the journal holds <name>.
-		if base := filepath.Base(k); strings.HasSuffix(base, ".lanced.tmp") && strings.HasPrefix(base, ".") {
-			name := strings.TrimSuffix(strings.TrimPrefix(base, "."), ".lanced.tmp")
-			k = filepath.ToSlash(filepath.Join(filepath.Dir(k), name[:max(0, strings.LastIndexByte(name, '.'))]))
-		}
-		if !slices.ContainsFunc(entries, func(e *journal.PendingEntry) bool { return slices.Contains(e.Files, k) }) {
-			t.Fatalf("orphan %s is in no journal entry: %+v", k, entries)
-		}
-	}
-	opts, err := cleanup.TableCleanupOptions(ctx, bkt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.OlderThan, opts.UnverifiedAfter, opts.StaleTaskAfter = 1000*24*time.Hour, 0, time.Nanosecond
-	cl, err := cleanup.NewCleaner(nil, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := cl.Run(ctx, bkt, opts, false); err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range orphans {
-		if _, err := os.Stat(filepath.Join(path, k)); err == nil {
-			t.Fatalf("orphan %s survived cleanup", k)
-		}
-	}
+	journaledOrphansCleaned(t, path, orphans, "")
 	if d, n := rowsDigest(oracle.Scan(t, path, 0, nil)); n != wantRows || d != wantDigest {
 		t.Fatal("rows changed after cleanup")
 	}

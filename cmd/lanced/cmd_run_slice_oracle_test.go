@@ -1,23 +1,17 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/lanced-dev/lanced/internal/engine/cleanup"
-	"github.com/lanced-dev/lanced/internal/engine/journal"
 	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
-	"github.com/lanced-dev/lanced/internal/store"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
@@ -286,52 +280,14 @@ func checkSliceSpread(t *testing.T, a, b, c *daemonProc, victims []string) (int,
 // and that real Lance still reads the rows want digests. It returns how
 // many it removed.
 func cleanSlicePieces(t *testing.T, name, path string, before []string, want map[string]string) int {
-	ctx := context.Background()
-	uri := "file://" + path
-	ref := referencedFiles(t, uri)
+	ref := referencedFiles(t, "file://"+path)
 	var orphans []string
 	for _, k := range treeFiles(t, path) {
 		if !slices.Contains(before, k) && !ref[k] {
 			orphans = append(orphans, k)
 		}
 	}
-	bkt, err := store.Open(ctx, uri)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bkt.Close()
-	entries, err := journal.ListPending(ctx, bkt, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range orphans {
-		if base := filepath.Base(k); strings.HasSuffix(base, ".lanced.tmp") && strings.HasPrefix(base, ".") {
-			n := strings.TrimSuffix(strings.TrimPrefix(base, "."), ".lanced.tmp")
-			k = filepath.ToSlash(filepath.Join(filepath.Dir(k), n[:max(0, strings.LastIndexByte(n, '.'))]))
-		}
-		if !slices.ContainsFunc(entries, func(e *journal.PendingEntry) bool {
-			return slices.Contains(e.Files, k) && strings.HasPrefix(e.TaskID, "slice/")
-		}) {
-			t.Fatalf("%s: orphan %s is in no slice's journal entry: %+v", name, k, entries)
-		}
-	}
-	opts, err := cleanup.TableCleanupOptions(ctx, bkt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.OlderThan, opts.UnverifiedAfter, opts.StaleTaskAfter = 1000*24*time.Hour, 0, time.Nanosecond
-	cl, err := cleanup.NewCleaner(nil, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := cl.Run(ctx, bkt, opts, false); err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range orphans {
-		if _, err := os.Stat(filepath.Join(path, k)); err == nil {
-			t.Fatalf("%s: orphan %s survived cleanup", name, k)
-		}
-	}
+	journaledOrphansCleaned(t, path, orphans, "slice/")
 	if got := oracle.Digest(oracle.Scan(t, path, 0, nil)); !maps.Equal(got, want) {
 		t.Fatalf("%s: rows changed after cleanup", name)
 	}
