@@ -15,7 +15,7 @@ import (
 // reads (0 where the manifest records no size). A remap reads index files,
 // not rows: 0, 0.
 func TaskSize(m *tablepb.Manifest, t job.Task) (rows, bytes int64) {
-	if t.Remap != nil || t.Join != nil {
+	if remapOf(t) != nil || t.Join != nil {
 		return 0, 0
 	}
 	if t.Slice != nil {

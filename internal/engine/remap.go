@@ -35,6 +35,58 @@ import (
 // _indices/<new uuid>/, every file recorded in the journal before it is
 // written and measured exactly as written.
 func ExecuteRemap(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, t *job.RemapTask) (out *job.RemapOutput, err error) {
+	in, err := remapInputs(ctx, tbl, m, t, true)
+	if err != nil {
+		return nil, err
+	}
+	rm, ok := index.RemapperFor(in.kind)
+	if !ok {
+		return nil, fmt.Errorf("index %q (%s): %w", in.seg.GetName(), in.kind, index.ErrNoRemapper)
+	}
+	b := tbl.Bucket()
+	newID := uuid.New()
+	w := &segmentWriter{ctx: ctx, b: b, dir: path.Join(format.IndicesDir, newID.String())}
+	out = &job.RemapOutput{Remap: t, NewUUID: newID[:]}
+	defer func() {
+		if err != nil {
+			deleteKeys(context.WithoutCancel(ctx), b, w.keys)
+			out = nil
+		}
+	}()
+	failpoint.Hit("remap.start")
+	res, err := rm.Remap(ctx, in.request(w, t.Seed))
+	if err != nil {
+		return out, fmt.Errorf("remap index %q (%s) segment %s: %w", in.seg.GetName(), in.kind, in.old.dir, err)
+	}
+	if err := w.check(in.seg, in.kind); err != nil {
+		return out, err
+	}
+	failpoint.Hit("remap.written")
+	out.Outputs = w.keys
+	out.Files = w.files
+	out.Rows, out.Dropped = res.Rows, res.Dropped
+	out.BytesWritten = w.written()
+	for _, f := range in.seg.GetFiles() {
+		out.BytesRead += int64(f.GetSizeBytes())
+	}
+	return out, nil
+}
+
+// remapInputs is what a remap, a remap part or a remap join reads: the
+// old segment and its kind, and (withMapping) the row-address mapping.
+type remapIn struct {
+	seg     *tablepb.IndexMetadata
+	kind    index.Kind
+	old     *segmentReader
+	mapping index.Mapping
+	groups  []index.RewriteGroup
+}
+
+// remapInputs checks the task against m, the manifest of its read
+// version, and rebuilds the row-address mapping from the read version's
+// deletion files and the task's groups (memory: one deletion bitmap per
+// rewritten fragment of the groups, never one entry per row).
+func remapInputs(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, t *job.RemapTask, withMapping bool) (*remapIn, error) {
 	if m.GetVersion() != t.ReadVersion {
 		return nil, fmt.Errorf("remap planned at version %d given manifest %d", t.ReadVersion, m.GetVersion())
 	}
@@ -45,13 +97,13 @@ func ExecuteRemap(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, t 
 	if seg.BaseId != nil {
 		return nil, fmt.Errorf("index %q lives in base %d: %w", seg.GetName(), seg.GetBaseId(), job.ErrUnsupported)
 	}
-	kind := index.Detect(seg)
-	rm, ok := index.RemapperFor(kind)
-	if !ok {
-		return nil, fmt.Errorf("index %q (%s): %w", seg.GetName(), kind, index.ErrNoRemapper)
+	in := &remapIn{seg: seg, kind: index.Detect(seg),
+		old: &segmentReader{b: tbl.Bucket(), dir: path.Join(format.IndicesDir, (&index.Segment{Meta: seg}).UUID()), seg: seg}}
+	if !withMapping {
+		return in, nil
 	}
 	frags := format.FragmentsByID(m)
-	groups, err := t.MappingGroups(func(id uint64) (index.OldFragment, error) {
+	in.groups, err = t.MappingGroups(func(id uint64) (index.OldFragment, error) {
 		f := frags[id]
 		if f == nil {
 			return index.OldFragment{}, fmt.Errorf("remap: fragment %d is not in version %d: %w", id, m.GetVersion(), job.ErrStale)
@@ -65,48 +117,124 @@ func ExecuteRemap(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, t 
 	if err != nil {
 		return nil, err
 	}
-	mapping, err := index.NewCompactionMapping(groups)
+	mapping, err := index.NewCompactionMapping(in.groups)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", job.ErrInvalidTask, err)
 	}
+	in.mapping = mapping
+	return in, nil
+}
+
+func (in *remapIn) request(w index.SegmentWriter, seed uint64) index.RemapRequest {
+	return index.RemapRequest{Segment: in.seg, Kind: in.kind, Mapping: in.mapping, Groups: in.groups, Old: in.old, New: w, Seed: seed}
+}
+
+// partRemapper is the kind's index.PartRemapper.
+func (in *remapIn) partRemapper() (index.PartRemapper, error) {
+	pr, ok := index.PartRemapperFor(in.kind)
+	if !ok {
+		return nil, fmt.Errorf("index %q (%s) does not remap in parts: %w", in.seg.GetName(), in.kind, index.ErrNoRemapper)
+	}
+	return pr, nil
+}
+
+// ExecuteRemapPart runs one part of a remap planned in parts (a
+// job.SliceTask whose parent is a remap): the remapped units of its range
+// are written as pieces into a directory of their own under _indices/,
+// every file journaled before it is written. On error they are deleted.
+func ExecuteRemapPart(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, s *job.SliceTask) (out *job.SliceOutput, err error) {
+	t := s.Remap
+	in, err := remapInputs(ctx, tbl, m, t, true)
+	if err != nil {
+		return nil, err
+	}
+	pr, err := in.partRemapper()
+	if err != nil {
+		return nil, err
+	}
 	b := tbl.Bucket()
-	newID := uuid.New()
-	oldDir := path.Join(format.IndicesDir, (&index.Segment{Meta: seg}).UUID())
-	newDir := path.Join(format.IndicesDir, newID.String())
-	w := &segmentWriter{ctx: ctx, b: b, dir: newDir}
-	out = &job.RemapOutput{Remap: t, NewUUID: newID[:]}
+	dir := path.Join(format.IndicesDir, uuid.NewString())
+	w := &segmentWriter{ctx: ctx, b: b, dir: dir}
 	defer func() {
 		if err != nil {
 			deleteKeys(context.WithoutCancel(ctx), b, w.keys)
 			out = nil
 		}
 	}()
-	failpoint.Hit("remap.start")
-	res, err := rm.Remap(ctx, index.RemapRequest{
-		Segment: seg, Kind: kind, Mapping: mapping, Groups: groups,
-		Old: &segmentReader{b: b, dir: oldDir, seg: seg}, New: w, Seed: t.Seed,
-	})
+	r := s.Range()
+	res, err := pr.RemapPart(ctx, in.request(w, t.Seed), index.PartRange{Lo: int(r.Lo), Hi: int(r.Hi)})
 	if err != nil {
-		return out, fmt.Errorf("remap index %q (%s) segment %s: %w", seg.GetName(), kind, oldDir, err)
+		return nil, fmt.Errorf("remap index %q (%s) segment %s, part [%d,%d): %w", in.seg.GetName(), in.kind, in.old.dir, r.Lo, r.Hi, err)
 	}
-	if w.open > 0 {
-		return out, fmt.Errorf("remap index %q: %d files left open by the %s remapper", seg.GetName(), w.open, kind)
+	if err := w.check(in.seg, in.kind); err != nil {
+		return nil, err
 	}
-	if len(w.files) == 0 {
-		return out, fmt.Errorf("remap index %q: the %s remapper wrote no file", seg.GetName(), kind)
+	failpoint.Hit("remap.part")
+	out = &job.SliceOutput{Slice: s, Outputs: w.keys, RowsRead: res.Rows + res.Dropped, RowsWritten: res.Rows, BytesWritten: w.written()}
+	out.Pieces = []job.Piece{{Slice: s.Index, Rows: res.Rows, Dropped: res.Dropped, Dir: dir, Files: w.files}}
+	return out, nil
+}
+
+// ExecuteRemapJoin joins the pieces of every part of a remap into the new
+// segment (index.PartRemapper.JoinParts: page copy, nothing decoded) and
+// returns the remap's job, ready to commit like a remap run in one task.
+// Pieces gone (an earlier run of this join committed or gave up) make it
+// stale.
+func ExecuteRemapJoin(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, jt *job.JoinTask) (out *job.RemapOutput, err error) {
+	t := jt.Remap
+	in, err := remapInputs(ctx, tbl, m, t, false)
+	if err != nil {
+		return nil, err
+	}
+	pr, err := in.partRemapper()
+	if err != nil {
+		return nil, err
+	}
+	pieces := slices.Clone(jt.Pieces)
+	slices.SortFunc(pieces, func(a, b job.Piece) int { return a.Slice - b.Slice })
+	if len(pieces) != len(t.Slices) {
+		return nil, fmt.Errorf("%w: join of %d parts has %d pieces", job.ErrInvalidTask, len(t.Slices), len(pieces))
+	}
+	b := tbl.Bucket()
+	parts := make([]index.SegmentReader, len(pieces))
+	var rows, dropped uint64
+	var read int64
+	for i, p := range pieces {
+		if p.Slice != i || p.Dir == "" || path.Dir(p.Dir) != format.IndicesDir {
+			return nil, fmt.Errorf("%w: piece %d of the join (part %d, dir %q)", job.ErrInvalidTask, i, p.Slice, p.Dir)
+		}
+		meta := &tablepb.IndexMetadata{}
+		for _, f := range p.Files {
+			if _, err := b.Attributes(ctx, p.Dir+"/"+f.Name); errors.Is(err, store.ErrNotFound) {
+				return nil, fmt.Errorf("piece %s/%s is gone: %w: %w", p.Dir, f.Name, job.ErrStale, err)
+			}
+			meta.Files = append(meta.Files, &tablepb.IndexFile{Path: f.Name, SizeBytes: uint64(f.Size)})
+			read += f.Size
+		}
+		parts[i] = &segmentReader{b: b, dir: p.Dir, seg: meta}
+		rows, dropped = rows+p.Rows, dropped+p.Dropped
+	}
+	newID := uuid.New()
+	w := &segmentWriter{ctx: ctx, b: b, dir: path.Join(format.IndicesDir, newID.String())}
+	defer func() {
+		if err != nil {
+			deleteKeys(context.WithoutCancel(ctx), b, w.keys)
+			out = nil
+		}
+	}()
+	res, err := pr.JoinParts(ctx, in.request(w, t.Seed), parts)
+	if err != nil {
+		return nil, fmt.Errorf("join %d parts of index %q (%s) segment %s: %w", len(parts), in.seg.GetName(), in.kind, in.old.dir, err)
+	}
+	if err := w.check(in.seg, in.kind); err != nil {
+		return nil, err
+	}
+	if res.Rows != rows {
+		return nil, fmt.Errorf("%w: index %q: the join wrote %d rows, its parts %d", job.ErrInvariant, in.seg.GetName(), res.Rows, rows)
 	}
 	failpoint.Hit("remap.written")
-	out.Outputs = w.keys
-	out.Files = w.files
-	sort.Slice(out.Files, func(i, j int) bool { return out.Files[i].Name < out.Files[j].Name })
-	out.Rows, out.Dropped = res.Rows, res.Dropped
-	for _, f := range w.files {
-		out.BytesWritten += f.Size
-	}
-	for _, f := range seg.GetFiles() {
-		out.BytesRead += int64(f.GetSizeBytes())
-	}
-	return out, nil
+	return &job.RemapOutput{Remap: t, Join: jt, NewUUID: newID[:], Files: w.files, Outputs: w.keys, Rows: rows, Dropped: dropped,
+		BytesRead: read, BytesWritten: w.written()}, nil
 }
 
 // segmentReader reads an old segment's files from the table's bucket.
@@ -185,6 +313,28 @@ type segmentFile struct {
 	n      int64
 	err    error
 	closed bool
+}
+
+// check fails if a remapper left a file open or wrote none; it sorts the
+// files written by name.
+func (w *segmentWriter) check(seg *tablepb.IndexMetadata, kind index.Kind) error {
+	if w.open > 0 {
+		return fmt.Errorf("remap index %q: %d files left open by the %s remapper", seg.GetName(), w.open, kind)
+	}
+	if len(w.files) == 0 {
+		return fmt.Errorf("remap index %q: the %s remapper wrote no file", seg.GetName(), kind)
+	}
+	sort.Slice(w.files, func(i, j int) bool { return w.files[i].Name < w.files[j].Name })
+	return nil
+}
+
+// written is the bytes of the files written.
+func (w *segmentWriter) written() int64 {
+	var n int64
+	for _, f := range w.files {
+		n += f.Size
+	}
+	return n
 }
 
 func (f *segmentFile) Write(p []byte) (int, error) {
@@ -342,7 +492,7 @@ func (r *Runner) prepareRemaps(ctx context.Context, rv uint64, jobs []job.Job) (
 		return pre, err
 	}
 	if r.QueueRemaps {
-		if err := queueRemaps(&pre, r.Table.URI(), rv, segs); err != nil {
+		if err := r.queueRemaps(ctx, &pre, rv, segs); err != nil {
 			return pre, err
 		}
 		// The rewrites no index covers wait too, so the read version's
@@ -361,24 +511,105 @@ func (r *Runner) prepareRemaps(ctx context.Context, rv uint64, jobs []job.Job) (
 	return pre, r.executeRemaps(ctx, &pre, m.PB, rv, segs)
 }
 
-// queueRemaps hands the remap of every segment of segs to workers: each
-// rewrite waits for the tasks of the segments that cover it.
-func queueRemaps(pre *remapPrep, uri string, rv uint64, segs []*segUse) error {
+// queueRemaps hands the remap of every segment of segs to workers (a
+// segment remapped in parts as its part tasks): each rewrite waits for
+// the tasks of the segments that cover it.
+func (r *Runner) queueRemaps(ctx context.Context, pre *remapPrep, rv uint64, segs []*segUse) error {
 	pre.waiting = map[*job.RewriteOutput][]string{}
 	for _, u := range segs {
-		task, ok, err := remapTask(uri, rv, u, nil)
+		task, ok, err := remapTask(r.Table.URI(), rv, u, nil)
 		if err != nil {
 			return err
 		}
 		if !ok {
 			continue
 		}
-		pre.queued = append(pre.queued, task)
+		r.splitRemap(ctx, task.Remap, u)
+		ts := task.Slices()
+		if ts == nil {
+			ts = []job.Task{task}
+		}
+		pre.queued = append(pre.queued, ts...)
 		for _, o := range u.jobs {
-			pre.waiting[o] = append(pre.waiting[o], task.Key())
+			for _, t := range ts {
+				pre.waiting[o] = append(pre.waiting[o], t.Key())
+			}
 		}
 	}
 	return nil
+}
+
+// splitRemap plans the remap of segment u in parts (t.Slices, ranges of
+// its units of work) when its kind remaps in parts and its files hold
+// more than the rewrites' index.remap_part_bytes (job.RemapParts). The
+// ranges come from the segment's own metadata (index.PartRemapper.Parts:
+// for IVF indices the stored rows per partition, read from
+// auxiliary.idx). A segment that cannot be cut is remapped in one task,
+// which reports what is wrong with it.
+func (r *Runner) splitRemap(ctx context.Context, t *job.RemapTask, u *segUse) {
+	var partBytes uint64
+	for _, o := range u.jobs {
+		if b := o.Rewrite.RemapPartBytes; b > 0 && (partBytes == 0 || b < partBytes) {
+			partBytes = b
+		}
+	}
+	pr, ok := index.PartRemapperFor(index.Detect(u.meta))
+	if partBytes == 0 || !ok || u.meta.BaseId != nil {
+		return
+	}
+	old := &segmentReader{b: r.Table.Bucket(), dir: path.Join(format.IndicesDir, (&index.Segment{Meta: u.meta}).UUID()), seg: u.meta}
+	files, err := old.Files(ctx)
+	if err != nil {
+		r.log().Warn("index remap not split: segment files not listed", "table", r.name(), "index", u.meta.GetName(), "err", err)
+		return
+	}
+	var size uint64
+	for _, f := range files {
+		size += uint64(f.Size)
+	}
+	n := job.RemapParts(size, partBytes)
+	if n < 2 {
+		return
+	}
+	ranges, err := pr.Parts(ctx, old, n)
+	if err != nil {
+		r.log().Warn("index remap not split", "table", r.name(), "index", u.meta.GetName(), "err", err)
+		return
+	}
+	if len(ranges) < 2 {
+		return
+	}
+	t.Slices = make([]job.RowRange, len(ranges))
+	for i, pr := range ranges {
+		t.Slices[i] = job.RowRange{Lo: uint64(pr.Lo), Hi: uint64(pr.Hi)}
+	}
+	r.log().Info("index remap split into parts", "table", r.name(), "index", u.meta.GetName(), "segment", old.dir, "bytes", size, "parts", len(ranges))
+}
+
+// executeRemapTask runs a remap here: in one task, or, planned in parts,
+// each part and then the join, whose job it returns (the parts' pieces
+// are deleted once the join has copied them, or on failure).
+func (r *Runner) executeRemapTask(ctx context.Context, m *tablepb.Manifest, task job.Task) (Pending, error) {
+	parts := task.Slices()
+	if parts == nil {
+		return r.Execute(ctx, m, task)
+	}
+	var done []Pending
+	defer func() { r.Discard(ctx, done) }()
+	outs := make([]*job.SliceOutput, 0, len(parts))
+	for _, pt := range parts {
+		p, err := r.Execute(ctx, m, pt)
+		if err != nil {
+			return Pending{}, err
+		}
+		done = append(done, p)
+		outs = append(outs, p.Job.(*job.SliceOutput))
+	}
+	jt, err := job.NewJoin(task, outs)
+	if err != nil {
+		return Pending{}, err
+	}
+	return r.Execute(ctx, m, jt)
 }
 
 // remapCandidates are the rewrite jobs whose indices are remapped (under
@@ -528,7 +759,8 @@ func (r *Runner) executeRemaps(ctx context.Context, pre *remapPrep, m *tablepb.M
 		if !ok {
 			continue
 		}
-		p, err := r.Execute(ctx, m, task)
+		r.splitRemap(ctx, task.Remap, u)
+		p, err := r.executeRemapTask(ctx, m, task)
 		if err != nil {
 			if errors.Is(err, job.ErrInvariant) || ctx.Err() != nil {
 				r.Discard(ctx, pre.added)

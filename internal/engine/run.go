@@ -131,22 +131,37 @@ func (r *Runner) Execute(ctx context.Context, m *tablepb.Manifest, t job.Task) (
 	case t.Join != nil:
 		j, err = ExecuteJoin(jctx, r.Table, m, t.Join)
 	}
+	rt := remapOf(t)
 	if err != nil {
 		r.Journal.Discard(ctx, r.name(), b, jid)
-		if t.Remap != nil {
+		if rt != nil {
 			// An index file is not a fragment's: its segment is
 			// quarantined instead.
-			return Pending{}, r.quarantineIndex(ctx, t.Remap, err)
+			return Pending{}, r.quarantineIndex(ctx, rt, err)
 		}
 		return Pending{}, r.quarantine(ctx, m, t, err)
 	}
 	tp.finish(TaskSize(m, t))
 	r.logSliced(j, time.Since(t0))
-	if t.Remap != nil {
-		r.log().Info("index remapped", "table", r.name(), "task_id", t.Key(), "kind", string(job.KindRemap),
-			"files", len(j.Written()), "duration", time.Since(t0))
+	if rt != nil && t.Slice == nil {
+		r.log().Info("index remapped", "table", r.name(), "task_id", t.Key(), "kind", string(t.Kind()),
+			"parts", max(1, len(rt.Slices)), "files", len(j.Written()), "duration", time.Since(t0))
 	}
 	return Pending{Job: j, JournalID: jid}, nil
+}
+
+// remapOf is the remap task t runs: a remap, or a part or the join of a
+// remap run in parts (nil for other tasks).
+func remapOf(t job.Task) *job.RemapTask {
+	switch {
+	case t.Remap != nil:
+		return t.Remap
+	case t.Slice != nil:
+		return t.Slice.Remap
+	case t.Join != nil:
+		return t.Join.Remap
+	}
+	return nil
 }
 
 // quarantine handles a failed execution whose error is corrupt input: the

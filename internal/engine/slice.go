@@ -43,6 +43,9 @@ import (
 // ExecuteSlice runs one slice against m, the manifest of its parent's read
 // version. On error every piece it wrote is deleted.
 func ExecuteSlice(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, t *job.SliceTask) (out *job.SliceOutput, err error) {
+	if t.Remap != nil {
+		return ExecuteRemapPart(ctx, tbl, m, t)
+	}
 	frag, ver, err := sliceInputs(m, t.Parent())
 	if err != nil {
 		return nil, err
@@ -304,6 +307,13 @@ func (r *Runner) logSliced(j job.Job, d time.Duration) {
 // the parent's files and returns the parent's job (its Join set). Pieces
 // are never decoded: a piece that cannot be copied fails the join.
 func ExecuteJoin(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, t *job.JoinTask) (j job.Job, err error) {
+	if t.Remap != nil {
+		o, err := ExecuteRemapJoin(ctx, tbl, m, t)
+		if err != nil {
+			return nil, err
+		}
+		return o, nil
+	}
 	frag, _, err := sliceInputs(m, t.Parent())
 	if err != nil {
 		return nil, err
@@ -479,6 +489,10 @@ func (r *Runner) prepareSlices(ctx context.Context, ps []Pending) ([]Pending, *C
 		return ps, nil, nil
 	}
 	rep := &CommitReport{Op: "slice"}
+	// The rewrites a remap run in parts is for, and the other remaps of
+	// their read version, wait with the parts: for the missing ones, then
+	// for the join (they commit in one Rewrite transaction).
+	remapWait := map[uint64][]string{}
 	giveUp := func(g *sliced, why string) {
 		for _, p := range g.slices {
 			rep.Dropped = append(rep.Dropped, Dropped{Key: p.Job.Task().Key(), Verdict: job.Retryable, Reason: why})
@@ -524,6 +538,9 @@ func (r *Runner) prepareSlices(ctx context.Context, ps []Pending) ([]Pending, *C
 				p.Job.(*job.SliceOutput).Kept++
 				rep.Waiting = append(rep.Waiting, Waiting{Pending: p, After: missing})
 			}
+			if g.parent.Remap != nil {
+				remapWait[g.parent.ReadVersion()] = append(remapWait[g.parent.ReadVersion()], missing...)
+			}
 			continue
 		}
 		outs := make([]*job.SliceOutput, 0, len(g.slices))
@@ -539,6 +556,9 @@ func (r *Runner) prepareSlices(ctx context.Context, ps []Pending) ([]Pending, *C
 			rep.Queued = append(rep.Queued, jt)
 			for _, p := range g.slices {
 				rep.Waiting = append(rep.Waiting, Waiting{Pending: p, After: []string{jt.Key()}})
+			}
+			if g.parent.Remap != nil {
+				remapWait[g.parent.ReadVersion()] = append(remapWait[g.parent.ReadVersion()], jt.Key())
 			}
 			continue
 		}
@@ -565,5 +585,29 @@ func (r *Runner) prepareSlices(ctx context.Context, ps []Pending) ([]Pending, *C
 		rest = append(rest, jp)
 		rep.Joined = append(rep.Joined, jp)
 	}
+	if len(remapWait) > 0 {
+		keep := rest[:0:0]
+		for _, p := range rest {
+			if after := remapWait[p.Job.Task().ReadVersion()]; after != nil && commitsWithRemaps(p.Job) {
+				rep.Waiting = append(rep.Waiting, Waiting{Pending: p, After: after})
+				continue
+			}
+			keep = append(keep, p)
+		}
+		rest = keep
+	}
 	return rest, rep, nil
+}
+
+// commitsWithRemaps reports whether j is a rewrite whose new fragment ids
+// were reserved for remaps, or a remap: such jobs of a read version
+// commit together.
+func commitsWithRemaps(j job.Job) bool {
+	switch o := j.(type) {
+	case *job.RewriteOutput:
+		return o.Group != nil && o.Group.Reserved
+	case *job.RemapOutput:
+		return true
+	}
+	return false
 }

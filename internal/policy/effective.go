@@ -171,6 +171,11 @@ type Index struct {
 	// Retrain would allow retraining the model (centroids, codebooks)
 	// instead of reusing it; lanced refuses true (it does not retrain).
 	Retrain Setting[bool] `json:"retrain"`
+	// RemapPartBytes: the remap of a vector index segment whose files
+	// hold more than this many bytes runs as part tasks of about this
+	// many bytes each (ranges of its IVF partitions), on any workers,
+	// joined by page copy.
+	RemapPartBytes Setting[uint64] `json:"remap_part_bytes"`
 }
 
 // Effective is the resolved policy of one table: every setting with its
@@ -210,6 +215,10 @@ const (
 	// of the caught-up vectors far from every centroid (rows from the
 	// training distribution are far about 1% of the time).
 	DefaultDriftThreshold = 0.2
+	// DefaultRemapPartBytes is lanced's default index.remap_part_bytes: a
+	// vector index segment of more than 512 MiB of files is remapped in
+	// parts.
+	DefaultRemapPartBytes = 512 << 20
 )
 
 func lance[T any](v T) Setting[T] {
@@ -265,6 +274,7 @@ func LanceDefaults(table string) Effective {
 			MaxUnindexedFraction: lanced(0.0),
 			MaxSegments:          lanced(uint64(0)),
 			DriftThreshold:       lanced(DefaultDriftThreshold),
+			RemapPartBytes:       lanced(uint64(DefaultRemapPartBytes)),
 			Retrain:              lance(false),
 		},
 	}

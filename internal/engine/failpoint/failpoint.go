@@ -17,7 +17,9 @@ import (
 // manifest not yet), commit.manifest (the manifest is written, the hint and
 // verification not yet), remap.reserve (before the ReserveFragments commit of
 // an index remap), remap.start (a remap task begins, nothing written),
-// remap.written (a remapped segment is fully written), remap.commit (every
+// remap.written (a remapped segment is fully written, in one task or by
+// the join of its parts), remap.part (a part of a remap in parts wrote its
+// pieces, its result not yet handed on), remap.commit (every
 // remap of a commit group is written, the Rewrite commit not begun),
 // catchup.start (a catch-up task begins, nothing written), catchup.file (a
 // file of a catch-up segment was uploaded), catchup.written (a catch-up

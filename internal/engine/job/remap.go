@@ -35,6 +35,11 @@ type RemapTask struct {
 	Groups []RemapGroup `json:"groups"`
 	// Seed makes randomized parts of a remap (HNSW levels) reproducible.
 	Seed uint64 `json:"seed,omitempty"`
+	// Slices, when set (two or more), split the remap into part tasks
+	// (SliceTask), each over a range [Lo, Hi) of the segment's units of
+	// work (IVF partitions, index.PartRemapper), joined by page copy
+	// (JoinTask) into the new segment.
+	Slices []RowRange `json:"slices,omitempty"`
 }
 
 // RemapGroup is one rewrite group of a remap: old fragment ids in the order
@@ -130,6 +135,9 @@ func (t *RemapTask) MappingGroups(old func(id uint64) (index.OldFragment, error)
 // old one in the Rewrite transaction of its groups.
 type RemapOutput struct {
 	Remap *RemapTask `json:"-"`
+	// Join is set when the remap ran in parts and this is the join's
+	// output (Task is then the join).
+	Join *JoinTask `json:"-"`
 	// NewUUID is the new segment's uuid (16 bytes).
 	NewUUID []byte `json:"new_uuid"`
 	// Files are the new segment's files with their exact sizes.
@@ -143,7 +151,12 @@ type RemapOutput struct {
 }
 
 // Task implements Job.
-func (o *RemapOutput) Task() Task { return Task{Remap: o.Remap} }
+func (o *RemapOutput) Task() Task {
+	if o.Join != nil {
+		return Task{Join: o.Join}
+	}
+	return Task{Remap: o.Remap}
+}
 
 // Written implements Job.
 func (o *RemapOutput) Written() []string { return o.Outputs }
@@ -494,4 +507,25 @@ func CoversGroup(m *tablepb.IndexMetadata, g *RewriteGroup) bool {
 		return false
 	}
 	return slices.ContainsFunc(g.Old, func(f *tablepb.DataFragment) bool { return bm.Contains(uint32(f.GetId())) })
+}
+
+// SegmentBytes is the size of a segment's files as its metadata records
+// them (0 when it records none).
+func SegmentBytes(m *tablepb.IndexMetadata) uint64 {
+	var n uint64
+	for _, f := range m.GetFiles() {
+		n += f.GetSizeBytes()
+	}
+	return n
+}
+
+// RemapParts is how many part tasks the remap of a segment of segBytes
+// bytes is split into under index.remap_part_bytes partBytes (0: never
+// split): about segBytes / partBytes, at least 1. The remapper may make
+// fewer (no more than the segment's units of work).
+func RemapParts(segBytes, partBytes uint64) int {
+	if partBytes == 0 || segBytes <= partBytes {
+		return 1
+	}
+	return int(min((segBytes+partBytes-1)/partBytes, 1<<16))
 }

@@ -165,7 +165,7 @@ func (r *Result) UnmarshalJSON(data []byte) error {
 	// A join's output is its parent's kind of output.
 	join := j.Task.Join
 	if join != nil {
-		j.Task.Rewrite, j.Task.Repack = join.Rewrite, join.Repack
+		j.Task.Rewrite, j.Task.Repack, j.Task.Remap = join.Rewrite, join.Repack, join.Remap
 	}
 	switch {
 	case j.Task.Slice != nil:
@@ -229,6 +229,8 @@ func (r *Result) UnmarshalJSON(data []byte) error {
 			r.Rewrite.Join = join
 		case r.Repack != nil:
 			r.Repack.Join = join
+		case r.Remap != nil:
+			r.Remap.Join = join
 		}
 	}
 	return nil

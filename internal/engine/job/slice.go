@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/format/lancewrite"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 )
@@ -34,17 +35,19 @@ type RowRange struct {
 	Hi uint64 `json:"hi"`
 }
 
-// SliceTask runs one row range of a rewrite or repack planned in slices:
-// exactly one of Rewrite and Repack is set (the parent task, whose Slices
-// list every range), Index picks the range.
+// SliceTask runs one row range of a rewrite or repack planned in slices,
+// or one part of an index remap (a range of the segment's units of work):
+// exactly one of Rewrite, Repack and Remap is set (the parent task, whose
+// Slices list every range), Index picks the range.
 type SliceTask struct {
 	Rewrite *RewriteTask `json:"rewrite,omitempty"`
 	Repack  *RepackTask  `json:"repack,omitempty"`
+	Remap   *RemapTask   `json:"remap,omitempty"`
 	Index   int          `json:"index"`
 }
 
 // Parent is the task the slice is part of.
-func (s *SliceTask) Parent() Task { return Task{Rewrite: s.Rewrite, Repack: s.Repack} }
+func (s *SliceTask) Parent() Task { return Task{Rewrite: s.Rewrite, Repack: s.Repack, Remap: s.Remap} }
 
 // Range is the slice's rows.
 func (s *SliceTask) Range() RowRange { return parentSlices(s.Parent())[s.Index] }
@@ -55,6 +58,8 @@ func parentSlices(t Task) []RowRange {
 		return t.Rewrite.Slices
 	case t.Repack != nil:
 		return t.Repack.Slices
+	case t.Remap != nil:
+		return t.Remap.Slices
 	}
 	return nil
 }
@@ -63,30 +68,45 @@ func parentSlices(t Task) []RowRange {
 // other task).
 func (t Task) Slices() []Task {
 	n := len(parentSlices(t))
-	if n < 2 || (t.Rewrite == nil && t.Repack == nil) {
+	if n < 2 || (t.Rewrite == nil && t.Repack == nil && t.Remap == nil) {
 		return nil
 	}
 	out := make([]Task, n)
 	for i := range out {
-		out[i] = Task{Slice: &SliceTask{Rewrite: t.Rewrite, Repack: t.Repack, Index: i}}
+		out[i] = Task{Slice: &SliceTask{Rewrite: t.Rewrite, Repack: t.Repack, Remap: t.Remap, Index: i}}
 	}
 	return out
 }
 
 func (s *SliceTask) keyKind() Kind {
 	p := s.Parent()
-	return Kind(string(KindSlice) + "/" + string(p.Kind()) + "/" + strconv.Itoa(s.Index+1) + "of" + strconv.Itoa(len(parentSlices(p))))
+	return Kind(string(KindSlice) + "/" + string(parentKeyKind(p)) + "/" + strconv.Itoa(s.Index+1) + "of" + strconv.Itoa(len(parentSlices(p))))
 }
 
-func validateParent(kind string, rw *RewriteTask, rp *RepackTask) error {
-	p := Task{Rewrite: rw, Repack: rp}
-	if (rw == nil) == (rp == nil) {
-		return fmt.Errorf("%w: a %s names exactly one rewrite or repack", ErrInvalidTask, kind)
+// parentKeyKind is the kind part of a parent's key: its kind, and for a
+// remap the segment's uuid (one batch remaps several indices over the same
+// fragments).
+func parentKeyKind(p Task) Kind {
+	if p.Remap != nil {
+		return Kind(string(KindRemap) + "/" + p.Remap.SegmentUUID())
+	}
+	return p.Kind()
+}
+
+func validateParent(kind string, p Task) error {
+	n := 0
+	for _, set := range []bool{p.Rewrite != nil, p.Repack != nil, p.Remap != nil} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return fmt.Errorf("%w: a %s names exactly one rewrite, repack or remap", ErrInvalidTask, kind)
 	}
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	if len(p.Fragments()) != 1 {
+	if p.Remap == nil && len(p.Fragments()) != 1 {
 		return fmt.Errorf("%w: a %s of %s covers %d fragments, not one", ErrInvalidTask, kind, p.Table(), len(p.Fragments()))
 	}
 	rs := parentSlices(p)
@@ -102,7 +122,7 @@ func validateParent(kind string, rw *RewriteTask, rp *RepackTask) error {
 }
 
 func (s *SliceTask) validate() error {
-	if err := validateParent("slice", s.Rewrite, s.Repack); err != nil {
+	if err := validateParent("slice", s.Parent()); err != nil {
 		return err
 	}
 	if s.Index < 0 || s.Index >= len(parentSlices(s.Parent())) {
@@ -113,12 +133,18 @@ func (s *SliceTask) validate() error {
 
 // Piece is one file a slice wrote: its place in the output (File: the
 // repack's planned file, or the rewrite's new fragment, counted from 0),
-// its rows and its DataFile entry (protobuf bytes).
+// its rows and its DataFile entry (protobuf bytes). A remap part's piece
+// is instead the directory its files were written to (Dir, under the
+// table root, and Files), with the index entries it kept (Rows) and
+// dropped.
 type Piece struct {
-	Slice int    `json:"slice"`
-	File  int    `json:"file"`
-	Rows  uint64 `json:"rows"`
-	Entry []byte `json:"data_file"`
+	Slice   int                 `json:"slice"`
+	File    int                 `json:"file"`
+	Rows    uint64              `json:"rows"`
+	Entry   []byte              `json:"data_file,omitempty"`
+	Dir     string              `json:"dir,omitempty"`
+	Files   []index.SegmentFile `json:"files,omitempty"`
+	Dropped uint64              `json:"dropped,omitempty"`
 }
 
 // DataFile decodes the piece's DataFile entry.
@@ -164,6 +190,9 @@ func (o *SliceOutput) Written() []string { return o.Outputs }
 
 // Classify implements Job with the parent's rules.
 func (o *SliceOutput) Classify(theirs *tablepb.Transaction) (Verdict, string) {
+	if o.Slice.Remap != nil {
+		return (&RemapOutput{Remap: o.Slice.Remap}).Classify(theirs)
+	}
 	if o.Slice.Repack != nil {
 		return ClassifyForRepack(map[uint64]bool{o.Slice.Repack.Fragment: true}, theirs)
 	}
@@ -182,23 +211,24 @@ func (o *SliceOutput) Op() Op { return o.Slice.Parent().Op() }
 func (o *SliceOutput) Bytes() (read, written int64) { return o.BytesRead, o.BytesWritten }
 
 // JoinTask concatenates the pieces of every slice of a parent task (exactly
-// one of Rewrite and Repack) into the parent's output files.
+// one of Rewrite, Repack and Remap) into the parent's output files.
 type JoinTask struct {
 	Rewrite *RewriteTask `json:"rewrite,omitempty"`
 	Repack  *RepackTask  `json:"repack,omitempty"`
+	Remap   *RemapTask   `json:"remap,omitempty"`
 	// Pieces are every slice's pieces, in slice order.
 	Pieces []Piece `json:"pieces"`
 }
 
 // Parent is the task the join finishes.
-func (j *JoinTask) Parent() Task { return Task{Rewrite: j.Rewrite, Repack: j.Repack} }
+func (j *JoinTask) Parent() Task { return Task{Rewrite: j.Rewrite, Repack: j.Repack, Remap: j.Remap} }
 
 func (j *JoinTask) keyKind() Kind {
-	return Kind(string(KindJoin) + "/" + string(j.Parent().Kind()))
+	return Kind(string(KindJoin) + "/" + string(parentKeyKind(j.Parent())))
 }
 
 func (j *JoinTask) validate() error {
-	if err := validateParent("join", j.Rewrite, j.Repack); err != nil {
+	if err := validateParent("join", j.Parent()); err != nil {
 		return err
 	}
 	if len(j.Pieces) == 0 {
@@ -219,7 +249,7 @@ func NewJoin(parent Task, outs []*SliceOutput) (Task, error) {
 		}
 		bySlice[i] = o
 	}
-	jt := &JoinTask{Rewrite: parent.Rewrite, Repack: parent.Repack}
+	jt := &JoinTask{Rewrite: parent.Rewrite, Repack: parent.Repack, Remap: parent.Remap}
 	for i, o := range bySlice {
 		if o == nil {
 			return Task{}, fmt.Errorf("%w: join of %s: slice %d missing", ErrInvalidTask, parent.Key(), i)

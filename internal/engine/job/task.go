@@ -61,6 +61,10 @@ type RewriteTask struct {
 	// fragments; under "defer" (DeferIndexRemap) the rewrite is recorded
 	// in the fragment reuse index.
 	IndexCoverage string `json:"index_coverage,omitempty"`
+	// RemapPartBytes is the policy's index.remap_part_bytes: the remap of
+	// an index segment (of a kind that remaps in parts) whose files hold
+	// more is split into part tasks of about this size; 0 never splits.
+	RemapPartBytes uint64 `json:"remap_part_bytes,omitempty"`
 	// Rows is the number of live rows the task reads (informational).
 	Rows uint64 `json:"rows,omitempty"`
 	// Bytes is the recorded size of the files the task reads (informational).

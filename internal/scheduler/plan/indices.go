@@ -7,6 +7,7 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 
+	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/policy"
@@ -46,6 +47,39 @@ type IndexDecision struct {
 	Reason    string   `json:"reason"`
 	// CatchUp says what happens to the rows the index does not cover.
 	CatchUp *CatchUp `json:"catch_up,omitempty"`
+	// RemapParts, for a remapped index, is the part tasks its segments'
+	// remaps are split into (index.remap_part_bytes); 0 when each is one
+	// task.
+	RemapParts int `json:"remap_parts,omitempty"`
+}
+
+// noteRemapParts says, for every remapped index of a kind that remaps in
+// parts, how many part tasks its segments' remaps are split into: about
+// the files' recorded bytes / index.remap_part_bytes each (the engine
+// makes the same cut at commit time, no more parts than the segment has
+// IVF partitions).
+func noteRemapParts(ic *indexCoverage, ds []IndexDecision, partBytes policy.Setting[uint64]) {
+	_, segs := nameGroups(ic)
+	for i := range ds {
+		d := &ds[i]
+		if d.Action != IndexRemap {
+			continue
+		}
+		var notes []string
+		for _, s := range segs[d.Name] {
+			if _, ok := index.PartRemapperFor(ic.kinds[s]); !ok {
+				continue
+			}
+			size := job.SegmentBytes(ic.metas[s])
+			if n := job.RemapParts(size, partBytes.Value); n > 1 {
+				d.RemapParts += n
+				notes = append(notes, fmt.Sprintf("segment %s (%d bytes) in %d part tasks by IVF partition range", (&index.Segment{Meta: ic.metas[s]}).UUID(), size, n))
+			}
+		}
+		if len(notes) > 0 {
+			d.Reason += fmt.Sprintf("; remap of %s, over index.remap_part_bytes %d (%s), joined by page copy", strings.Join(notes, ", "), partBytes.Value, partBytes.Source)
+		}
+	}
 }
 
 // Remappable reports whether lanced remaps indices of the kind after a

@@ -270,7 +270,7 @@ func planRewrites(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []s
 			Table: in.Table, ReadVersion: m.GetVersion(), Fragments: ids,
 			TargetRowsPerFragment: target, MaxRowsPerFile: c.MaxRowsPerFile.Value,
 			MaxBytesPerFile: c.MaxBytesPerFile.Value, MaxRowsPerGroup: c.MaxRowsPerGroup.Value,
-			MaterializeDeletions: true, IndexCoverage: coverage, Rows: rows, Bytes: bytes,
+			MaterializeDeletions: true, IndexCoverage: coverage, RemapPartBytes: pol.Index.RemapPartBytes.Value, Rows: rows, Bytes: bytes,
 			EstBytesRead: cost.Read, EstBytesWritten: cost.Write,
 		})
 		for _, i := range task {
@@ -280,6 +280,7 @@ func planRewrites(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []s
 		}
 	}
 	p.Indices = indexDecisions(ic, frags, inRewrite, coverage, stable)
+	noteRemapParts(ic, p.Indices, pol.Index.RemapPartBytes)
 	catchUpDecisions(ic, frags, p.Indices, pol)
 }
 

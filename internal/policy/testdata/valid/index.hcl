@@ -12,5 +12,6 @@ table "s3://lake/events" {
     max_segments       = 4
     retrain            = false
     drift_threshold    = 0.3
+    remap_part_bytes   = "64MiB"
   }
 }
