@@ -26,7 +26,7 @@ const MaxFTSCatchUpBytes = 256 << 20
 // FTS index; an index of several segments is refused. Memory: the new
 // rows' postings (bounded by MaxFTSCatchUpBytes) plus one copy buffer.
 func catchUpFTS(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *catchUpInput) (out *job.CatchUpOutput, err error) {
-	c, err := newOneSegmentCatchUp(ctx, b, t, in, "adds a partition to an FTS index of one segment", "catchup.file")
+	c, err := newOneSegmentCatchUp(ctx, b, t, in, false, "adds a partition to an FTS index of one segment", "catchup.file")
 	if err != nil {
 		return nil, err
 	}

@@ -47,11 +47,12 @@ type oneSegmentCatchUp struct {
 	added   uint64 // rows the catch-up adds (Rows: what it indexed)
 }
 
-// newOneSegmentCatchUp refuses an index of several segments (what names
-// what the catch-up does to the one segment) and opens the new segment's
-// writer, which hits failpoint (if set) after each file.
-func newOneSegmentCatchUp(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *catchUpInput, what, failpoint string) (*oneSegmentCatchUp, error) {
-	if len(in.segs) != 1 {
+// newOneSegmentCatchUp refuses an index of several segments unless
+// several (what names what the catch-up does to the one segment) and
+// opens the new segment's writer, which hits failpoint (if set) after each
+// file.
+func newOneSegmentCatchUp(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *catchUpInput, several bool, what, failpoint string) (*oneSegmentCatchUp, error) {
+	if len(in.segs) != 1 && !several {
 		return nil, fmt.Errorf("catch-up of %q: %d segments (lanced %s, as Lance keeps them): %w", t.Index, len(in.segs), what, job.ErrUnsupported)
 	}
 	c := &oneSegmentCatchUp{b: b, t: t, in: in, old: in.model(), id: uuid.New(), out: &job.CatchUpOutput{CatchUp: t}}
@@ -90,14 +91,31 @@ func (c *oneSegmentCatchUp) rows(count func(values arrow.Array, ids []uint64) ui
 
 // oldReader reads the old segment's files.
 func (c *oneSegmentCatchUp) oldReader() *segmentReader {
-	return &segmentReader{b: c.b, dir: path.Join(format.IndicesDir, (&index.Segment{Meta: c.old}).UUID()), seg: c.old}
+	return c.reader(c.old)
+}
+
+// reader reads a segment's files.
+func (c *oneSegmentCatchUp) reader(seg *tablepb.IndexMetadata) *segmentReader {
+	return &segmentReader{b: c.b, dir: path.Join(format.IndicesDir, (&index.Segment{Meta: seg}).UUID()), seg: seg}
+}
+
+// otherReaders read the index's segments after the first (several
+// segments merged into one).
+func (c *oneSegmentCatchUp) otherReaders() []index.SegmentReader {
+	var out []index.SegmentReader
+	for _, sg := range c.in.segs[1:] {
+		out = append(out, c.reader(sg))
+	}
+	return out
 }
 
 // written records the written segment in the output and returns its
 // files' sizes and sorted names.
 func (c *oneSegmentCatchUp) written() (map[string]int64, []string) {
-	for _, f := range c.old.GetFiles() {
-		c.out.BytesRead += int64(f.GetSizeBytes())
+	for _, sg := range c.in.segs {
+		for _, f := range sg.GetFiles() {
+			c.out.BytesRead += int64(f.GetSizeBytes())
+		}
 	}
 	c.out.Outputs, c.out.Rows = c.w.keys, c.added
 	sizes := map[string]int64{}
@@ -108,7 +126,10 @@ func (c *oneSegmentCatchUp) written() (map[string]int64, []string) {
 		c.out.BytesWritten += f.Size
 	}
 	slices.Sort(names)
-	c.out.Removed = []*tablepb.IndexMetadata{proto.Clone(c.old).(*tablepb.IndexMetadata)}
+	c.out.Removed = nil
+	for _, sg := range c.in.segs {
+		c.out.Removed = append(c.out.Removed, proto.Clone(sg).(*tablepb.IndexMetadata))
+	}
 	return sizes, names
 }
 
@@ -117,11 +138,14 @@ func (c *oneSegmentCatchUp) written() (map[string]int64, []string) {
 // index's one segment and the new rows merged into one new segment
 // (scalar.CatchUp) that replaces it, covering the old segment's fragments
 // and the task's. Lance keeps no scalar deltas, so a catch-up always
-// removes the segment it read; an index of several segments is refused.
+// removes the segment it read. An index of several segments (none of
+// Lance's own writers leaves one; a distributed build can) is merged: the
+// other segments' rows join the new rows, and the one new segment replaces
+// them all.
 // Memory: the new rows (bounded by MaxScalarCatchUpBytes) plus the merge's
 // page or key batch.
 func catchUpScalar(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *catchUpInput) (out *job.CatchUpOutput, err error) {
-	c, err := newOneSegmentCatchUp(ctx, b, t, in, "merges a scalar index of one segment", "")
+	c, err := newOneSegmentCatchUp(ctx, b, t, in, true, "merges a scalar index of one segment", "")
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +157,7 @@ func catchUpScalar(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in 
 	}()
 	old := c.old
 	rows := c.rows(func(_ arrow.Array, ids []uint64) uint64 { return uint64(len(ids)) })
-	res, err := scalar.CatchUp(ctx, old, c.oldReader(), c.w, rows, MaxScalarCatchUpBytes)
+	res, err := scalar.CatchUp(ctx, old, c.oldReader(), c.otherReaders(), c.w, rows, MaxScalarCatchUpBytes)
 	if err != nil {
 		if errors.Is(err, scalar.ErrTooLarge) || errors.Is(err, scalar.ErrUnsupported) || errors.Is(err, index.ErrNoRemapper) {
 			err = fmt.Errorf("%w: %w", job.ErrUnsupported, err)
@@ -151,5 +175,8 @@ func catchUpScalar(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in 
 		return c.out, err
 	}
 	c.out.Merged = "lance keeps one segment per scalar index: the new rows are merged into it"
+	if len(in.segs) > 1 {
+		c.out.Merged = fmt.Sprintf("lance keeps one segment per scalar index: its %d segments and the new rows are merged into one", len(in.segs))
+	}
 	return c.out, nil
 }

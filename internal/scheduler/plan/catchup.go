@@ -215,9 +215,8 @@ func decideCatchUp(cu *CatchUp, kind index.Kind, segments int, p policy.Index) {
 		blocked = append(blocked, noCatchUp[kind])
 	case !catchUpKinds[kind]:
 		blocked = append(blocked, fmt.Sprintf("lanced cannot catch up %s indices yet", kind))
-	case !kind.IsVector() && segments != 1:
-		// Lance keeps one segment per scalar index; lanced merges into it.
-		blocked = append(blocked, fmt.Sprintf("%s index of %d segments: lanced catches up a scalar index of one segment", kind, segments))
+	case kind == index.KindFTS && segments != 1:
+		blocked = append(blocked, fmt.Sprintf("%s index of %d segments: lanced catches up an FTS index of one segment", kind, segments))
 	}
 	if len(blocked) > 0 {
 		cu.Action = CatchUpDue
@@ -225,10 +224,12 @@ func decideCatchUp(cu *CatchUp, kind index.Kind, segments int, p policy.Index) {
 		return
 	}
 	cu.Action, cu.Reason = CatchUpPlanned, why+"; rows added with the index's trained model"
-	if merge != "" {
-		// Only vector indices get here past max_segments (a scalar catch-up
-		// leaves one segment).
-		cu.Merge = true
+	cu.Merge = merge != ""
+	if !kind.IsVector() && segments > 1 {
+		// Lance keeps one segment per scalar index: the catch-up merges
+		// every segment and the new rows into one.
+		cu.Reason += fmt.Sprintf("; its %d segments merged into one", segments)
+	} else if cu.Merge {
 		cu.Reason += "; every segment merged into one"
 	}
 }

@@ -284,9 +284,9 @@ func detailsIndex(t *testing.T, name, typeURL string, ids ...uint32) *tablepb.In
 	return ix
 }
 
-// Scalar kinds are caught up when the index has one segment (Lance keeps
-// one per scalar index); fm and a scalar index of two segments are due,
-// each with its reason.
+// Scalar kinds are caught up, an index of two segments too (its segments
+// and the new rows merged into one: Lance keeps one per scalar index); fm
+// and an FTS index of two segments are due, each with its reason.
 func TestCatchUpScalarKinds(t *testing.T) {
 	m := manifest(3, ab, small(0, 100), small(1, 100))
 	idx := []*tablepb.IndexMetadata{
@@ -295,6 +295,7 @@ func TestCatchUpScalarKinds(t *testing.T) {
 		detailsIndex(t, "tags_idx", "/lance.table.LabelListIndexDetails", 0),
 		btreeIndex(t, "two_idx", 0), btreeIndex(t, "two_idx", 0),
 		detailsIndex(t, "fm_idx", "/lance.index.pb.FMIndexDetails", 0),
+		detailsIndex(t, "text_idx", "/lance.table.InvertedIndexDetails", 0), detailsIndex(t, "text_idx", "/lance.table.InvertedIndexDetails", 0),
 	}
 	p := Compute(Input{Table: "t", Manifest: m, Indices: idx, Policy: pol(func(e *policy.Effective) {
 		set(&e.Scope, policy.ScopeIndex)
@@ -306,12 +307,15 @@ func TestCatchUpScalarKinds(t *testing.T) {
 		}
 		planned = append(planned, c.Index)
 	}
-	if want := []string{"cat_idx", "id_idx", "tags_idx"}; !reflect.DeepEqual(slices.Sorted(slices.Values(planned)), want) {
+	if want := []string{"cat_idx", "id_idx", "tags_idx", "two_idx"}; !reflect.DeepEqual(slices.Sorted(slices.Values(planned)), want) {
 		t.Fatalf("catch-ups of %v, want %v", planned, want)
 	}
+	if cu := indexDecision(t, p, "two_idx").CatchUp; !strings.Contains(cu.Reason, "its 2 segments merged into one") {
+		t.Fatalf("two_idx: %+v", cu)
+	}
 	for name, why := range map[string]string{
-		"two_idx": "btree index of 2 segments",
-		"fm_idx":  "fm: Lance's optimize() rebuilds an FM index from the column",
+		"text_idx": "fts index of 2 segments",
+		"fm_idx":   "fm: Lance's optimize() rebuilds an FM index from the column",
 	} {
 		if cu := indexDecision(t, p, name).CatchUp; cu.Action != CatchUpDue || !strings.Contains(cu.Reason, why) {
 			t.Fatalf("%s: %+v", name, cu)

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/lanced-dev/lanced/internal/format/index"
+	"github.com/lanced-dev/lanced/internal/format/lancefile"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 )
 
@@ -34,7 +35,12 @@ import (
 // one sort position each) plus what the merges hold (MergeBTree,
 // MergeBitmap); maxBytes bounds the added values held (0: no bound), past
 // it the catch-up fails with ErrTooLarge so a smaller task can be planned.
-func CatchUp(ctx context.Context, seg *tablepb.IndexMetadata, old index.SegmentReader, out index.SegmentWriter, rows index.RowSource, maxBytes int64) (RemapResult, error) {
+//
+// others are the index's other segments (an index of several segments):
+// their rows join the added rows, so the new segment holds every
+// segment's rows and replaces them all, as Lance keeps one segment per
+// scalar index; they count against maxBytes like added rows.
+func CatchUp(ctx context.Context, seg *tablepb.IndexMetadata, old index.SegmentReader, others []index.SegmentReader, out index.SegmentWriter, rows index.RowSource, maxBytes int64) (RemapResult, error) {
 	var res RemapResult
 	kind := index.Detect(seg)
 	if err := (remapper{}).Check(seg); err != nil {
@@ -56,6 +62,11 @@ func CatchUp(ctx context.Context, seg *tablepb.IndexMetadata, old index.SegmentR
 		}
 		add := NewBTreeAdditions(maxBytes)
 		defer add.Release()
+		for _, o := range others {
+			if err := add.addSegment(ctx, o); err != nil {
+				return res, err
+			}
+		}
 		if err := rows(ctx, add.Add); err != nil {
 			return res, err
 		}
@@ -85,6 +96,15 @@ func CatchUp(ctx context.Context, seg *tablepb.IndexMetadata, old index.SegmentR
 		add := NewBitmapAdditions(keyType)
 		defer add.Release()
 		var held int64
+		for _, o := range others {
+			n, err := add.addSegment(ctx, o)
+			if err != nil {
+				return res, err
+			}
+			if held += 8 * int64(n); maxBytes > 0 && held > maxBytes {
+				return res, fmt.Errorf("%w: the other segments' %d rows hold over %d bytes", ErrTooLarge, held/8, maxBytes)
+			}
+		}
 		err = rows(ctx, func(values arrow.Array, ids []uint64) error {
 			if kind == index.KindLabelList {
 				err = add.AddLists(values, ids)
@@ -109,6 +129,97 @@ func CatchUp(ctx context.Context, seg *tablepb.IndexMetadata, old index.SegmentR
 		return res, err
 	}
 	return res, fmt.Errorf("%w: catch-up of a %s index", ErrUnsupported, kind)
+}
+
+// addSegment adds every (value, row id) pair of another btree segment.
+func (a *BTreeAdditions) addSegment(ctx context.Context, seg index.SegmentReader) error {
+	lf, err := index.OpenSegmentFile(ctx, seg, BTreeLookupFileName)
+	if err != nil {
+		return err
+	}
+	df, err := index.OpenSegmentFile(ctx, seg, BTreeDataFileName)
+	if err != nil {
+		return err
+	}
+	bt, err := OpenBTree(lf, df)
+	if err != nil {
+		return err
+	}
+	r, err := bt.Data.NewReader(ctx, lancefile.ReadOptions{BatchRows: int(bt.BatchSize), ChunkReads: true})
+	if err != nil {
+		return err
+	}
+	defer r.Release()
+	for r.Next() {
+		rec := r.RecordBatch()
+		ids, ok := rec.Column(1).(*array.Uint64)
+		if !ok || ids.NullN() > 0 {
+			return errorf(bt.Data, ErrCorrupt, "ids read as %s with %d nulls", rec.Column(1).DataType(), rec.Column(1).NullN())
+		}
+		if err := a.Add(rec.Column(0), ids.Uint64Values()); err != nil {
+			return err
+		}
+	}
+	return r.Err()
+}
+
+// addSegment adds every key of another bitmap or labelList segment with
+// its rows (and its null-list rows) and returns how many rows it added.
+func (a *BitmapAdditions) addSegment(ctx context.Context, seg index.SegmentReader) (uint64, error) {
+	f, err := index.OpenSegmentFile(ctx, seg, BitmapFileName)
+	if err != nil {
+		return 0, err
+	}
+	bm, err := OpenBitmap(f)
+	if err != nil {
+		return 0, err
+	}
+	if kt, err := bm.KeyType(); err != nil || !arrow.TypeEqual(kt, a.dt) {
+		return 0, fmt.Errorf("%w: segments of key types %v and %s (%v)", ErrUnsupported, kt, a.dt, err)
+	}
+	r, err := bm.Batches(ctx, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Release()
+	var n uint64
+	for r.Next() {
+		rec := r.RecordBatch()
+		keys := rec.Column(0)
+		maps, ok := rec.Column(1).(*array.Binary)
+		if !ok {
+			return n, errorf(bm.File, ErrUnsupported, "bitmaps column read as %s", rec.Column(1).DataType())
+		}
+		for i := 0; i < keys.Len(); i++ {
+			if maps.IsNull(i) {
+				return n, errorf(bm.File, ErrCorrupt, "key %s has a null bitmap", keys.ValueStr(i))
+			}
+			set, err := DecodeRowAddrs(maps.Value(i))
+			if err != nil {
+				return n, fmt.Errorf("%s: key %s: %w", bm.File.Name(), keys.ValueStr(i), err)
+			}
+			rows, err := a.key(keys, i)
+			if err != nil {
+				return n, err
+			}
+			rows.Union(set)
+			c, _ := set.Len()
+			n += c
+		}
+	}
+	if err := r.Err(); err != nil {
+		return n, err
+	}
+	nulls, err := bm.ListNulls()
+	if err != nil || nulls == nil {
+		return n, err
+	}
+	if a.nulls == nil {
+		a.nulls = NewRowAddrs()
+	}
+	a.nulls.Union(nulls)
+	c, _ := nulls.Len()
+	return n + c, nil
 }
 
 // ErrTooLarge: the rows of one catch-up pass its memory bound; plan it

@@ -299,24 +299,32 @@ func (a *BitmapAdditions) Add(values arrow.Array, ids []uint64) error {
 		return fmt.Errorf("scalar: %d values with %d row addresses", values.Len(), len(ids))
 	}
 	for i, id := range ids {
-		k := keyOf(values, i)
-		set, ok := a.rows[k]
-		if !ok {
-			set = NewRowAddrs()
-			a.rows[k] = set
-			a.vals[k] = array.NewSlice(values, int64(i), int64(i+1))
-			// Copy the value out of the caller's buffers.
-			cp, err := array.Concatenate([]arrow.Array{a.vals[k]}, memory.DefaultAllocator)
-			a.vals[k].Release()
-			if err != nil {
-				return err
-			}
-			a.vals[k] = cp
-			a.order = append(a.order, k)
+		set, err := a.key(values, i)
+		if err != nil {
+			return err
 		}
 		set.Add(id)
 	}
 	return nil
+}
+
+// key returns the rows of values[i]'s key, a new empty set for a value
+// not seen before (copied out of the caller's buffers).
+func (a *BitmapAdditions) key(values arrow.Array, i int) (*RowAddrs, error) {
+	k := keyOf(values, i)
+	if set, ok := a.rows[k]; ok {
+		return set, nil
+	}
+	set := NewRowAddrs()
+	v := array.NewSlice(values, int64(i), int64(i+1))
+	cp, err := array.Concatenate([]arrow.Array{v}, memory.DefaultAllocator)
+	v.Release()
+	if err != nil {
+		return nil, err
+	}
+	a.rows[k], a.vals[k] = set, cp
+	a.order = append(a.order, k)
+	return set, nil
 }
 
 // AddLists records a labelList column: row ids[i] under every item of
