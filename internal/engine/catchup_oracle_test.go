@@ -496,3 +496,25 @@ func osStat(path string) (int64, error) {
 	}
 	return st.Size(), nil
 }
+
+// TestCatchUpRQBitsOracle: lancedb 0.31.0 builds IVF_RQ with numBits 2
+// (extra codes lanced does not encode): lanced's plan reports the index
+// due with the reason instead of planning a catch-up that would fail, and
+// compacts without a failed task.
+func TestCatchUpRQBitsOracle(t *testing.T) {
+	oracle.Require(t)
+	path := oracle.Build(t, "sized-1x4000-v32-t0-d0", t.TempDir())
+	oracle.RunOps(t, path, []oracle.Op{
+		{"op": "create_index", "column": "vec", "type": "ivf_rq", "options": map[string]any{"numPartitions": 4, "numBits": 2, "distanceType": "l2"}},
+		{"op": "add", "rows": 300, "seed": 11},
+	})
+	_, m := tabletest.Open(t, "file://"+path)
+	d := planIndex(planFor(t, path, m, nil), "vec_idx")
+	if d.CatchUp == nil || d.CatchUp.Action != "due" || !strings.Contains(d.CatchUp.Reason, "this index: 2") {
+		t.Fatalf("vec_idx catch-up %+v", d.CatchUp)
+	}
+	compactUntilSettled(t, path, nil)
+	if ix := indexByName(t, oracle.Inspect(t, path, 0), "vec_idx"); ix.UnindexedRows != 300 {
+		t.Fatalf("after lanced compact: %+v", ix)
+	}
+}

@@ -158,3 +158,47 @@ func vectorKind(b []byte) Kind {
 	// recorded it, or an HNSW over a storage this release does not know).
 	return KindVector
 }
+
+// RQNumBits returns the bits per dimension of an IVF_RQ segment, as
+// VectorIndexDetails records them (rq (6), its field 1); false when the
+// details do not say.
+func RQNumBits(ix *tablepb.IndexMetadata) (uint64, bool) {
+	if !strings.HasSuffix(ix.GetIndexDetails().GetTypeUrl(), urlVector) {
+		return 0, false
+	}
+	rq, ok := field(ix.GetIndexDetails().GetValue(), vdRQ, protowire.BytesType)
+	if !ok {
+		return 0, false
+	}
+	v, ok := field(rq, 1, protowire.VarintType)
+	if !ok {
+		return 0, false
+	}
+	n, m := protowire.ConsumeVarint(v)
+	return n, m > 0
+}
+
+// field returns the raw value of the first field num of wire type typ in
+// the protobuf message b (a length-delimited field without its length).
+func field(b []byte, num protowire.Number, typ protowire.Type) ([]byte, bool) {
+	for len(b) > 0 {
+		n, t, l := protowire.ConsumeTag(b)
+		if l < 0 {
+			return nil, false
+		}
+		b = b[l:]
+		l = protowire.ConsumeFieldValue(n, t, b)
+		if l < 0 {
+			return nil, false
+		}
+		if n == num && t == typ {
+			if t == protowire.BytesType {
+				v, _ := protowire.ConsumeBytes(b[:l])
+				return v, true
+			}
+			return b[:l], true
+		}
+		b = b[l:]
+	}
+	return nil, false
+}

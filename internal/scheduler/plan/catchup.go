@@ -140,6 +140,12 @@ func catchUpDecisions(ic *indexCoverage, frags []*tablepb.DataFragment, decision
 				cu.Reason += "; but lanced cannot tokenize new rows exactly as Lance does for this index (" + err.Error() + "): run Lance's optimize()"
 			}
 		}
+		if kind == index.KindIVFRQ && cu.Action == CatchUpPlanned {
+			if bits, ok := index.RQNumBits(ic.metas[s[0]]); !ok || bits != 1 {
+				cu.Action = CatchUpDue
+				cu.Reason += fmt.Sprintf("; but lanced encodes IVF_RQ with 1 bit per dimension only (this index: %d, read %v): run Lance's optimize()", bits, ok)
+			}
+		}
 		if cu.Action == CatchUpPlanned {
 			if why := reuseBlocksCatchUp(ic, s); why != "" {
 				cu.Action = CatchUpDue

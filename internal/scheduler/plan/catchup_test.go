@@ -446,3 +446,26 @@ func TestCatchUpFTSParams(t *testing.T) {
 		}
 	}
 }
+
+// IVF_RQ is caught up with 1 bit per dimension (VectorIndexDetails rq
+// field 1, as lance 8.0.0 writes it); with more bits it is due, saying why.
+func TestCatchUpRQBits(t *testing.T) {
+	m := manifest(3, ab, small(0, 100), small(1, 100))
+	rq := func(name string, bits byte) *tablepb.IndexMetadata {
+		ix := indexMeta(t, name, 0)
+		ix.IndexDetails = &anypb.Any{TypeUrl: "/lance.index.pb.VectorIndexDetails", Value: []byte{0x32, 0x02, 0x08, bits}}
+		return ix
+	}
+	p := Compute(Input{Table: "t", Manifest: m, Indices: []*tablepb.IndexMetadata{rq("one_idx", 1), rq("two_idx", 2)}, Policy: pol(func(e *policy.Effective) {
+		set(&e.Scope, policy.ScopeIndex)
+	})})
+	if cu := indexDecision(t, p, "one_idx").CatchUp; cu.Action != CatchUpPlanned {
+		t.Fatalf("one_idx: %+v", cu)
+	}
+	if cu := indexDecision(t, p, "two_idx").CatchUp; cu.Action != CatchUpDue || !strings.Contains(cu.Reason, "1 bit per dimension only (this index: 2") {
+		t.Fatalf("two_idx: %+v", cu)
+	}
+	if len(p.CatchUps) != 1 || p.CatchUps[0].Index != "one_idx" {
+		t.Fatalf("catch-ups %+v", p.CatchUps)
+	}
+}
