@@ -34,11 +34,12 @@ import (
 // max_bytes_per_file: see sliceTarget), so each new
 // fragment's file is the concatenation of whole pieces. A repack slice
 // writes, for every planned file, rows [lo, hi) (deleted rows included,
-// as a repack keeps them) of the moved columns. In 2.1 tables a piece
-// whose rows come from one file is written with lancewrite.FilterConcat,
-// the rows outside the slice treated as deleted: pages inside the range are
-// copied, the two cut at its ends filtered or re-encoded; otherwise the
-// range is decoded and encoded.
+// as a repack keeps them) of the moved columns. In 2.1 tables a piece is
+// written with lancewrite.FilterConcat, the rows outside the slice treated
+// as deleted (a piece of several files merges them column-wise): pages
+// inside the range are copied, the two cut at its ends filtered, re-chunked
+// or re-encoded; where that cannot be done the range is decoded and
+// encoded.
 
 // ExecuteSlice runs one slice against m, the manifest of its parent's read
 // version. On error every piece it wrote is deleted.
@@ -192,28 +193,38 @@ func (sw *sliceWriter) piece(fields []*filepb.Field, srcs []*tablepb.DataFile, f
 	phys := sw.frag.GetPhysicalRows()
 	var res lancewrite.Result
 	done := false
-	if sw.ver == lancewrite.V2_1 && len(srcs) == 1 && srcs[0].GetFileMajorVersion() == 2 && srcs[0].GetFileMinorVersion() == 1 {
+	if sw.ver == lancewrite.V2_1 && all21(srcs) {
 		mask := roaring.New()
 		if deleted != nil {
 			mask = deleted.Clone()
 		}
 		mask.AddRange(0, lo)
 		mask.AddRange(hi, phys)
-		key := format.DataFileKey(srcs[0].GetPath())
-		ra, err := b.OpenReaderAt(sw.ctx, key)
-		if err != nil {
-			return fmt.Errorf("open %s: %w", key, err)
+		// One source: its rows in the range. Several (a repack merging
+		// files): the same rows of each, merged column by column.
+		fsrcs := make([]lancewrite.FilterSource, 0, len(srcs))
+		defer func() {
+			for _, s := range fsrcs {
+				_ = s.R.(store.ReaderAt).Close()
+			}
+		}()
+		for _, df := range srcs {
+			key := format.DataFileKey(df.GetPath())
+			ra, err := b.OpenReaderAt(sw.ctx, key)
+			if err != nil {
+				return fmt.Errorf("open %s: %w", key, err)
+			}
+			fsrcs = append(fsrcs, lancewrite.FilterSource{CopySource: lancewrite.CopySource{R: ra, Size: ra.Size(), Name: key, File: df}, Deleted: mask})
 		}
 		var paths lancewrite.PathStats
 		name := newDataFileName()
+		var err error
 		res, err = writeOutput(sw.ctx, b, format.DataFileKey(name), &sw.out.Outputs, func(w io.Writer) (lancewrite.Result, error) {
-			fr, err := lancewrite.FilterConcat(sw.ctx, w, fields, []lancewrite.FilterSource{{
-				CopySource: lancewrite.CopySource{R: ra, Size: ra.Size(), Name: key, File: srcs[0]}, Deleted: mask}},
-				lancewrite.FilterOptions{Workers: int(taskWorkers.Load()), BudgetBytes: taskBudget.Load(), PageCost: copyPageCost})
+			fr, err := lancewrite.FilterConcat(sw.ctx, w, fields, fsrcs, lancewrite.FilterOptions{Workers: int(taskWorkers.Load()),
+				BudgetBytes: taskBudget.Load(), PageCost: copyPageCost, Columnwise: len(fsrcs) > 1})
 			paths = fr.Paths
 			return fr.Result, err
 		})
-		_ = ra.Close()
 		switch {
 		case err == nil:
 			done = true
@@ -253,6 +264,16 @@ func (sw *sliceWriter) piece(fields []*filepb.Field, srcs []*tablepb.DataFile, f
 	}
 	progress.Add(sw.ctx, int64(hi-lo), int64(float64(srcBytes)*float64(hi-lo)/float64(max(phys, 1))))
 	return nil
+}
+
+// all21 says whether every file is a 2.1 data file.
+func all21(dfs []*tablepb.DataFile) bool {
+	for _, df := range dfs {
+		if df.GetFileMajorVersion() != 2 || df.GetFileMinorVersion() != 1 {
+			return false
+		}
+	}
+	return len(dfs) > 0
 }
 
 func (sw *sliceWriter) addPiece(name string, file int, rows uint64, res lancewrite.Result) error {

@@ -74,6 +74,13 @@ func FilterConcat(ctx context.Context, dst io.Writer, fields []*filepb.Field, sr
 	}
 	fs := make([]*filterSrc, len(ss))
 	var rows uint64
+	if opts.Columnwise {
+		for _, s := range ss[1:] {
+			if s.f.NumRows() != ss[0].f.NumRows() {
+				return FilterResult{}, unsupported("%s has %d rows, %s has %d", s.Name, s.f.NumRows(), ss[0].Name, ss[0].f.NumRows())
+			}
+		}
+	}
 	for i, s := range ss {
 		d := srcs[i].Deleted
 		if d != nil && d.IsEmpty() {
@@ -88,11 +95,24 @@ func FilterConcat(ctx context.Context, dst io.Writer, fields []*filepb.Field, sr
 			dead = d.GetCardinality()
 		}
 		fs[i] = &filterSrc{openSource: s, deleted: d, outStart: rows}
+		if opts.Columnwise {
+			if d0 := fs[0].deleted; i > 0 && ((d == nil) != (d0 == nil) || (d != nil && !d.Equals(d0))) {
+				return FilterResult{}, fmt.Errorf("lancewrite: column-wise filter: %s and %s remove different rows", s.Name, ss[0].Name)
+			}
+			fs[i].outStart, rows = 0, phys-dead
+			continue
+		}
 		rows += phys - dead
 	}
 	plans := make([]*colPlan, len(w.all))
 	for ci, l := range w.all {
-		p, err := planColumn(l, fs, opts)
+		from := fs
+		if opts.Columnwise {
+			if from, err = holderOf(l, fs); err != nil {
+				return FilterResult{}, err
+			}
+		}
+		p, err := planColumn(l, from, opts)
 		if err != nil {
 			return FilterResult{}, err
 		}
@@ -234,6 +254,11 @@ type FilterOptions struct {
 	// each). Fewer workers run when the budget does not cover them all
 	// (default 64 MiB; at least one worker always runs).
 	BudgetBytes int64
+	// Columnwise: the sources hold the same rows (and the same deleted
+	// rows) and different fields, to be merged column by column (as
+	// CopyColumns does) instead of concatenated row-wise: every output
+	// column comes from the one source holding its field.
+	Columnwise bool
 	// PageCost is what one page more than a re-encode would write is worth
 	// in bytes read (a request's latency); a column is copied page by page
 	// when those charges stay within a quarter of its bytes (default
@@ -364,6 +389,20 @@ func planColumn(l *leaf, fs []*filterSrc, opts FilterOptions) (*colPlan, error) 
 	}
 	p.copy = copyOK
 	return p, nil
+}
+
+// holderOf returns the one source holding leaf l's field (column-wise).
+func holderOf(l *leaf, fs []*filterSrc) ([]*filterSrc, error) {
+	var from []*filterSrc
+	for _, s := range fs {
+		if _, ok := s.byID[l.n.f.Id]; ok {
+			from = append(from, s)
+		}
+	}
+	if len(from) != 1 {
+		return nil, unsupported("%d sources hold field %d (%q)", len(from), l.n.f.Id, l.n.f.Name)
+	}
+	return from, nil
 }
 
 // outPage is a page ready for the output: owned buffers, or a source page
