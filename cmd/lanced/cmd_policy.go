@@ -77,26 +77,8 @@ func runPolicyCheck(args []string, stdout, stderr io.Writer) error {
 		return exitError{2}
 	}
 	set, diags := policy.LoadDirNamed(os.DirFS(dir), dir)
-	errs, warns := 0, 0
-	for _, d := range diags {
-		sev := "warning"
-		if d.Severity == hcl.DiagError {
-			errs++
-			sev = "error"
-		} else {
-			warns++
-		}
-		// One grep-able line per problem: file:line:col.
-		where := dir
-		if d.Subject != nil {
-			where = fmt.Sprintf("%s:%d:%d", d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column)
-		}
-		// Each diagnostic once: the grep-able line, then what to do.
-		fmt.Fprintf(stderr, "%s: %s: %s\n", where, sev, d.Summary)
-		if d.Detail != "" {
-			fmt.Fprintf(stderr, "    %s\n", strings.ReplaceAll(d.Detail, "\n", "\n    "))
-		}
-	}
+	// One grep-able line per problem (file:line:col), then what to do.
+	errs, warns := writeDiags(stderr, dir, diags)
 	if errs > 0 {
 		fmt.Fprintf(stderr, "%s: %d error(s), %d warning(s)\n", dir, errs, warns)
 		return exitError{1}

@@ -212,22 +212,14 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stderr, "lanced run: %v\n", err)
 		return exitError{2}
 	}
-	cfg, parser, diags := resolveRunConfig(f)
+	cfg, _, diags := resolveRunConfig(f)
 	if diags.HasErrors() {
-		var files map[string]*hcl.File
-		if parser != nil {
-			files = parser.Files()
-		}
-		writeDiags(stderr, files, diags)
+		writeDiags(stderr, "lanced run", diags)
 		return exitError{1}
 	}
 	reloader, pset, pdiags := loadPolicies(cfg.Policies)
 	if pdiags.HasErrors() {
-		var files map[string]*hcl.File
-		if set, _ := policy.LoadDirNamed(os.DirFS(cfg.Policies), cfg.Policies); set != nil {
-			files = set.HCLFiles()
-		}
-		writeDiags(stderr, files, pdiags)
+		writeDiags(stderr, cfg.Policies, pdiags)
 		return exitError{1}
 	}
 	if f.checkConfig {

@@ -208,11 +208,10 @@ func loadConfigFile(path string) (runConfig, *hclparse.Parser, hcl.Diagnostics) 
 	if diags.HasErrors() {
 		return cfg, p, diags
 	}
+	// The attributes that decode are checked even when others do not
+	// (a misspelled name): every error is reported in one run.
 	var fc fileConfig
 	diags = append(diags, gohcl.DecodeBody(f.Body, nil, &fc)...)
-	if diags.HasErrors() {
-		return cfg, p, diags
-	}
 	dir := filepath.Dir(path)
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs
@@ -569,26 +568,26 @@ func (n *natsConfig) checkListener() error {
 		"or insecure = true to accept anyone", n.Listen)
 }
 
-// writeDiags renders diagnostics as "file:line:col: severity: summary:
-// detail", one per line, then hcl's source snippets when files are known.
-func writeDiags(w io.Writer, files map[string]*hcl.File, diags hcl.Diagnostics) {
+// writeDiags writes each diagnostic once: a grep-able "file:line:col:
+// severity: summary" line (where when it has no position), then its detail
+// indented; it returns the counts of errors and warnings.
+func writeDiags(w io.Writer, where string, diags hcl.Diagnostics) (errs, warns int) {
 	for _, d := range diags {
-		sev := "error"
-		if d.Severity == hcl.DiagWarning {
-			sev = "warning"
+		sev := "warning"
+		if d.Severity == hcl.DiagError {
+			errs++
+			sev = "error"
+		} else {
+			warns++
 		}
-		loc := "lanced"
+		loc := where
 		if d.Subject != nil {
 			loc = fmt.Sprintf("%s:%d:%d", d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column)
 		}
-		fmt.Fprintf(w, "%s: %s: %s", loc, sev, d.Summary)
+		fmt.Fprintf(w, "%s: %s: %s\n", loc, sev, d.Summary)
 		if d.Detail != "" {
-			fmt.Fprintf(w, ": %s", d.Detail)
+			fmt.Fprintf(w, "    %s\n", strings.ReplaceAll(d.Detail, "\n", "\n    "))
 		}
-		fmt.Fprintln(w)
 	}
-	if len(files) > 0 && len(diags) > 0 {
-		fmt.Fprintln(w)
-		_ = hcl.NewDiagnosticTextWriter(w, files, 100, false).WriteDiagnostics(diags)
-	}
+	return errs, warns
 }

@@ -68,9 +68,9 @@ func TestInvalidConfigsReportEachErrorAtItsLine(t *testing.T) {
 
 func TestDiagnosticsRenderFileLineColumn(t *testing.T) {
 	path := "testdata/config/invalid/max_delay.hcl"
-	_, p, diags := loadConfigFile(path)
+	_, _, diags := loadConfigFile(path)
 	var buf bytes.Buffer
-	writeDiags(&buf, p.Files(), diags)
+	writeDiags(&buf, path, diags)
 	first, _, _ := strings.Cut(buf.String(), "\n")
 	want := path + ":4:15: error: max_delay below debounce"
 	if !strings.HasPrefix(first, want) {
@@ -140,5 +140,45 @@ func TestNoConfigFileDefaults(t *testing.T) {
 	f, _, _ = parseRunFlags(nil, &bytes.Buffer{})
 	if _, _, diags := resolveRunConfig(f); !diags.HasErrors() {
 		t.Fatal("no tables and no config were accepted")
+	}
+}
+
+// TestConfigErrorsComeTogetherOnce: a config file with a misspelled
+// attribute and a bad duration, and a policy directory with a misspelled
+// setting and a bad size, report every error in one run, each once
+// (file:line:col line, then what to do), and exit 1.
+func TestConfigErrorsComeTogetherOnce(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "lanced.hcl")
+	pol := filepath.Join(dir, "policies")
+	if err := os.Mkdir(pol, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte("tables = [\""+dir+"\"]\npolcy = \"x\"\nevents { debounce = \"5q\" }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(pol, "a.hcl"), []byte("defaults {\n  compaction {\n    target_rows_per_fragmnt = 10\n    max_source_bytes = \"12 parsecs\"\n  }\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"run", "--config", cfg, "--check-config"}, []string{cfg + ":2:1: error: Unsupported argument", `Did you mean "policy"?`, cfg + ":3:21: error: Invalid duration"}},
+		{[]string{"policy", "check", pol}, []string{"a.hcl:3:5: error: Unsupported argument", `Did you mean "target_rows_per_fragment"?`, "a.hcl:4:24: error: Invalid size"}},
+		{[]string{"run", "--tables", dir, "--policy", pol, "--check-config"}, []string{"a.hcl:3:5: error: Unsupported argument", "a.hcl:4:24: error: Invalid size"}},
+	} {
+		var out, errb bytes.Buffer
+		if code := runMain(c.args, &out, &errb); code != 1 {
+			t.Errorf("%v: exit %d, want 1\n%s", c.args, code, errb.String())
+		}
+		for _, w := range c.want {
+			if n := strings.Count(errb.String(), w); n != 1 {
+				t.Errorf("%v: %q appears %d times, want once:\n%s", c.args, w, n, errb.String())
+			}
+		}
+		if n := strings.Count(errb.String(), ": error: "); n != 2 {
+			t.Errorf("%v: %d errors reported, want 2:\n%s", c.args, n, errb.String())
+		}
 	}
 }
