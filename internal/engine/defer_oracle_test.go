@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
+	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/policy"
@@ -109,8 +110,73 @@ func testDeferCompact(t *testing.T, c remapEngineCase) {
 	}
 	compactWith(t, remapped, nil)
 
-	// No deferred index's file was rewritten: the same segments (the
-	// BTree's remapped), plus the reuse index with one version.
+	fri, post := checkFirstDeferral(t, path, m0, pre, names)
+	got := oracle.Queries(t, path, deferQueries())
+	sameRows(t, "deferred vs before", got, before)
+	sameRows(t, "deferred vs remapped", got, oracle.Queries(t, remapped, deferQueries()))
+	for i, r := range got {
+		through := strings.Contains(r.Plan, "ScalarIndexQuery")
+		if i >= 5 {
+			through = oracle.FTSThroughIndex(r.Plan)
+		}
+		if !through {
+			t.Fatalf("query %d does not go through the index:\n%s", i, r.Plan)
+		}
+	}
+	recallAfter, plans := recallAt10(t, path, qs, c)
+	for _, pl := range plans {
+		if !strings.Contains(pl, "ANN") {
+			t.Fatalf("vector search does not go through the index:\n%s", pl)
+		}
+	}
+	slack := 0.2 / float64(len(qs))
+	if strings.HasPrefix(c.typ, "hnsw") {
+		slack = 0.05
+	}
+	if recallAfter+slack < recallBefore {
+		t.Fatalf("recall@10 before %.3f, deferred %.3f", recallBefore, recallAfter)
+	}
+	t.Logf("%s: fragments %d -> %d; recall@10 before %.3f deferred %.3f; reuse index %d bytes",
+		c.name, pre.Fragments, post.Fragments, recallBefore, recallAfter, len(fri.GetIndexDetails().GetValue()))
+
+	fr2 := deferSecondRound(t, path, remapped, qs, c)
+	deferUnderLanceWrites(t, path, remapped, names, qs, c)
+
+	// Rebuilt indices no longer need the reuse versions: lanced's next
+	// deferred rewrite trims them.
+	for _, ix := range []oracle.Op{
+		{"op": "create_index", "column": "id", "type": "btree", "name": "id_idx", "replace": true},
+		{"op": "create_index", "column": "category", "type": "bitmap", "name": "cat_idx", "replace": true},
+		{"op": "create_index", "column": "body", "type": "fts", "options": map[string]any{"withPosition": true}, "name": "body_idx", "replace": true},
+		{"op": "create_index", "column": "vec", "type": c.typ, "options": c.options, "name": "vec_idx", "replace": true},
+		{"op": "add", "rows": 300, "seed": 10},
+		{"op": "delete", "where": "id % 3 = 1"},
+	} {
+		oracle.RunOps(t, path, []oracle.Op{ix})
+		oracle.RunOps(t, remapped, []oracle.Op{ix})
+	}
+	compactWith(t, path, func(e *policy.Effective) {
+		deferPolicy(e)
+		e.Compaction.MaterializeDeletionsThreshold.Value = 0.05
+	})
+	_, m3 := tabletest.Open(t, "file://"+path)
+	fr3, err := index.DecodeFragReuse(index.FindFragReuse(m3.Indices.GetIndices()))
+	if err != nil || len(fr3.Versions) != 1 || fr3.Versions[0].DatasetVersion <= fr2.Versions[1].DatasetVersion {
+		t.Fatalf("after every index was rebuilt: reuse index %+v, %v (want only the newest version)", fr3, err)
+	}
+	sameRows(t, "after the trim", oracle.Queries(t, path, deferQueries()), oracle.Queries(t, remapped, deferQueries()))
+	if got := indexNames(oracle.Inspect(t, path, 0)); !slices.Equal(got, names) {
+		t.Fatalf("after the trim: indices %v", got)
+	}
+}
+
+// checkFirstDeferral checks the table after the first deferred compaction:
+// no deferred index's file was rewritten (the same segments, the BTree's
+// remapped), the reuse index has one version, real Lance counts the same
+// rows in fewer fragments with the same indexStats, and lanced's coverage
+// agrees with real Lance's. It returns the reuse index entry and real
+// Lance's report.
+func checkFirstDeferral(t *testing.T, path string, m0 *format.Manifest, pre oracle.Report, names []string) (*tablepb.IndexMetadata, oracle.Report) {
 	_, m1 := tabletest.Open(t, "file://"+path)
 	rowSegs := func(m []*tablepb.IndexMetadata) []string {
 		var out []string
@@ -157,35 +223,13 @@ func testDeferCompact(t *testing.T, c remapEngineCase) {
 			t.Fatalf("lanced's coverage of %s: %+v, real Lance %+v", cv.Name, cv, indexByName(t, post, cv.Name))
 		}
 	}
-	got := oracle.Queries(t, path, deferQueries())
-	sameRows(t, "deferred vs before", got, before)
-	sameRows(t, "deferred vs remapped", got, oracle.Queries(t, remapped, deferQueries()))
-	for i, r := range got {
-		through := strings.Contains(r.Plan, "ScalarIndexQuery")
-		if i >= 5 {
-			through = oracle.FTSThroughIndex(r.Plan)
-		}
-		if !through {
-			t.Fatalf("query %d does not go through the index:\n%s", i, r.Plan)
-		}
-	}
-	recallAfter, plans := recallAt10(t, path, qs, c)
-	for _, pl := range plans {
-		if !strings.Contains(pl, "ANN") {
-			t.Fatalf("vector search does not go through the index:\n%s", pl)
-		}
-	}
-	slack := 0.2 / float64(len(qs))
-	if strings.HasPrefix(c.typ, "hnsw") {
-		slack = 0.05
-	}
-	if recallAfter+slack < recallBefore {
-		t.Fatalf("recall@10 before %.3f, deferred %.3f", recallBefore, recallAfter)
-	}
-	t.Logf("%s: fragments %d -> %d; recall@10 before %.3f deferred %.3f; reuse index %d bytes",
-		c.name, pre.Fragments, post.Fragments, recallBefore, recallAfter, len(fri.GetIndexDetails().GetValue()))
+	return fri, post
+}
 
-	// A second deferred compaction chains a second reuse version.
+// deferSecondRound appends and deletes on both copies, compacts path
+// deferred and the copy remapped, and checks that the reuse index chains a
+// second version and both answer alike. It returns that reuse index.
+func deferSecondRound(t *testing.T, path, remapped string, qs [][]float32, c remapEngineCase) *index.FragReuse {
 	round2 := []oracle.Op{
 		{"op": "add", "rows": 300, "seed": 8},
 		{"op": "delete", "where": "id % 11 = 4"},
@@ -207,8 +251,12 @@ func testDeferCompact(t *testing.T, c remapEngineCase) {
 		t.Fatalf("second round: vector search not through the index:\n%s", plans[0])
 	}
 
-	// Real Lance writes on top; every index stays and answers as on the
-	// remapped copy.
+	return fr2
+}
+
+// deferUnderLanceWrites has real Lance write on top of both copies; after
+// each write every index stays and answers as on the remapped copy.
+func deferUnderLanceWrites(t *testing.T, path, remapped string, names []string, qs [][]float32, c remapEngineCase) {
 	for _, op := range []oracle.Op{
 		{"op": "delete", "where": "id % 13 = 5"},
 		{"op": "update", "where": "id % 17 = 2", "values_sql": map[string]string{"category": "'cat-upd'"}},
@@ -233,31 +281,5 @@ func testDeferCompact(t *testing.T, c remapEngineCase) {
 		if ra+0.1 < rb || !strings.Contains(plans[0], "ANN") {
 			t.Fatalf("after real Lance's %v: recall@10 %.3f, remapped copy %.3f\n%s", op["op"], ra, rb, plans[0])
 		}
-	}
-	// Rebuilt indices no longer need the reuse versions: lanced's next
-	// deferred rewrite trims them.
-	for _, ix := range []oracle.Op{
-		{"op": "create_index", "column": "id", "type": "btree", "name": "id_idx", "replace": true},
-		{"op": "create_index", "column": "category", "type": "bitmap", "name": "cat_idx", "replace": true},
-		{"op": "create_index", "column": "body", "type": "fts", "options": map[string]any{"withPosition": true}, "name": "body_idx", "replace": true},
-		{"op": "create_index", "column": "vec", "type": c.typ, "options": c.options, "name": "vec_idx", "replace": true},
-		{"op": "add", "rows": 300, "seed": 10},
-		{"op": "delete", "where": "id % 3 = 1"},
-	} {
-		oracle.RunOps(t, path, []oracle.Op{ix})
-		oracle.RunOps(t, remapped, []oracle.Op{ix})
-	}
-	compactWith(t, path, func(e *policy.Effective) {
-		deferPolicy(e)
-		e.Compaction.MaterializeDeletionsThreshold.Value = 0.05
-	})
-	_, m3 := tabletest.Open(t, "file://"+path)
-	fr3, err := index.DecodeFragReuse(index.FindFragReuse(m3.Indices.GetIndices()))
-	if err != nil || len(fr3.Versions) != 1 || fr3.Versions[0].DatasetVersion <= fr2.Versions[1].DatasetVersion {
-		t.Fatalf("after every index was rebuilt: reuse index %+v, %v (want only the newest version)", fr3, err)
-	}
-	sameRows(t, "after the trim", oracle.Queries(t, path, deferQueries()), oracle.Queries(t, remapped, deferQueries()))
-	if got := indexNames(oracle.Inspect(t, path, 0)); !slices.Equal(got, names) {
-		t.Fatalf("after the trim: indices %v", got)
 	}
 }
