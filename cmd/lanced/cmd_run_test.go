@@ -117,45 +117,8 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 
 func TestDaemonMaintainsTablesHoldsCorruptOnesAndReloadsPolicies(t *testing.T) {
 	root := t.TempDir()
-	tables := filepath.Join(root, "tables")
-	copyRealTable(t, "appends_v2", filepath.Join(tables, "good.lance"))
-	copyRealTable(t, "bitmap_v1", filepath.Join(tables, "v1.lance"))
-	if err := os.MkdirAll(filepath.Join(tables, "bad.lance", "_versions"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(tables, "bad.lance", "_versions", "3.manifest"), []byte("not a lance manifest, but long enough to have a footer"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	policies := filepath.Join(root, "policies")
-	if err := os.MkdirAll(policies, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	good := "defaults {\n  enabled = true\n}\n"
-	if err := os.WriteFile(filepath.Join(policies, "p.hcl"), []byte(good), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	tables, policies, cfgPath, addr := maintainTestSetup(t, root)
 	state := filepath.Join(root, "state")
-	addr := freeAddr(t)
-	cfgPath := filepath.Join(root, "lanced.hcl")
-	cfg := fmt.Sprintf(`
-state_dir = "state"
-tables    = ["tables"]
-policies  = "policies"
-workers   = 2
-source "poll" { interval = "1s" }
-events {
-  debounce  = "100ms"
-  max_delay = "500ms"
-}
-queue {
-  commit_max_wait = "200ms"
-  drain_timeout   = "5s"
-}
-http { listen = %q }
-`, addr)
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	notify := listenNotify(t)
 	t.Setenv("WATCHDOG_USEC", "400000") // WATCHDOG=1 every 200ms
 	t.Setenv("WATCHDOG_PID", "")
@@ -177,6 +140,78 @@ http { listen = %q }
 		}
 	}()
 
+	checkReadyAndWatchdog(t, notify, addr)
+	checkReportsHoldAndMetrics(t, &logs, tables, state, addr)
+	checkPolicyReloads(t, &logs, policies, addr)
+
+	cancel()
+	select {
+	case err := <-done:
+		stopped = true
+		if err != nil {
+			t.Fatalf("daemon exit: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		ls := logs.lines()
+		for _, l := range ls[max(0, len(ls)-15):] {
+			t.Log(l)
+		}
+		t.Fatal("daemon did not drain")
+	}
+	if logs.find("lanced stopped", nil) == nil {
+		t.Fatal("no clean stop logged")
+	}
+}
+
+// maintainTestSetup writes the daemon test's tables (two real ones and a
+// corrupt one), its policy directory and its config; it returns the
+// tables and policy directories, the config path and the HTTP address.
+func maintainTestSetup(t *testing.T, root string) (tables, policies, cfgPath, addr string) {
+	tables = filepath.Join(root, "tables")
+	copyRealTable(t, "appends_v2", filepath.Join(tables, "good.lance"))
+	copyRealTable(t, "bitmap_v1", filepath.Join(tables, "v1.lance"))
+	if err := os.MkdirAll(filepath.Join(tables, "bad.lance", "_versions"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tables, "bad.lance", "_versions", "3.manifest"), []byte("not a lance manifest, but long enough to have a footer"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	policies = filepath.Join(root, "policies")
+	if err := os.MkdirAll(policies, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	good := "defaults {\n  enabled = true\n}\n"
+	if err := os.WriteFile(filepath.Join(policies, "p.hcl"), []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr = freeAddr(t)
+	cfgPath = filepath.Join(root, "lanced.hcl")
+	cfg := fmt.Sprintf(`
+state_dir = "state"
+tables    = ["tables"]
+policies  = "policies"
+workers   = 2
+source "poll" { interval = "1s" }
+events {
+  debounce  = "100ms"
+  max_delay = "500ms"
+}
+queue {
+  commit_max_wait = "200ms"
+  drain_timeout   = "5s"
+}
+http { listen = %q }
+`, addr)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return tables, policies, cfgPath, addr
+}
+
+// checkReadyAndWatchdog checks sd_notify READY=1, /readyz after it, then
+// WATCHDOG=1, keeps reading notifications as systemd does, and checks
+// /healthz.
+func checkReadyAndWatchdog(t *testing.T, notify *net.UnixConn, addr string) {
 	if got := readNotify(t, notify, 20*time.Second); !strings.HasPrefix(got, "READY=1") {
 		t.Fatalf("first sd_notify message %q", got)
 	}
@@ -199,7 +234,13 @@ http { listen = %q }
 		t.Fatalf("/healthz: %d", code)
 	}
 
-	// Both good tables get a report at their latest version.
+}
+
+// checkReportsHoldAndMetrics checks that both good tables get a report at
+// their latest version, the corrupt table is held (gauge and a log line
+// naming the manifest), the metrics count the tasks and commits, and task
+// log lines carry the fixed keys.
+func checkReportsHoldAndMetrics(t *testing.T, logs *syncBuffer, tables, state, addr string) {
 	reports := filepath.Join(state, "reports")
 	for table, version := range map[string]float64{"good.lance": 6, "v1.lance": 2} {
 		uri := "file://" + filepath.Join(tables, table)
@@ -251,7 +292,11 @@ http { listen = %q }
 		}
 	}
 
-	// A bad policy edit keeps the old set and says where the problem is.
+}
+
+// checkPolicyReloads checks that a bad policy edit keeps the old set and
+// says where the problem is, a good edit is applied, and SIGHUP reloads.
+func checkPolicyReloads(t *testing.T, logs *syncBuffer, policies, addr string) {
 	bad := "defaults {\n  enabled = \"maybe\"\n}\n"
 	if err := os.WriteFile(filepath.Join(policies, "p.hcl"), []byte(bad), 0o644); err != nil {
 		t.Fatal(err)
@@ -286,23 +331,6 @@ http { listen = %q }
 	}
 	waitUntil(t, 10*time.Second, "reload on SIGHUP", func() bool { return count() > before })
 
-	cancel()
-	select {
-	case err := <-done:
-		stopped = true
-		if err != nil {
-			t.Fatalf("daemon exit: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		ls := logs.lines()
-		for _, l := range ls[max(0, len(ls)-15):] {
-			t.Log(l)
-		}
-		t.Fatal("daemon did not drain")
-	}
-	if logs.find("lanced stopped", nil) == nil {
-		t.Fatal("no clean stop logged")
-	}
 }
 
 // execMainEnv makes the test binary act as the lanced binary, so tests can
