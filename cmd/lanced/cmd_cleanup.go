@@ -21,6 +21,7 @@ import (
 func init() {
 	register(&command{
 		name:    "cleanup",
+		usage:   "lanced cleanup URI [--dry-run] [--json] [--older-than D] [--keep-versions N] [--unverified-after D] [--delete-rate N] [--progress-every D]",
 		summary: "remove old versions and unreferenced files (Lance's cleanup_old_versions)",
 		run:     runCleanup,
 	})
@@ -39,10 +40,7 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	errTagged := fs.Bool("error-if-tagged", false, "fail instead of silently keeping tagged versions that are old enough to clean")
 	progressEvery := defaultProgressEvery
 	fs.Var(durationFlag{&progressEvery}, "progress-every", "without a terminal (or with --json), log a progress line this often; 0: no progress")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: lanced cleanup URI [--dry-run] [--json] [--older-than D] [--keep-versions N] [--unverified-after D] [--delete-rate N] [--progress-every D]")
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() { printUsage(stderr, commands["cleanup"], fs) }
 	arg, err := oneArg(fs, args)
 	if err != nil {
 		return err

@@ -23,6 +23,7 @@ import (
 func init() {
 	register(&command{
 		name:    "compact",
+		usage:   "lanced compact URI [--policy DIR] [--scope all|rewrite|repack|index] [--json] [--commit-batch N] [-v] [--dry-run] [--progress-every D]",
 		summary: "plan, execute and commit rewrites and repacks on one table, once",
 		run:     runCompact,
 	})
@@ -39,10 +40,7 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	dryRun := fs.Bool("dry-run", false, "plan only and change nothing (the same as lanced plan)")
 	progressEvery := defaultProgressEvery
 	fs.Var(durationFlag{&progressEvery}, "progress-every", "without a terminal (or with --json), log a progress line this often; 0: no progress")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: lanced compact URI [--policy DIR] [--scope all|rewrite|repack|index] [--json] [--commit-batch N] [-v] [--dry-run] [--progress-every D]")
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() { printUsage(stderr, commands["compact"], fs) }
 	arg, err := oneArg(fs, args)
 	if err != nil {
 		return err

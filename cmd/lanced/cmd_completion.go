@@ -18,6 +18,10 @@ func init() {
 }
 
 func runCompletion(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+		printUsage(stderr, commands["completion"], nil)
+		return nil
+	}
 	if len(args) != 1 || (args[0] != "bash" && args[0] != "zsh") {
 		printUsage(stderr, commands["completion"], nil)
 		return exitError{2}

@@ -24,6 +24,7 @@ func tableConfigUsage(w io.Writer) {
 	fmt.Fprintln(w, "usage: lanced config get URI [KEY...] [--json] [--version N]")
 	fmt.Fprintln(w, "       lanced config set URI KEY=VALUE... [--force]")
 	fmt.Fprintln(w, "       lanced config unset URI KEY...")
+	fmt.Fprintf(w, "\n%s\n\n", commands["config"].summary)
 	fmt.Fprintln(w, "set checks the lance.* keys lanced knows (type of value, misspelled keys); --force skips the check.")
 	fmt.Fprintln(w, "set/unset that would change nothing commit nothing.")
 }

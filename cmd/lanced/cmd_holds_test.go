@@ -183,3 +183,33 @@ func TestCompletionScriptsParse(t *testing.T) {
 		t.Fatalf("bash -n: %v\n%s", err, b)
 	}
 }
+
+// TestEveryCommandHelpIsAlike: `lanced CMD --help` and `lanced help CMD`
+// exit 0 for every command and print the same form: the command's usage
+// line, its summary, and its flags spelled --name (no Go default -name
+// listing, no hidden flag).
+func TestEveryCommandHelpIsAlike(t *testing.T) {
+	for name, c := range commands {
+		for _, args := range [][]string{{name, "--help"}, {"help", name}} {
+			var o, e bytes.Buffer
+			if code := runMain(args, &o, &e); code != 0 {
+				t.Errorf("%v: exit %d\n%s", args, code, e.String())
+				continue
+			}
+			help := e.String() + o.String()
+			if !strings.HasPrefix(help, "usage: lanced "+name) || !strings.Contains(help, c.summary) {
+				t.Errorf("%v: want the usage line and summary first:\n%s", args, help)
+			}
+			for _, line := range strings.Split(help, "\n") {
+				if strings.HasPrefix(line, "  -") && !strings.HasPrefix(line, "  --") {
+					t.Errorf("%v: flag listed with one dash: %q", args, line)
+				}
+			}
+			for hidden := range hiddenFlags {
+				if strings.Contains(help, "--"+hidden+" ") || strings.Contains(help, "--"+hidden+"\n") {
+					t.Errorf("%v: hidden flag --%s shown", args, hidden)
+				}
+			}
+		}
+	}
+}

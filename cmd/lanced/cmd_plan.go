@@ -22,6 +22,7 @@ import (
 func init() {
 	register(&command{
 		name:    "plan",
+		usage:   "lanced plan URI [--policy DIR] [--json]",
 		summary: "print the maintenance plan of a table and why (dry run)",
 		run:     runPlan,
 	})
@@ -113,11 +114,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.SetOutput(stderr)
 	policyDir := fs.String("policy", "", "policy directory (default: Lance's defaults and the table's config)")
 	asJSON := fs.Bool("json", false, "print the plan as JSON (plan_version 1)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: lanced plan URI [--policy DIR] [--json]")
-		fmt.Fprintln(stderr, "Prints every fragment's decision and why. Changes nothing.")
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() { printUsage(stderr, commands["plan"], fs) }
 	arg, err := oneArg(fs, args)
 	if err != nil {
 		return err

@@ -28,7 +28,8 @@ func init() {
 
 func policyUsage(w io.Writer) {
 	fmt.Fprintln(w, "usage: lanced policy check DIR")
-	fmt.Fprintln(w, "       lanced policy explain URI [--policy DIR] [--json]")
+	fmt.Fprintln(w, "       lanced policy explain URI [--policy DIR] [--config FILE] [--json] [--no-table]")
+	fmt.Fprintf(w, "\n%s\n", commands["policy"].summary)
 }
 
 func runPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -96,7 +97,8 @@ func runPolicyExplain(ctx context.Context, args []string, stdout, stderr io.Writ
 	configPath := fs.String("config", "", "the daemon's config file: its policies (unless --policy) and its events block, the default debounce and max_delay")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: lanced policy explain URI [--policy DIR] [--config FILE] [--json] [--no-table]")
-		fs.PrintDefaults()
+		fmt.Fprintln(stderr, "\nflags:")
+		printFlags(stderr, fs)
 	}
 	arg, err := oneArg(fs, args)
 	if err != nil {

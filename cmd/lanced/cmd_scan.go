@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"strings"
 
@@ -19,6 +18,7 @@ import (
 func init() {
 	register(&command{
 		name:    "scan",
+		usage:   "lanced scan URI [--version N] [--columns a,b] [--limit N]",
 		summary: "print a table's live rows as JSON lines",
 		run:     runScan,
 	})
@@ -33,10 +33,7 @@ func runScan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	version := fs.Uint64("version", 0, "table version to read (default: latest)")
 	columns := fs.String("columns", "", "comma-separated columns to print (dotted paths into structs allowed; default: all)")
 	limit := fs.Uint64("limit", 0, "print at most N rows (0: all)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: lanced scan URI [--version N] [--columns a,b] [--limit N]")
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() { printUsage(stderr, commands["scan"], fs) }
 	arg, err := oneArg(fs, args)
 	if err != nil {
 		return err

@@ -22,6 +22,7 @@ import (
 func init() {
 	register(&command{
 		name:    "stats",
+		usage:   "lanced stats URI [--version N] [--json] [--files] [--policy DIR]",
 		summary: "print a table's layout statistics (fragments, files, deletions)",
 		run:     runStats,
 	})
@@ -102,10 +103,7 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	asJSON := fs.Bool("json", false, "print JSON")
 	files := fs.Bool("files", false, "list every data file (human output)")
 	policyDir := fs.String("policy", "", "policy directory, for the index drift_threshold (default: lanced's default and the table's config)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: lanced stats URI [--version N] [--json] [--files] [--policy DIR]")
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() { printUsage(stderr, commands["stats"], fs) }
 	arg, err := oneArg(fs, args)
 	if err != nil {
 		return err

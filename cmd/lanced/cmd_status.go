@@ -17,7 +17,7 @@ func init() {
 	register(&command{
 		name:    "status",
 		summary: "show every table's health, holds, queue and recent errors: from a running daemon, or from the tables under ROOT|TABLE",
-		usage:   "lanced status [--addr HOST:PORT] [--json]\n       lanced status ROOT|TABLE [--policy DIR] [--json]",
+		usage:   "lanced status [--http HOST:PORT] [--json]\n       lanced status ROOT|TABLE [--policy DIR] [--json]",
 		run:     runStatus,
 	})
 }
@@ -25,7 +25,9 @@ func init() {
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("addr", "127.0.0.1:9464", "the daemon's HTTP address (its --http), when no ROOT|TABLE is given")
+	addr := fs.String("http", "127.0.0.1:9464", "the daemon's HTTP address (its --http), when no ROOT|TABLE is given")
+	fs.StringVar(addr, "addr", "127.0.0.1:9464", "old spelling of --http")
+	hideFlag("addr")
 	policyDir := fs.String("policy", "", "policy directory, for the small-fragment threshold (with ROOT|TABLE)")
 	asJSON := fs.Bool("json", false, "print JSON (the daemon's /api/status document)")
 	fs.Usage = func() { printUsage(stderr, commands["status"], fs) }
@@ -90,7 +92,7 @@ func fetchStatus(ctx context.Context, addr string) (status.Snapshot, error) {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return s, fmt.Errorf("no daemon answers at %s (%v): start one with lanced run, pass its --http address with --addr, or give a table or root: lanced status ./tables", addr, err)
+		return s, fmt.Errorf("no daemon answers at %s (%v): start one with lanced run, pass its address with --http, or give a table or root: lanced status ./tables", addr, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

@@ -198,7 +198,7 @@ func TestStatusPageInChromium(t *testing.T) {
 			n, ok := fragmentsOnPage(u)
 			st := statsJSON(t, path)
 			var snap status.Snapshot
-			if err := json.Unmarshal([]byte(runCLI(t, "status", "--addr", addr, "--json")), &snap); err != nil {
+			if err := json.Unmarshal([]byte(runCLI(t, "status", "--http", addr, "--json")), &snap); err != nil {
 				t.Fatal(err)
 			}
 			agree := false
