@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/RoaringBitmap/roaring/v2"
+
 	"github.com/lanced-dev/lanced/internal/format/index/text"
 	"github.com/lanced-dev/lanced/internal/format/lancefile/lancefiletest"
 	"github.com/lanced-dev/lanced/testenv/oracle"
@@ -117,8 +119,42 @@ func TestDocsRemapOracle(t *testing.T) {
 	preAddrs := oracle.RowAddrsByID(t, path, preVersion)
 	sample := bodies(t, path, "id % 37 = 1")
 
-	// Queries: single words (match) and three-word phrases cut from real
-	// rows, which must at least find their own row.
+	ops, phraseOf := docsRemapQueries(t, sample)
+	before := ftsSearch(t, path, ops)
+
+	oracle.RunOps(t, path, []oracle.Op{{"op": "delete", "where": "id % 10 = 0"}, {"op": "optimize"}})
+	post := listFTS(t, path)
+	if post.UUID == pre.UUID {
+		t.Fatalf("real Lance's optimize kept FTS segment %s", pre.UUID)
+	}
+	if post.Indexed != 1800 || post.Unindexed != 0 {
+		t.Fatalf("after Lance's remap the FTS index covers %d/%d rows, want 1800/0", post.Indexed, post.Unindexed)
+	}
+	postAddrs := oracle.RowAddrsByID(t, path, 0)
+	m := addrMapping{}
+	for id, a := range preAddrs {
+		if b, ok := postAddrs[id]; ok {
+			m[a] = b
+		}
+	}
+
+	preDir := filepath.Join(path, "_indices", pre.UUID)
+	postDir := filepath.Join(path, "_indices", post.UUID)
+	checkDocsRemapMetadata(t, ctx, preDir, postDir)
+	removed := checkRemapDocsAsLance(t, ctx, preDir, postDir, m)
+	checkTokensAndPostings(t, ctx, preDir, postDir, removed)
+
+	// What a remapped segment must answer: real Lance's own remap returns
+	// the rows it returned before, minus the deleted ones, through the index.
+	after := ftsSearch(t, path, ops)
+	checkRemapAnswers(t, ops, before, after, phraseOf)
+}
+
+// docsRemapQueries are the FTS queries of TestDocsRemapOracle: single
+// words (match) and phrases of two adjacent words of the generator's
+// domain vocabulary (no stop words) cut from the sample rows, each of
+// which must at least find its own row (phraseOf: query index -> row id).
+func docsRemapQueries(t *testing.T, sample map[int64]string) ([]oracle.Op, map[int]int64) {
 	var ops []oracle.Op
 	for _, w := range []string{"river", "harbour", "copper winter", "lance manifest"} {
 		ops = append(ops, oracle.Op{"op": "fts_search", "column": "body", "query": w, "k": 5000, "columns": []string{"id"}, "explain": true})
@@ -143,26 +179,13 @@ func TestDocsRemapOracle(t *testing.T) {
 	if len(phraseOf) < 2 {
 		t.Fatalf("only %d phrase queries found in the generated rows", len(phraseOf))
 	}
-	before := ftsSearch(t, path, ops)
+	return ops, phraseOf
+}
 
-	oracle.RunOps(t, path, []oracle.Op{{"op": "delete", "where": "id % 10 = 0"}, {"op": "optimize"}})
-	post := listFTS(t, path)
-	if post.UUID == pre.UUID {
-		t.Fatalf("real Lance's optimize kept FTS segment %s", pre.UUID)
-	}
-	if post.Indexed != 1800 || post.Unindexed != 0 {
-		t.Fatalf("after Lance's remap the FTS index covers %d/%d rows, want 1800/0", post.Indexed, post.Unindexed)
-	}
-	postAddrs := oracle.RowAddrsByID(t, path, 0)
-	m := addrMapping{}
-	for id, a := range preAddrs {
-		if b, ok := postAddrs[id]; ok {
-			m[a] = b
-		}
-	}
-
-	preDir := filepath.Join(path, "_indices", pre.UUID)
-	postDir := filepath.Join(path, "_indices", post.UUID)
+// checkDocsRemapMetadata reads both segments' metadata: lance 8.0.0's
+// default layout before, which CanRemap accepts, and Lance's remap keeps
+// every field.
+func checkDocsRemapMetadata(t *testing.T, ctx context.Context, preDir, postDir string) {
 	pm, err := text.ReadMetadata(ctx, lancefiletest.Open(t, filepath.Join(preDir, text.MetadataFileName)))
 	if err != nil {
 		t.Fatal(err)
@@ -181,9 +204,15 @@ func TestDocsRemapOracle(t *testing.T) {
 		t.Fatalf("CanRemap = %v for lance 8.0.0's default layout", err)
 	}
 
-	// Docs: every indexed row, in address order, before; ours = Lance's after.
+}
+
+// checkRemapDocsAsLance checks every indexed row is in the pre docs, in
+// address order, and that RemapDocs through m equals the docs file
+// Lance's own remap wrote, row by row. It returns the docs RemapDocs
+// dropped.
+func checkRemapDocsAsLance(t *testing.T, ctx context.Context, preDir, postDir string, m addrMapping) *roaring.Bitmap {
 	var preDocs int
-	err = text.ReadDocs(ctx, lancefiletest.Open(t, filepath.Join(preDir, text.DocsFileName(0))), func(doc uint32, row uint64, n uint32) error {
+	err := text.ReadDocs(ctx, lancefiletest.Open(t, filepath.Join(preDir, text.DocsFileName(0))), func(doc uint32, row uint64, n uint32) error {
 		if int(doc) != preDocs {
 			t.Fatalf("doc id %d at row %d", doc, preDocs)
 		}
@@ -228,9 +257,13 @@ func TestDocsRemapOracle(t *testing.T) {
 		t.Fatalf("ours %d docs, Lance's remap %d", len(ours), len(lance))
 	}
 
-	// Tokens and postings: Lance's remap drops no token here (every word
-	// survives in some live row), and its posting count shrinks by the
-	// deleted docs' distinct tokens.
+	return removed
+}
+
+// checkTokensAndPostings: Lance's remap drops no token here (every word
+// survives in some live row), and its posting count shrinks by the
+// deleted docs' distinct tokens.
+func checkTokensAndPostings(t *testing.T, ctx context.Context, preDir, postDir string, removed *roaring.Bitmap) {
 	pt, err := text.ReadTokens(ctx, lancefiletest.Open(t, filepath.Join(preDir, text.TokensFileName(0))))
 	if err != nil {
 		t.Fatal(err)
@@ -255,9 +288,12 @@ func TestDocsRemapOracle(t *testing.T) {
 	}
 	t.Logf("FTS segment: %d tokens, %d postings before; %d tokens, %d postings after Lance's remap", pi.Tokens, pi.Postings, li.Tokens, li.Postings)
 
-	// What a remapped segment must answer: real Lance's own remap returns
-	// the rows it returned before, minus the deleted ones, through the index.
-	after := ftsSearch(t, path, ops)
+}
+
+// checkRemapAnswers: real Lance's own remap returns the rows it returned
+// before, minus the deleted ones (id % 10 = 0), through the index; every
+// query found something and every phrase its own row.
+func checkRemapAnswers(t *testing.T, ops []oracle.Op, before, after []searchOut, phraseOf map[int]int64) {
 	for i := range ops {
 		var want []int64
 		for _, id := range before[i].IDs {
