@@ -51,103 +51,9 @@ func TestCommitRaceWithRealLance(t *testing.T) {
 			}
 			start := oracle.Inspect(t, lanceURI, 0, opts...)
 
-			// lanced commits until the Lance writer is done (so the two
-			// really interleave), at most maxEach per worker.
-			const workers, maxEach, lanceAdds = 3, 150, 6
-			lanceDone := make(chan struct{})
-			var wg sync.WaitGroup
-			var mu sync.Mutex
-			acked := map[uint64]string{}
-			errs := make(chan error, workers+1)
-			for w := 0; w < workers; w++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := 0; i < maxEach; i++ {
-						select {
-						case <-lanceDone:
-							return
-						case <-time.After(10 * time.Millisecond):
-						}
-						m, err := tbl.SetConfig(ctx, map[string]string{fmt.Sprintf("race.%d.%d", w, i): "1"}, nil)
-						if err != nil {
-							errs <- err
-							return
-						}
-						mu.Lock()
-						if prev, dup := acked[m.Version()]; dup {
-							errs <- fmt.Errorf("version %d acknowledged to %s and %s", m.Version(), prev, m.Txn.GetUuid())
-						}
-						acked[m.Version()] = m.Txn.GetUuid()
-						mu.Unlock()
-					}
-				}()
-			}
-			var lanceRes []json.RawMessage
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				ops := make([]oracle.Op, lanceAdds)
-				for i := range ops {
-					ops[i] = oracle.Op{"op": "add", "rows": 10, "seed": i}
-				}
-				defer close(lanceDone)
-				var err error
-				lanceRes, err = oracle.TryOps(t, lanceURI, ops, opts...)
-				if err != nil {
-					errs <- fmt.Errorf("real Lance writer: %w", err)
-				}
-			}()
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Fatal(err)
-			}
-			if len(lanceRes) != lanceAdds {
-				t.Fatalf("real Lance acknowledged %d of %d appends", len(lanceRes), lanceAdds)
-			}
-
-			vs, err := tbl.Versions(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := int(start.LatestVersion) + len(acked) + lanceAdds
-			if len(vs) != want || vs[len(vs)-1].Version != uint64(want) {
-				t.Fatalf("%d versions (last %d), want 1..%d", len(vs), vs[len(vs)-1].Version, want)
-			}
-			uuids := map[string]uint64{}
-			appends, interleaved := 0, false
-			var lastAck uint64
-			for v := range acked {
-				lastAck = max(lastAck, v)
-			}
-			for _, vi := range vs {
-				m, err := tbl.Load(ctx, vi.Version)
-				if err != nil {
-					t.Fatal(err)
-				}
-				txn, err := tbl.LoadTransaction(ctx, m)
-				if err != nil {
-					t.Fatalf("version %d: %v", vi.Version, err)
-				}
-				if prev, dup := uuids[txn.GetUuid()]; dup {
-					t.Fatalf("transaction %s committed at both %d and %d", txn.GetUuid(), prev, vi.Version)
-				}
-				uuids[txn.GetUuid()] = vi.Version
-				if id, ok := acked[vi.Version]; ok && id != txn.GetUuid() {
-					t.Fatalf("version %d holds %s, lanced acknowledged %s", vi.Version, txn.GetUuid(), id)
-				}
-				if vi.Version > start.LatestVersion && format.OperationName(txn) == "Append" {
-					appends++
-					interleaved = interleaved || vi.Version < lastAck
-				}
-			}
-			if appends != lanceAdds {
-				t.Fatalf("%d appends visible, real Lance acknowledged %d", appends, lanceAdds)
-			}
-			if !interleaved {
-				t.Fatalf("no real-Lance append landed between lanced commits (last lanced commit v%d): the race did not happen", lastAck)
-			}
+			const lanceAdds = 6
+			acked := raceLanceWriter(t, ctx, tbl, lanceURI, lanceAdds, opts)
+			want := checkRaceHistory(t, ctx, tbl, start.LatestVersion, acked, lanceAdds)
 			t.Logf("%d lanced commits raced %d real-Lance appends up to version %d", len(acked), lanceAdds, want)
 			final := oracle.Inspect(t, lanceURI, 0, opts...)
 			if final.LatestVersion != uint64(want) || final.Rows != start.Rows+10*lanceAdds {
@@ -165,6 +71,118 @@ func TestCommitRaceWithRealLance(t *testing.T) {
 			}
 		})
 	}
+}
+
+// raceLanceWriter runs lanced committers (SetConfig, one key each) until a
+// real-Lance writer has made lanceAdds appends (so the two really
+// interleave), at most maxEach per worker, and returns the versions lanced
+// acknowledged with their transaction uuids; no version was acknowledged
+// twice and real Lance acknowledged every append.
+func raceLanceWriter(t *testing.T, ctx context.Context, tbl *Table, lanceURI string, lanceAdds int, opts []oracle.Options) map[uint64]string {
+	const workers, maxEach = 3, 150
+	lanceDone := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	acked := map[uint64]string{}
+	errs := make(chan error, workers+1)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < maxEach; i++ {
+				select {
+				case <-lanceDone:
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+				m, err := tbl.SetConfig(ctx, map[string]string{fmt.Sprintf("race.%d.%d", w, i): "1"}, nil)
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				if prev, dup := acked[m.Version()]; dup {
+					errs <- fmt.Errorf("version %d acknowledged to %s and %s", m.Version(), prev, m.Txn.GetUuid())
+				}
+				acked[m.Version()] = m.Txn.GetUuid()
+				mu.Unlock()
+			}
+		}()
+	}
+	var lanceRes []json.RawMessage
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ops := make([]oracle.Op, lanceAdds)
+		for i := range ops {
+			ops[i] = oracle.Op{"op": "add", "rows": 10, "seed": i}
+		}
+		defer close(lanceDone)
+		var err error
+		lanceRes, err = oracle.TryOps(t, lanceURI, ops, opts...)
+		if err != nil {
+			errs <- fmt.Errorf("real Lance writer: %w", err)
+		}
+	}()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if len(lanceRes) != lanceAdds {
+		t.Fatalf("real Lance acknowledged %d of %d appends", len(lanceRes), lanceAdds)
+	}
+
+	return acked
+}
+
+// checkRaceHistory checks the versions after the race: one per
+// acknowledged commit and append, every transaction uuid once, each
+// acknowledged version holding its transaction, every append visible and
+// at least one between lanced's commits. It returns the latest version.
+func checkRaceHistory(t *testing.T, ctx context.Context, tbl *Table, startVersion uint64, acked map[uint64]string, lanceAdds int) int {
+	vs, err := tbl.Versions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := int(startVersion) + len(acked) + lanceAdds
+	if len(vs) != want || vs[len(vs)-1].Version != uint64(want) {
+		t.Fatalf("%d versions (last %d), want 1..%d", len(vs), vs[len(vs)-1].Version, want)
+	}
+	uuids := map[string]uint64{}
+	appends, interleaved := 0, false
+	var lastAck uint64
+	for v := range acked {
+		lastAck = max(lastAck, v)
+	}
+	for _, vi := range vs {
+		m, err := tbl.Load(ctx, vi.Version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		txn, err := tbl.LoadTransaction(ctx, m)
+		if err != nil {
+			t.Fatalf("version %d: %v", vi.Version, err)
+		}
+		if prev, dup := uuids[txn.GetUuid()]; dup {
+			t.Fatalf("transaction %s committed at both %d and %d", txn.GetUuid(), prev, vi.Version)
+		}
+		uuids[txn.GetUuid()] = vi.Version
+		if id, ok := acked[vi.Version]; ok && id != txn.GetUuid() {
+			t.Fatalf("version %d holds %s, lanced acknowledged %s", vi.Version, txn.GetUuid(), id)
+		}
+		if vi.Version > startVersion && format.OperationName(txn) == "Append" {
+			appends++
+			interleaved = interleaved || vi.Version < lastAck
+		}
+	}
+	if appends != lanceAdds {
+		t.Fatalf("%d appends visible, real Lance acknowledged %d", appends, lanceAdds)
+	}
+	if !interleaved {
+		t.Fatalf("no real-Lance append landed between lanced commits (last lanced commit v%d): the race did not happen", lastAck)
+	}
+	return want
 }
 
 // TestReadDeletionsMatchRealLance: the deletion files real Lance wrote (Arrow
