@@ -93,6 +93,7 @@ func TestDaemonRemapsIndicesRealLanceQueriesThrough(t *testing.T) {
 	}
 	remapped := map[string]int{}
 	rewriteAt := map[any]int{}
+	rewriteTasks := map[any]map[any]bool{} // read version -> rewrite task ids done
 	for _, l := range lines {
 		msg, _ := l["msg"].(string)
 		switch {
@@ -100,15 +101,23 @@ func TestDaemonRemapsIndicesRealLanceQueriesThrough(t *testing.T) {
 			remapped[l["task_id"].(string)]++
 		case msg == "version committed" && l["kind"] == "rewrite":
 			rewriteAt[l["read_version"]]++
+		case msg == "task done" && l["kind"] == "rewrite":
+			if rewriteTasks[l["read_version"]] == nil {
+				rewriteTasks[l["read_version"]] = map[any]bool{}
+			}
+			rewriteTasks[l["read_version"]][l["task_id"]] = true
 		case l["level"] == "ERROR" || strings.Contains(msg, "dropped") || strings.Contains(msg, "dead"):
 			dump()
 			t.Fatalf("daemon log: %v", l)
 		}
 	}
+	// A rewrite whose remaps are still running commits after the
+	// plan's other rewrites, so one read version may see several rewrite
+	// commits, never more than the rewrite tasks done on it.
 	for rv, n := range rewriteAt {
-		if n != 1 {
+		if n > len(rewriteTasks[rv]) {
 			dump()
-			t.Fatalf("%d rewrite commits planned on read version %v", n, rv)
+			t.Fatalf("%d rewrite commits planned on read version %v, from %d rewrite tasks", n, rv, len(rewriteTasks[rv]))
 		}
 	}
 	if len(remapped) < len(wantIdx) {

@@ -64,6 +64,7 @@ func (n *Node) collect(ctx context.Context, table string, batch []batchMsg, prob
 		log := n.log.With("table", table, "task_id", res.Task.Key, "kind", res.Task.Kind, "worker", res.Worker)
 		n.mu.Lock()
 		delete(st.inflight, res.Task.Key)
+		st.collected = append(st.collected, res.Task.Key)
 		if outcome == OutcomeStale.String() {
 			n.markDirtyLocked(st)
 		}

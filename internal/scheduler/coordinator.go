@@ -68,6 +68,10 @@ type tableState struct {
 	// so an announcement was missed.
 	probe     bool
 	unsettled int
+	// collected are the keys of the results the coordinator read and has
+	// not committed or dropped yet: no longer in flight, not yet kept, and
+	// still work the planner must plan around.
+	collected []string
 	// wake tells the table's coordinator that something changed: a new
 	// result on its subject, a plan that queued tasks.
 	wake chan struct{}

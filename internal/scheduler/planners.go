@@ -201,6 +201,7 @@ func (n *Node) plan(ctx context.Context, table string, extraInFlight []string) {
 	for k := range st.kept {
 		inflight = append(inflight, k)
 	}
+	inflight = append(inflight, st.collected...)
 	n.mu.Unlock()
 	slices.Sort(inflight)
 	inflight = slices.Compact(inflight)

@@ -62,6 +62,10 @@ func (n *Node) runTable(ctx context.Context, st *tableState, ls *lease) {
 		batch = n.maybeCommit(ctx, st.table, batch)
 		n.mu.Lock()
 		st.unsettled = len(batch)
+		st.collected = st.collected[:0]
+		for _, b := range batch {
+			st.collected = append(st.collected, b.res.Task.Key)
+		}
 		n.mu.Unlock()
 		probe = false
 		if more {
@@ -200,7 +204,7 @@ func (n *Node) stopCoordinator(ctx context.Context, st *tableState, ls *lease, l
 		keys = append(keys, st.inherited...)
 		rs.handed[st.table] = keys
 	}
-	st.pending, st.inherited = nil, nil
+	st.pending, st.inherited, st.collected = nil, nil, nil
 	clear(st.inflight)
 	clear(st.kept)
 	clear(st.ended)

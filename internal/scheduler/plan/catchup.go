@@ -316,9 +316,9 @@ func planCatchUps(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []s
 			continue
 		}
 		if key := remapOf(in.Indices, d.Name, remapping); key != "" {
-			// The remaps' Rewrite replaces the segment a catch-up would
+			// The rewrite's remaps replace the segment a catch-up would
 			// build on (or merge): caught up once it committed.
-			cu.Reason += "; caught up on a later plan: a remap of its segment is in flight (" + key + ")"
+			cu.Reason += "; caught up on a later plan: a rewrite or remap of its fragments is in flight (" + key + ")"
 			continue
 		}
 		if stable && !stableCatchUpKinds[index.Kind(d.Kind)] {
@@ -372,14 +372,22 @@ func planCatchUps(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []s
 	}
 }
 
-// remapsInFlight returns the remap tasks in flight for the table (their
-// keys parsed): a batch's rewrite commits with its remaps and replaces
-// every segment that covers its old fragments.
+// remapsInFlight returns the remap and rewrite tasks (slices and joins of
+// rewrites included) in flight for the table, their keys parsed: a
+// rewrite commits with the remaps of every segment that covers its old
+// fragments and replaces those segments, so a catch-up built on (or
+// merging) one of them would be refused at commit.
 func remapsInFlight(in Input) []job.TaskKey {
 	var out []job.TaskKey
 	for _, key := range in.InFlight {
 		k, err := job.ParseTaskKey(key)
-		if err == nil && k.Table == in.Table && strings.HasPrefix(string(k.Kind), string(job.KindRemap)+"/") {
+		if err != nil || k.Table != in.Table {
+			continue
+		}
+		kind := string(k.Kind)
+		if kind == string(job.KindRewrite) || strings.HasPrefix(kind, string(job.KindRemap)+"/") ||
+			strings.HasPrefix(kind, string(job.KindSlice)+"/"+string(job.KindRewrite)) ||
+			strings.HasPrefix(kind, string(job.KindJoin)+"/"+string(job.KindRewrite)) {
 			out = append(out, k)
 		}
 	}
