@@ -64,7 +64,11 @@ func (n *Node) collect(ctx context.Context, table string, batch []batchMsg, prob
 		log := n.log.With("table", table, "task_id", res.Task.Key, "kind", res.Task.Kind, "worker", res.Worker)
 		n.mu.Lock()
 		delete(st.inflight, res.Task.Key)
-		st.collected = append(st.collected, res.Task.Key)
+		if outcome == OutcomeDone.String() {
+			// Planned around until committed or dropped; a result that
+			// ended the task otherwise frees its fragments now.
+			st.collected = append(st.collected, res.Task.Key)
+		}
 		if outcome == OutcomeStale.String() {
 			n.markDirtyLocked(st)
 		}
@@ -292,14 +296,15 @@ func takeBatch(batch []batchMsg, ready []bool, size int) (take, rest []batchMsg)
 	return take, rest
 }
 
-// forgetKept stops planning around the kept results of batch (committed
-// or given up).
+// forgetKept stops planning around the results of batch, kept or just
+// read (committed or given up).
 func (n *Node) forgetKept(table string, batch []batchMsg) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	st := n.tables[table]
 	for _, b := range batch {
 		delete(st.kept, b.res.Task.Key)
+		st.collected = slices.DeleteFunc(st.collected, func(k string) bool { return k == b.res.Task.Key })
 		for _, k := range b.res.After {
 			delete(st.ended, k)
 		}
