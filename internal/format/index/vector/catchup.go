@@ -407,24 +407,38 @@ const encodeChunkRows = 64
 // encoded by up to Workers goroutines over contiguous row ranges, then
 // appended in row order (the result does not depend on Workers); memory
 // beyond the kept codes is one batch's partitions and codes.
-func (d *Delta) Add(ids []uint64, col arrow.Array) error {
+// vectorValues checks that col holds float32 vectors of the model's
+// dimension and returns them with its values and the offset of its first
+// row's first value; what names the caller in errors.
+func (m *Model) vectorValues(col arrow.Array, what string) (*array.FixedSizeList, []float32, int, error) {
 	fl, ok := col.(*array.FixedSizeList)
-	if !ok || fl.Len() != len(ids) {
-		return fmt.Errorf("%w: catch-up vectors are %s (%d rows for %d ids), want a fixed-size list", ErrUnsupported, col.DataType(), col.Len(), len(ids))
+	if !ok {
+		return nil, nil, 0, fmt.Errorf("%w: %s vectors are %s, want a fixed-size list", ErrUnsupported, what, col.DataType())
 	}
-	if n := fl.DataType().(*arrow.FixedSizeListType).Len(); int(n) != d.m.dim {
-		return fmt.Errorf("%w: vectors of dimension %d, the index has %d", ErrCorrupt, n, d.m.dim)
+	if n := fl.DataType().(*arrow.FixedSizeListType).Len(); int(n) != m.dim {
+		return nil, nil, 0, fmt.Errorf("%w: vectors of dimension %d, the index has %d", ErrCorrupt, n, m.dim)
 	}
 	vals, ok := fl.ListValues().(*array.Float32)
 	if !ok {
-		return fmt.Errorf("%w: catch-up of %s vectors (float32 only)", ErrUnsupported, fl.DataType())
+		return nil, nil, 0, fmt.Errorf("%w: %s of %s vectors (float32 only)", ErrUnsupported, what, fl.DataType())
+	}
+	all := vals.Float32Values()
+	base := fl.Data().Offset() * m.dim
+	if len(all) < base+fl.Len()*m.dim {
+		return nil, nil, 0, fmt.Errorf("%w: %d vector values for %d rows of dimension %d", ErrCorrupt, len(all)-base, fl.Len(), m.dim)
+	}
+	return fl, all, base, nil
+}
+
+func (d *Delta) Add(ids []uint64, col arrow.Array) error {
+	if col.Len() != len(ids) {
+		return fmt.Errorf("%w: catch-up vectors: %d rows for %d ids", ErrUnsupported, col.Len(), len(ids))
+	}
+	fl, all, base, err := d.m.vectorValues(col, "catch-up")
+	if err != nil {
+		return err
 	}
 	n, dim, cw := len(ids), d.m.dim, d.m.codeWidth
-	all := vals.Float32Values()
-	base := fl.Data().Offset() * dim
-	if len(all) < base+n*dim {
-		return fmt.Errorf("%w: %d vector values for %d rows of dimension %d", ErrCorrupt, len(all)-base, n, dim)
-	}
 	if cap(d.part) < n {
 		d.part = make([]int32, n)
 	}

@@ -4,12 +4,10 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"fmt"
 	"math"
 	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 )
 
 // Drift: how far the rows a catch-up adds are from the index's trained
@@ -57,23 +55,11 @@ func (m *Model) NewDriftReference() *DriftReference { return &DriftReference{m: 
 // Add measures the vectors of a column (as Delta.Add reads it; null and
 // not-finite vectors are skipped).
 func (r *DriftReference) Add(col arrow.Array) error {
-	fl, ok := col.(*array.FixedSizeList)
-	if !ok {
-		return fmt.Errorf("%w: drift sample of %s, want a fixed-size list", ErrUnsupported, col.DataType())
-	}
-	if n := fl.DataType().(*arrow.FixedSizeListType).Len(); int(n) != r.m.dim {
-		return fmt.Errorf("%w: vectors of dimension %d, the index has %d", ErrCorrupt, n, r.m.dim)
-	}
-	vals, ok := fl.ListValues().(*array.Float32)
-	if !ok {
-		return fmt.Errorf("%w: drift sample of %s vectors (float32 only)", ErrUnsupported, fl.DataType())
+	fl, all, base, err := r.m.vectorValues(col, "drift sample")
+	if err != nil {
+		return err
 	}
 	dim := r.m.dim
-	all := vals.Float32Values()
-	base := fl.Data().Offset() * dim
-	if len(all) < base+fl.Len()*dim {
-		return fmt.Errorf("%w: %d vector values for %d rows of dimension %d", ErrCorrupt, len(all)-base, fl.Len(), dim)
-	}
 	v := make([]float32, dim)
 	for i := 0; i < fl.Len(); i++ {
 		if fl.IsNull(i) {
