@@ -276,29 +276,7 @@ func decodeValue(sp *spec, attr *hcl.Attribute) (any, hcl.Diagnostics) {
 		}
 		return dur, nil
 	case kGroups:
-		var groups [][]string
-		if d := gohcl.DecodeExpression(attr.Expr, nil, &groups); d.HasErrors() {
-			return nil, d
-		}
-		seen := map[string]bool{}
-		for _, g := range groups {
-			if len(g) == 0 {
-				return nil, attrErr(attr, "Empty column group", "Every column group must name at least one column.")
-			}
-			for _, c := range g {
-				if c == "" {
-					return nil, attrErr(attr, "Invalid column name", "A column group names an empty column.")
-				}
-				if seen[c] {
-					return nil, attrErr(attr, "Column named twice", fmt.Sprintf("Column %q appears in more than one place in column_groups; each column belongs to one group.", c))
-				}
-				seen[c] = true
-			}
-		}
-		if groups == nil {
-			groups = [][]string{}
-		}
-		return groups, nil
+		return decodeGroups(attr)
 	case kWindows:
 		var specs []string
 		if d := gohcl.DecodeExpression(attr.Expr, nil, &specs); d.HasErrors() {
@@ -315,6 +293,34 @@ func decodeValue(sp *spec, attr *hcl.Attribute) (any, hcl.Diagnostics) {
 		return out, nil
 	}
 	return nil, attrErr(attr, "Internal error", "unknown setting kind")
+}
+
+// decodeGroups decodes column_groups: non-empty groups of non-empty column
+// names, each column in one group at most.
+func decodeGroups(attr *hcl.Attribute) (any, hcl.Diagnostics) {
+	var groups [][]string
+	if d := gohcl.DecodeExpression(attr.Expr, nil, &groups); d.HasErrors() {
+		return nil, d
+	}
+	seen := map[string]bool{}
+	for _, g := range groups {
+		if len(g) == 0 {
+			return nil, attrErr(attr, "Empty column group", "Every column group must name at least one column.")
+		}
+		for _, c := range g {
+			if c == "" {
+				return nil, attrErr(attr, "Invalid column name", "A column group names an empty column.")
+			}
+			if seen[c] {
+				return nil, attrErr(attr, "Column named twice", fmt.Sprintf("Column %q appears in more than one place in column_groups; each column belongs to one group.", c))
+			}
+			seen[c] = true
+		}
+	}
+	if groups == nil {
+		groups = [][]string{}
+	}
+	return groups, nil
 }
 
 func quoteAll(ss []string) string {

@@ -75,61 +75,7 @@ func TestRetriesTransientFailures(t *testing.T) {
 					if err := b.Put(ctx, key, data); err != nil {
 						t.Fatal(err)
 					}
-					ops := []struct {
-						name, method string
-						do           func() error
-					}{
-						{"get", http.MethodGet, func() error {
-							got, err := b.Get(ctx, key)
-							if err == nil && !bytes.Equal(got, data) {
-								return errors.New("wrong bytes")
-							}
-							return err
-						}},
-						{"get_range", http.MethodGet, func() error {
-							r, err := b.GetRange(ctx, key, 100, 3000)
-							if err != nil {
-								return err
-							}
-							defer r.Close()
-							got, err := io.ReadAll(r)
-							if err == nil && !bytes.Equal(got, data[100:3100]) {
-								return errors.New("wrong bytes")
-							}
-							return err
-						}},
-						{"read_at", http.MethodGet, func() error {
-							ra, err := b.OpenReaderAt(ctx, key)
-							if err != nil {
-								return err
-							}
-							defer ra.Close()
-							p := make([]byte, 1000)
-							if _, err := ra.ReadAt(p, 2000); err != nil {
-								return err
-							}
-							if !bytes.Equal(p, data[2000:3000]) {
-								return errors.New("wrong bytes")
-							}
-							return nil
-						}},
-						{"attributes", http.MethodHead, func() error {
-							a, err := b.Attributes(ctx, key)
-							if err == nil && a.Size != int64(len(data)) {
-								return errors.New("wrong size")
-							}
-							return err
-						}},
-						{"list", http.MethodGet, func() error {
-							n := 0
-							err := b.List(ctx, key, func(store.Object) error { n++; return nil })
-							if err == nil && n != 1 {
-								return errors.New("wrong listing")
-							}
-							return err
-						}},
-					}
-					for _, op := range ops {
+					for _, op := range readOps(ctx, b, key, data) {
 						if kind == objfault.ShortBody && op.method != http.MethodGet {
 							continue
 						}
@@ -162,20 +108,88 @@ func TestRetriesTransientFailures(t *testing.T) {
 		if _, err := b.Attributes(ctx, "obj-write"); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("after delete: %v, want not found", err)
 		}
-		var retries float64
-		mfs, _ := reg.Gather()
-		for _, mf := range mfs {
-			if mf.GetName() == "lanced_store_retries_total" {
-				for _, m := range mf.GetMetric() {
-					retries += m.GetCounter().GetValue()
-				}
-			}
-		}
+		retries := retriesTotal(reg)
 		if retries == 0 {
 			t.Error("lanced_store_retries_total is 0")
 		}
 		t.Logf("%d requests, injected %v, store retries %v", fh.Requests(), fh.Counts(), retries)
 	})
+}
+
+// retryOp is one read-side operation of the store, with the HTTP method its
+// requests use; do fails when the operation errs or returns wrong content.
+type retryOp struct {
+	name, method string
+	do           func() error
+}
+
+// readOps are the read-side operations on key, whose content is data.
+func readOps(ctx context.Context, b *store.Bucket, key string, data []byte) []retryOp {
+	return []retryOp{
+		{"get", http.MethodGet, func() error {
+			got, err := b.Get(ctx, key)
+			if err == nil && !bytes.Equal(got, data) {
+				return errors.New("wrong bytes")
+			}
+			return err
+		}},
+		{"get_range", http.MethodGet, func() error {
+			r, err := b.GetRange(ctx, key, 100, 3000)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			got, err := io.ReadAll(r)
+			if err == nil && !bytes.Equal(got, data[100:3100]) {
+				return errors.New("wrong bytes")
+			}
+			return err
+		}},
+		{"read_at", http.MethodGet, func() error {
+			ra, err := b.OpenReaderAt(ctx, key)
+			if err != nil {
+				return err
+			}
+			defer ra.Close()
+			p := make([]byte, 1000)
+			if _, err := ra.ReadAt(p, 2000); err != nil {
+				return err
+			}
+			if !bytes.Equal(p, data[2000:3000]) {
+				return errors.New("wrong bytes")
+			}
+			return nil
+		}},
+		{"attributes", http.MethodHead, func() error {
+			a, err := b.Attributes(ctx, key)
+			if err == nil && a.Size != int64(len(data)) {
+				return errors.New("wrong size")
+			}
+			return err
+		}},
+		{"list", http.MethodGet, func() error {
+			n := 0
+			err := b.List(ctx, key, func(store.Object) error { n++; return nil })
+			if err == nil && n != 1 {
+				return errors.New("wrong listing")
+			}
+			return err
+		}},
+	}
+}
+
+// retriesTotal sums lanced_store_retries_total over its labels.
+func retriesTotal(reg *prometheus.Registry) float64 {
+	var retries float64
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "lanced_store_retries_total" {
+			for _, m := range mf.GetMetric() {
+				retries += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return retries
 }
 
 // TestRetriesBounded: a store that keeps failing fails the operation after
