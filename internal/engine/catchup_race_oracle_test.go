@@ -36,13 +36,7 @@ import (
 // return only live rows, and real Lance's optimize() indexes everything.
 func TestCatchUpRaceOracle(t *testing.T) {
 	oracle.Require(t)
-	for _, c := range []struct {
-		name      string
-		op        oracle.Op
-		compact   bool     // lanced's compaction instead of op
-		committed []string // indices whose catch-up commits
-		indices   []string
-	}{
+	for _, c := range []catchUpRaceCase{
 		{name: "dropIndex", op: oracle.Op{"op": "drop_index", "name": "vec_idx"}, committed: []string{"id_idx"}, indices: []string{"id_idx"}},
 		{name: "update of caught-up rows", op: oracle.Op{"op": "update", "where": "id >= 4000 AND id % 3 = 0", "values_sql": map[string]string{"id": "id"}},
 			committed: []string{"id_idx", "vec_idx"}, indices: []string{"id_idx", "vec_idx"}},
@@ -58,109 +52,23 @@ func TestCatchUpRaceOracle(t *testing.T) {
 			})
 			control := filepath.Join(t.TempDir(), "control.lance")
 			oracle.CopyTree(t, path, control)
-			ctx := context.Background()
 			r, ps := executeBothCatchUps(t, path)
-			if c.compact {
-				// Another append, so the caught-up fragment has an
-				// unindexed neighbour to be compacted with.
-				oracle.RunOps(t, path, []oracle.Op{{"op": "add", "rows": 100, "seed": 12}})
-				tbl2, m2 := tabletest.Open(t, "file://"+path)
-				p2 := planFor(t, path, m2, nil)
-				if len(p2.Rewrites) == 0 {
-					t.Fatalf("compaction plan: %+v", p2.Decisions)
-				}
-				if _, err := engine.Compact(ctx, tbl2, m2, p2.Tasks(), engine.CompactOptions{}); err != nil {
-					t.Fatal(err)
-				}
-			} else {
-				oracle.RunOps(t, path, []oracle.Op{c.op})
-				oracle.RunOps(t, control, []oracle.Op{c.op})
-			}
-			reps, err := r.Commit(ctx, ps)
+			c.landConcurrent(t, path, control)
+			reps, err := r.Commit(context.Background(), ps)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got []string
-			for _, rep := range reps {
-				for _, k := range rep.Committed {
-					got = append(got, strings.TrimPrefix(strings.SplitN(k, ":", 2)[0], "catchup."))
-				}
-				for _, d := range rep.Dropped {
-					if d.Verdict != job.Retryable {
-						t.Errorf("%s dropped as %s: %s", d.Key, d.Verdict, d.Reason)
-					}
-					t.Logf("dropped %s: %s", d.Key, d.Reason)
-				}
-			}
-			slices.Sort(got)
-			if !slices.Equal(got, c.committed) {
-				t.Fatalf("committed catch-ups of %v, want %v", got, c.committed)
-			}
-			for _, pe := range ps {
-				k := pe.Job.Task().Key()
-				if slices.ContainsFunc(got, func(n string) bool { return strings.HasPrefix(k, "catchup."+n+":") }) {
-					continue
-				}
-				for _, f := range pe.Job.Written() {
-					if dataFileExists(t, path, f) {
-						t.Fatalf("dropped catch-up left %s behind", f)
-					}
-				}
-			}
+			c.checkCommits(t, path, reps, ps)
 			if !c.compact {
 				if a, b := digestByID(t, path), digestByID(t, control); !maps.Equal(a, b) {
 					t.Fatal("real Lance reads other rows than the control")
 				}
 			}
-			rep := oracle.Inspect(t, path, 0)
-			if n := indexNames(rep); !slices.Equal(n, c.indices) {
-				t.Fatalf("indices %v, want %v", n, c.indices)
-			}
-			// Rows a committed catch-up does not hold: those Lance's update
-			// moved to a new fragment.
-			var moved int64
-			if c.op["op"] == "update" {
-				var cnt struct{ Count int64 }
-				if err := json.Unmarshal(oracle.RunOps(t, control, []oracle.Op{{"op": "count_rows", "where": "id >= 4000 AND id % 3 = 0"}})[0], &cnt); err != nil || cnt.Count == 0 {
-					t.Fatalf("count moved rows: %v %d", err, cnt.Count)
-				}
-				moved = cnt.Count
-			}
-			for _, name := range c.indices {
-				ix := indexByName(t, rep, name)
-				if ix.IndexedRows+ix.UnindexedRows != rep.Rows {
-					t.Fatalf("%s: %+v, %d rows", name, ix, rep.Rows)
-				}
-				if slices.Contains(c.committed, name) && ix.UnindexedRows != moved {
-					t.Fatalf("%s after its catch-up: %+v, want %d unindexed", name, ix, moved)
-				}
-			}
-			where := "id >= 3990 AND id < 4400"
-			q := oracle.Queries(t, path, []oracle.Op{{"op": "query", "where": where, "columns": []string{"id"}, "explain": true}})[0]
-			var want []int64
-			live := map[int64]bool{}
-			for id := range oracle.RowAddrsByID(t, path, 0) {
-				live[id] = true
-				if id >= 3990 && id < 4400 {
-					want = append(want, id)
-				}
-			}
-			slices.Sort(want)
-			if !slices.Equal(q.IDs(), want) || len(want) == 0 || !strings.Contains(q.Plan, "id_idx") {
-				t.Fatalf("%s: %d rows through the index, a scan %d:\n%s", where, len(q.IDs()), len(want), q.Plan)
-			}
+			c.checkCoverage(t, path, control)
+			live := oracle.RowAddrsByID(t, path, 0)
+			checkIDRangeThroughBTree(t, path, live)
 			if slices.Contains(c.indices, "vec_idx") {
-				for _, v := range catchUpQueries(4, 32) {
-					res := oracle.Queries(t, path, []oracle.Op{{"op": "vector_search", "column": "vec", "vector": v, "k": 10, "nprobes": 4, "columns": []string{"id"}, "explain": true}})[0]
-					if len(res.IDs()) != 10 || !strings.Contains(res.Plan, "ANN") {
-						t.Fatalf("vector search: %v\n%s", res.IDs(), res.Plan)
-					}
-					for _, id := range res.IDs() {
-						if !live[id] {
-							t.Fatalf("vector search returned row %d, which is not live", id)
-						}
-					}
-				}
+				checkVectorSearchesLive(t, path, catchUpQueries(4, 32), live, true)
 			}
 			oracle.RunOps(t, path, []oracle.Op{{"op": "optimize"}})
 			after := oracle.Inspect(t, path, 0)
@@ -170,6 +78,137 @@ func TestCatchUpRaceOracle(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// catchUpRaceCase is a commit that lands between the execution of the
+// catch-ups and their commit.
+type catchUpRaceCase struct {
+	name      string
+	op        oracle.Op
+	compact   bool     // lanced's compaction instead of op
+	committed []string // indices whose catch-up commits
+	indices   []string
+}
+
+// landConcurrent commits the case's concurrent change to path: real
+// Lance's op (also applied to control), or lanced's compaction of the
+// caught-up fragment with one appended after it.
+func (c catchUpRaceCase) landConcurrent(t *testing.T, path, control string) {
+	t.Helper()
+	if !c.compact {
+		oracle.RunOps(t, path, []oracle.Op{c.op})
+		oracle.RunOps(t, control, []oracle.Op{c.op})
+		return
+	}
+	// Another append, so the caught-up fragment has an unindexed
+	// neighbour to be compacted with.
+	oracle.RunOps(t, path, []oracle.Op{{"op": "add", "rows": 100, "seed": 12}})
+	tbl2, m2 := tabletest.Open(t, "file://"+path)
+	p2 := planFor(t, path, m2, nil)
+	if len(p2.Rewrites) == 0 {
+		t.Fatalf("compaction plan: %+v", p2.Decisions)
+	}
+	if _, err := engine.Compact(context.Background(), tbl2, m2, p2.Tasks(), engine.CompactOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkCommits: exactly the case's catch-ups committed, every other one
+// was dropped as retryable and left none of its files behind.
+func (c catchUpRaceCase) checkCommits(t *testing.T, path string, reps []*engine.CommitReport, ps []engine.Pending) {
+	t.Helper()
+	var got []string
+	for _, rep := range reps {
+		for _, k := range rep.Committed {
+			got = append(got, strings.TrimPrefix(strings.SplitN(k, ":", 2)[0], "catchup."))
+		}
+		for _, d := range rep.Dropped {
+			if d.Verdict != job.Retryable {
+				t.Errorf("%s dropped as %s: %s", d.Key, d.Verdict, d.Reason)
+			}
+			t.Logf("dropped %s: %s", d.Key, d.Reason)
+		}
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, c.committed) {
+		t.Fatalf("committed catch-ups of %v, want %v", got, c.committed)
+	}
+	for _, pe := range ps {
+		k := pe.Job.Task().Key()
+		if slices.ContainsFunc(got, func(n string) bool { return strings.HasPrefix(k, "catchup."+n+":") }) {
+			continue
+		}
+		for _, f := range pe.Job.Written() {
+			if dataFileExists(t, path, f) {
+				t.Fatalf("dropped catch-up left %s behind", f)
+			}
+		}
+	}
+}
+
+// checkCoverage: real Lance lists the case's indices, each covers every
+// row, and a committed catch-up leaves unindexed only the rows Lance's
+// update moved to a new fragment.
+func (c catchUpRaceCase) checkCoverage(t *testing.T, path, control string) {
+	t.Helper()
+	rep := oracle.Inspect(t, path, 0)
+	if n := indexNames(rep); !slices.Equal(n, c.indices) {
+		t.Fatalf("indices %v, want %v", n, c.indices)
+	}
+	var moved int64
+	if c.op["op"] == "update" {
+		var cnt struct{ Count int64 }
+		if err := json.Unmarshal(oracle.RunOps(t, control, []oracle.Op{{"op": "count_rows", "where": "id >= 4000 AND id % 3 = 0"}})[0], &cnt); err != nil || cnt.Count == 0 {
+			t.Fatalf("count moved rows: %v %d", err, cnt.Count)
+		}
+		moved = cnt.Count
+	}
+	for _, name := range c.indices {
+		ix := indexByName(t, rep, name)
+		if ix.IndexedRows+ix.UnindexedRows != rep.Rows {
+			t.Fatalf("%s: %+v, %d rows", name, ix, rep.Rows)
+		}
+		if slices.Contains(c.committed, name) && ix.UnindexedRows != moved {
+			t.Fatalf("%s after its catch-up: %+v, want %d unindexed", name, ix, moved)
+		}
+	}
+}
+
+// checkIDRangeThroughBTree: real Lance's filter id >= 3990 AND id < 4400
+// on path runs through id_idx and returns the live ids in that range, of
+// which there are some.
+func checkIDRangeThroughBTree(t *testing.T, path string, live map[int64]uint64) {
+	t.Helper()
+	where := "id >= 3990 AND id < 4400"
+	q := oracle.Queries(t, path, []oracle.Op{{"op": "query", "where": where, "columns": []string{"id"}, "explain": true}})[0]
+	var want []int64
+	for id := range live {
+		if id >= 3990 && id < 4400 {
+			want = append(want, id)
+		}
+	}
+	slices.Sort(want)
+	if !slices.Equal(q.IDs(), want) || len(want) == 0 || !strings.Contains(q.Plan, "id_idx") {
+		t.Fatalf("%s: %d rows through the index, a scan %d:\n%s", where, len(q.IDs()), len(want), q.Plan)
+	}
+}
+
+// checkVectorSearchesLive: real Lance's top-10 searches of vec (nprobes 4)
+// for qs return only live rows; with ann, each returns 10 rows through
+// the index.
+func checkVectorSearchesLive[V float32 | float64](t *testing.T, path string, qs [][]V, live map[int64]uint64, ann bool) {
+	t.Helper()
+	for _, v := range qs {
+		res := oracle.Queries(t, path, []oracle.Op{{"op": "vector_search", "column": "vec", "vector": v, "k": 10, "nprobes": 4, "columns": []string{"id"}, "explain": ann}})[0]
+		if ann && (len(res.IDs()) != 10 || !strings.Contains(res.Plan, "ANN")) {
+			t.Fatalf("vector search: %v\n%s", res.IDs(), res.Plan)
+		}
+		for _, id := range res.IDs() {
+			if _, ok := live[id]; !ok {
+				t.Fatalf("vector search returned row %d, which is not live", id)
+			}
+		}
 	}
 }
 
@@ -263,25 +302,8 @@ func TestCatchUpOverRemapOracle(t *testing.T) {
 		t.Fatalf("recall@10 %.3f, real Lance's optimize() %.3f", recall, recallLance)
 	}
 	live := oracle.RowAddrsByID(t, path, 0)
-	for _, v := range qs {
-		res := oracle.Queries(t, path, []oracle.Op{{"op": "vector_search", "column": "vec", "vector": v, "k": 10, "nprobes": 4, "columns": []string{"id"}}})[0]
-		for _, id := range res.IDs() {
-			if _, ok := live[id]; !ok {
-				t.Fatalf("vector search returned row %d, which is not live", id)
-			}
-		}
-	}
-	q := oracle.Queries(t, path, []oracle.Op{{"op": "query", "where": "id >= 3990 AND id < 4400", "columns": []string{"id"}, "explain": true}})[0]
-	var want []int64
-	for id := range live {
-		if id >= 3990 && id < 4400 {
-			want = append(want, id)
-		}
-	}
-	slices.Sort(want)
-	if !slices.Equal(q.IDs(), want) || !strings.Contains(q.Plan, "id_idx") {
-		t.Fatalf("btree filter: %d ids, a scan %d:\n%s", len(q.IDs()), len(want), q.Plan)
-	}
+	checkVectorSearchesLive(t, path, qs, live, false)
+	checkIDRangeThroughBTree(t, path, live)
 	t.Logf("recall@10 %.3f, real Lance's optimize() %.3f", recall, recallLance)
 }
 

@@ -31,41 +31,8 @@ func TestScalarCatchUpSegmentsOracle(t *testing.T) {
 	oracle.Require(t)
 	dir := t.TempDir()
 	path := oracle.Build(t, "sized-1x4000-v32-t0-d0", filepath.Join(dir, "ours"))
-	ixs := []struct{ column, typ, name string }{{"id", "btree", "id_idx"}, {"grp", "bitmap", "grp_idx"}}
-	setup := []oracle.Op{{"op": "add_columns", "columns": []map[string]string{{"name": "grp", "value_sql": "id % 50"}}}}
-	for _, ix := range ixs {
-		setup = append(setup, oracle.Op{"op": "create_index", "column": ix.column, "type": ix.typ, "name": ix.name})
-	}
-	oracle.RunOps(t, path, append(setup, oracle.Op{"op": "add", "rows": 1500, "seed": 31}))
-	// A copy with fragment 0 deleted, indexed again by Lance: its segments
-	// cover fragment 1 only.
-	b := filepath.Join(dir, "b.lance")
-	oracle.CopyTree(t, path, b)
-	ops := []oracle.Op{{"op": "delete", "where": "id < 4000"}}
-	for _, ix := range ixs {
-		ops = append(ops, oracle.Op{"op": "create_index", "column": ix.column, "type": ix.typ, "name": ix.name, "replace": true})
-	}
-	oracle.RunOps(t, b, ops)
-	ctx := context.Background()
-	bm := readTableManifest(t, b, oracle.Inspect(t, b, 0).Version)
-	if len(bm.PB.GetFragments()) != 1 || bm.PB.GetFragments()[0].GetId() != 1 {
-		t.Fatalf("copy keeps fragments %v", bm.PB.GetFragments())
-	}
-	for _, seg := range bm.Indices.GetIndices() {
-		u, err := uuid.FromBytes(seg.GetUuid().GetUuid())
-		if err != nil {
-			t.Fatal(err)
-		}
-		oracle.CopyTree(t, filepath.Join(b, "_indices", u.String()), filepath.Join(path, "_indices", u.String()))
-		tbl, m := tabletest.Open(t, "file://"+path)
-		f := m.PB.GetFragments()[1]
-		out := &job.CatchUpOutput{CatchUp: &job.CatchUpTask{Table: path, ReadVersion: m.Version(), Index: seg.GetName(), Fragments: []uint64{f.GetId()}},
-			Segment: seg, Base: []*tablepb.DataFragment{f}}
-		rep, err := engine.CommitJobs(ctx, tbl, m.Version(), job.CatchUpTxn, []job.Job{out}, engine.CommitOptions{})
-		if err != nil || rep.Version == 0 {
-			t.Fatalf("commit segment %s of %s: %v %+v", u, seg.GetName(), err, rep)
-		}
-	}
+	ixs := []scalarSegmentIndex{{"id", "btree", "id_idx"}, {"grp", "bitmap", "grp_idx"}}
+	buildTwoSegmentIndices(t, path, ixs)
 	oracle.RunOps(t, path, []oracle.Op{{"op": "add", "rows": 700, "seed": 32}})
 	pre := oracle.Inspect(t, path, 0)
 	for _, ix := range ixs {
@@ -73,46 +40,11 @@ func TestScalarCatchUpSegmentsOracle(t *testing.T) {
 			t.Fatalf("setup: %s %+v", ix.name, s)
 		}
 	}
-	q := func(where, ix string) oracle.Op {
-		return oracle.Op{"op": "query", "where": where, "columns": []string{"id"}, "explain": true, "index": ix}
-	}
-	filters := []oracle.Op{
-		q("id = 17", "id_idx"), q("id = 4321", "id_idx"), q("id = 5800", "id_idx"),
-		q("id >= 3990 AND id < 4010", "id_idx"), q("id >= 5490 AND id < 5510", "id_idx"), q("id IN (5, 3999, 4000, 5499, 5500, 6199)", "id_idx"),
-		q("grp = 17", "grp_idx"), q("grp IN (1, 49)", "grp_idx"),
-	}
-	// The rows each filter must return: ids 0..6199, grp = id % 50 (the
-	// appended rows get their grp from the generator: checked by count).
-	want := func(where string, ids []int64) []int64 {
-		var out []int64
-		for id := int64(0); id < 6200; id++ {
-			ok := false
-			switch where {
-			case "id = 17":
-				ok = id == 17
-			case "id = 4321":
-				ok = id == 4321
-			case "id = 5800":
-				ok = id == 5800
-			case "id >= 3990 AND id < 4010":
-				ok = id >= 3990 && id < 4010
-			case "id >= 5490 AND id < 5510":
-				ok = id >= 5490 && id < 5510
-			case "id IN (5, 3999, 4000, 5499, 5500, 6199)":
-				ok = slices.Contains([]int64{5, 3999, 4000, 5499, 5500, 6199}, id)
-			default:
-				return ids
-			}
-			if ok {
-				out = append(out, id)
-			}
-		}
-		return out
-	}
+	filters := scalarSegmentFilters()
 	before := oracle.Queries(t, path, filters)
 	for i, f := range filters {
 		where := f["where"].(string)
-		if got := before[i].IDs(); !slices.Equal(got, want(where, got)) || len(got) == 0 {
+		if got := before[i].IDs(); !slices.Equal(got, scalarSegmentFilterWant(where, got)) || len(got) == 0 {
 			t.Fatalf("before the catch-up, Lance over two segments: %s = %v", where, got)
 		}
 	}
@@ -152,4 +84,91 @@ func TestScalarCatchUpSegmentsOracle(t *testing.T) {
 			t.Fatalf("after real Lance: %s %+v, rows %d", ix.name, s, after.Rows)
 		}
 	}
+}
+
+// scalarSegmentIndex is a scalar index real Lance builds on a column.
+type scalarSegmentIndex struct{ column, typ, name string }
+
+// buildTwoSegmentIndices adds grp = id % 50 to the one-fragment table at
+// path, has real Lance build ixs, append fragment 1 and, on a copy where
+// fragment 0 is deleted, build ixs again; each segment of the copy is
+// committed into path as a second segment of its index (a distributed
+// build's shape).
+func buildTwoSegmentIndices(t *testing.T, path string, ixs []scalarSegmentIndex) {
+	t.Helper()
+	setup := []oracle.Op{{"op": "add_columns", "columns": []map[string]string{{"name": "grp", "value_sql": "id % 50"}}}}
+	for _, ix := range ixs {
+		setup = append(setup, oracle.Op{"op": "create_index", "column": ix.column, "type": ix.typ, "name": ix.name})
+	}
+	oracle.RunOps(t, path, append(setup, oracle.Op{"op": "add", "rows": 1500, "seed": 31}))
+	// A copy with fragment 0 deleted, indexed again by Lance: its segments
+	// cover fragment 1 only.
+	b := filepath.Join(t.TempDir(), "b.lance")
+	oracle.CopyTree(t, path, b)
+	ops := []oracle.Op{{"op": "delete", "where": "id < 4000"}}
+	for _, ix := range ixs {
+		ops = append(ops, oracle.Op{"op": "create_index", "column": ix.column, "type": ix.typ, "name": ix.name, "replace": true})
+	}
+	oracle.RunOps(t, b, ops)
+	bm := readTableManifest(t, b, oracle.Inspect(t, b, 0).Version)
+	if len(bm.PB.GetFragments()) != 1 || bm.PB.GetFragments()[0].GetId() != 1 {
+		t.Fatalf("copy keeps fragments %v", bm.PB.GetFragments())
+	}
+	for _, seg := range bm.Indices.GetIndices() {
+		u, err := uuid.FromBytes(seg.GetUuid().GetUuid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		oracle.CopyTree(t, filepath.Join(b, "_indices", u.String()), filepath.Join(path, "_indices", u.String()))
+		tbl, m := tabletest.Open(t, "file://"+path)
+		f := m.PB.GetFragments()[1]
+		out := &job.CatchUpOutput{CatchUp: &job.CatchUpTask{Table: path, ReadVersion: m.Version(), Index: seg.GetName(), Fragments: []uint64{f.GetId()}},
+			Segment: seg, Base: []*tablepb.DataFragment{f}}
+		rep, err := engine.CommitJobs(context.Background(), tbl, m.Version(), job.CatchUpTxn, []job.Job{out}, engine.CommitOptions{})
+		if err != nil || rep.Version == 0 {
+			t.Fatalf("commit segment %s of %s: %v %+v", u, seg.GetName(), err, rep)
+		}
+	}
+}
+
+// scalarSegmentFilters are the filters through id_idx and grp_idx.
+func scalarSegmentFilters() []oracle.Op {
+	q := func(where, ix string) oracle.Op {
+		return oracle.Op{"op": "query", "where": where, "columns": []string{"id"}, "explain": true, "index": ix}
+	}
+	return []oracle.Op{
+		q("id = 17", "id_idx"), q("id = 4321", "id_idx"), q("id = 5800", "id_idx"),
+		q("id >= 3990 AND id < 4010", "id_idx"), q("id >= 5490 AND id < 5510", "id_idx"), q("id IN (5, 3999, 4000, 5499, 5500, 6199)", "id_idx"),
+		q("grp = 17", "grp_idx"), q("grp IN (1, 49)", "grp_idx"),
+	}
+}
+
+// scalarSegmentFilterWant is the rows a filter of scalarSegmentFilters must
+// return: ids 0..6199, grp = id % 50 (the appended rows get their grp from
+// the generator: checked by count, so a grp filter wants ids back).
+func scalarSegmentFilterWant(where string, ids []int64) []int64 {
+	var out []int64
+	for id := int64(0); id < 6200; id++ {
+		ok := false
+		switch where {
+		case "id = 17":
+			ok = id == 17
+		case "id = 4321":
+			ok = id == 4321
+		case "id = 5800":
+			ok = id == 5800
+		case "id >= 3990 AND id < 4010":
+			ok = id >= 3990 && id < 4010
+		case "id >= 5490 AND id < 5510":
+			ok = id >= 5490 && id < 5510
+		case "id IN (5, 3999, 4000, 5499, 5500, 6199)":
+			ok = slices.Contains([]int64{5, 3999, 4000, 5499, 5500, 6199}, id)
+		default:
+			return ids
+		}
+		if ok {
+			out = append(out, id)
+		}
+	}
+	return out
 }

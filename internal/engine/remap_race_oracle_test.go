@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"encoding/json"
 	"maps"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"github.com/lanced-dev/lanced/internal/engine"
 	"github.com/lanced-dev/lanced/internal/engine/failpoint"
 	"github.com/lanced-dev/lanced/internal/engine/job"
+	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/index"
@@ -38,13 +38,7 @@ import (
 func TestRemapRaceAtCommitOracle(t *testing.T) {
 	oracle.Require(t)
 	both := []string{"id_idx", "vec_idx"}
-	for _, c := range []struct {
-		name    string
-		op      oracle.Op
-		commit  bool
-		indices []string
-		queued  bool // the daemon's way: remaps run as tasks of their own, the rewrite waits
-	}{
+	for _, c := range []remapRaceCase{
 		{"delete of rewritten rows", oracle.Op{"op": "delete", "where": "id < 2000 AND id % 7 = 3"}, false, both, false},
 		{"update of rewritten rows", oracle.Op{"op": "update", "where": "id < 2000 AND id % 9 = 4", "values_sql": map[string]string{"id": "id"}}, false, both, false},
 		{"delete of other indexed rows", oracle.Op{"op": "delete", "where": "id >= 2000 AND id % 7 = 3"}, true, both, false},
@@ -74,88 +68,11 @@ func TestRemapRaceAtCommitOracle(t *testing.T) {
 			}
 			r := &engine.Runner{Table: tbl}
 			ps := executeAll(t, r, m, []job.Task{{Rewrite: &p.Rewrites[0]}})
-			var once sync.Once
-			var landed uint64
-			ctx := failpoint.WithHook(context.Background(), "remap.commit", func() {
-				once.Do(func() {
-					oracle.RunOps(t, path, []oracle.Op{c.op})
-					_, lm := tabletest.Open(t, "file://"+path)
-					landed = lm.Version()
-				})
-			})
-			if c.queued {
-				ps = runQueuedRemaps(t, r, m, ps)
-				ctx = context.Background()
-				oracle.RunOps(t, path, []oracle.Op{c.op})
-				_, lm := tabletest.Open(t, "file://"+path)
-				landed = lm.Version()
-			}
-			reps, err := r.Commit(ctx, ps)
-			if err != nil {
-				t.Fatalf("commit: %v", err)
-			}
-			if landed == 0 {
-				t.Fatal("the remap.commit hook never ran: nothing was remapped")
-			}
+			reps, ps, landed := c.commitRacing(t, path, r, m, ps)
 			oracle.RunOps(t, control, []oracle.Op{c.op})
 
-			var committed uint64
-			var dropped, written []string
-			for _, rep := range reps {
-				if rep.Op == "rewrite" && rep.Version != 0 {
-					committed = rep.Version
-				}
-				for _, d := range rep.Dropped {
-					dropped = append(dropped, d.Verdict.String()+": "+d.Reason)
-					if d.Verdict != job.Retryable {
-						t.Errorf("dropped %s as %s, want retryable: %s", d.Key, d.Verdict, d.Reason)
-					}
-				}
-			}
-			for _, pe := range ps {
-				written = append(written, pe.Job.Written()...)
-			}
-			if (committed != 0) != c.commit {
-				t.Fatalf("committed %v, want %v; dropped %v", committed != 0, c.commit, dropped)
-			}
-			_, latest := tabletest.Open(t, "file://"+path)
-			if c.commit {
-				if committed != landed+1 || latest.Version() != committed {
-					t.Fatalf("committed version %d, Lance landed %d, latest %d", committed, landed, latest.Version())
-				}
-				if rw := latest.Txn.GetRewrite(); rw == nil || len(rw.GetRewrittenIndices()) != len(c.indices) {
-					t.Fatalf("rewritten_indices %v, want one per index left (%v)", rw.GetRewrittenIndices(), c.indices)
-				}
-			} else {
-				if latest.Version() != landed || len(dropped) == 0 {
-					t.Fatalf("latest %d, Lance landed %d; dropped %v", latest.Version(), landed, dropped)
-				}
-				for _, k := range written {
-					if dataFileExists(t, path, k) {
-						t.Fatalf("a dropped job left %s behind", k)
-					}
-				}
-			}
-			// No index segment is left that no version references (a
-			// dropped remap's files are deleted at once).
-			keep := map[string]bool{}
-			for _, d := range indexDirs(t, control) {
-				keep[d] = true
-			}
-			for v := uint64(1); v <= latest.Version(); v++ {
-				mv, err := tbl.Load(context.Background(), v)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, ix := range mv.Indices.GetIndices() {
-					keep[(&index.Segment{Meta: ix}).UUID()] = true
-				}
-			}
-			for _, d := range indexDirs(t, path) {
-				if fs, _ := os.ReadDir(filepath.Join(path, "_indices", d)); !keep[d] && len(fs) > 0 {
-					t.Fatalf("index directory %s is neither committed nor real Lance's", d)
-				}
-			}
+			committed, dropped, latest := c.checkOutcome(t, path, reps, ps, landed)
+			checkNoStraySegments(t, tbl, path, control, latest)
 			if got, want := digestByID(t, path), digestByID(t, control); !maps.Equal(got, want) {
 				t.Fatalf("real Lance reads other rows than the control")
 			}
@@ -167,6 +84,120 @@ func TestRemapRaceAtCommitOracle(t *testing.T) {
 				t.Fatalf("after real Lance's optimize: indices %v", got)
 			}
 		})
+	}
+}
+
+// remapRaceCase is a real-Lance commit that lands at the last moment of a
+// remapping compaction.
+type remapRaceCase struct {
+	name    string
+	op      oracle.Op
+	commit  bool
+	indices []string
+	queued  bool // the daemon's way: remaps run as tasks of their own, the rewrite waits
+}
+
+// commitRacing commits ps with real Lance's op landing at failpoint
+// remap.commit (or, queued, after the remaps ran as tasks of their own and
+// before the rewrite commits). It returns the reports, the pending jobs
+// (with the queued remaps) and the version Lance's op landed as.
+func (c remapRaceCase) commitRacing(t *testing.T, path string, r *engine.Runner, m *format.Manifest, ps []engine.Pending) ([]*engine.CommitReport, []engine.Pending, uint64) {
+	t.Helper()
+	var once sync.Once
+	var landed uint64
+	ctx := failpoint.WithHook(context.Background(), "remap.commit", func() {
+		once.Do(func() {
+			oracle.RunOps(t, path, []oracle.Op{c.op})
+			_, lm := tabletest.Open(t, "file://"+path)
+			landed = lm.Version()
+		})
+	})
+	if c.queued {
+		ps = runQueuedRemaps(t, r, m, ps)
+		ctx = context.Background()
+		oracle.RunOps(t, path, []oracle.Op{c.op})
+		_, lm := tabletest.Open(t, "file://"+path)
+		landed = lm.Version()
+	}
+	reps, err := r.Commit(ctx, ps)
+	if err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	if landed == 0 {
+		t.Fatal("the remap.commit hook never ran: nothing was remapped")
+	}
+	return reps, ps, landed
+}
+
+// checkOutcome: the rewrite committed right after Lance's commit, with one
+// remapped segment per index left, when the case says so; otherwise
+// nothing of ours committed, something was dropped (only ever as
+// retryable) and no written file is left. It returns the committed
+// version (0 for none), the drops and the latest manifest.
+func (c remapRaceCase) checkOutcome(t *testing.T, path string, reps []*engine.CommitReport, ps []engine.Pending, landed uint64) (uint64, []string, *format.Manifest) {
+	t.Helper()
+	var committed uint64
+	var dropped, written []string
+	for _, rep := range reps {
+		if rep.Op == "rewrite" && rep.Version != 0 {
+			committed = rep.Version
+		}
+		for _, d := range rep.Dropped {
+			dropped = append(dropped, d.Verdict.String()+": "+d.Reason)
+			if d.Verdict != job.Retryable {
+				t.Errorf("dropped %s as %s, want retryable: %s", d.Key, d.Verdict, d.Reason)
+			}
+		}
+	}
+	for _, pe := range ps {
+		written = append(written, pe.Job.Written()...)
+	}
+	if (committed != 0) != c.commit {
+		t.Fatalf("committed %v, want %v; dropped %v", committed != 0, c.commit, dropped)
+	}
+	_, latest := tabletest.Open(t, "file://"+path)
+	if c.commit {
+		if committed != landed+1 || latest.Version() != committed {
+			t.Fatalf("committed version %d, Lance landed %d, latest %d", committed, landed, latest.Version())
+		}
+		if rw := latest.Txn.GetRewrite(); rw == nil || len(rw.GetRewrittenIndices()) != len(c.indices) {
+			t.Fatalf("rewritten_indices %v, want one per index left (%v)", rw.GetRewrittenIndices(), c.indices)
+		}
+		return committed, dropped, latest
+	}
+	if latest.Version() != landed || len(dropped) == 0 {
+		t.Fatalf("latest %d, Lance landed %d; dropped %v", latest.Version(), landed, dropped)
+	}
+	for _, k := range written {
+		if dataFileExists(t, path, k) {
+			t.Fatalf("a dropped job left %s behind", k)
+		}
+	}
+	return committed, dropped, latest
+}
+
+// checkNoStraySegments: no index segment is left in path that no version
+// up to latest references and real Lance did not write into the control
+// (a dropped remap's files are deleted at once).
+func checkNoStraySegments(t *testing.T, tbl *table.Table, path, control string, latest *format.Manifest) {
+	t.Helper()
+	keep := map[string]bool{}
+	for _, d := range indexDirs(t, control) {
+		keep[d] = true
+	}
+	for v := uint64(1); v <= latest.Version(); v++ {
+		mv, err := tbl.Load(context.Background(), v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ix := range mv.Indices.GetIndices() {
+			keep[(&index.Segment{Meta: ix}).UUID()] = true
+		}
+	}
+	for _, d := range indexDirs(t, path) {
+		if fs, _ := os.ReadDir(filepath.Join(path, "_indices", d)); !keep[d] && len(fs) > 0 {
+			t.Fatalf("index directory %s is neither committed nor real Lance's", d)
+		}
 	}
 }
 
@@ -213,22 +244,7 @@ func checkRacedIndices(t *testing.T, path, control string, names []string) {
 		t.Fatalf("recall@10 %.3f, control %.3f", recall, recallControl)
 	}
 	// No search through the index returns a row the control does not have.
-	live := map[int64]bool{}
-	for id := range oracle.RowAddrsByID(t, control, 0) {
-		live[id] = true
-	}
-	for _, q := range qs {
-		var res queryResult
-		raw := oracle.RunOps(t, path, []oracle.Op{{"op": "vector_search", "column": "vec", "vector": q, "k": 10, "nprobes": 4, "columns": []string{"id"}}})
-		if err := json.Unmarshal(raw[0], &res); err != nil {
-			t.Fatal(err)
-		}
-		for _, id := range res.IDs() {
-			if !live[id] {
-				t.Fatalf("vector search returned row %d, deleted in the control", id)
-			}
-		}
-	}
+	checkVectorSearchesLive(t, path, qs, oracle.RowAddrsByID(t, control, 0), false)
 }
 
 // digestByID is real Lance's scan of path, digested in id order (a
