@@ -284,6 +284,48 @@ func testFTSRemap(t *testing.T, scenario string, withPosition bool) {
 	comparePartitions(t, "identity remap", readPartition(t, idDir, 0), lp)
 
 	// Queries: single words, and phrases cut from rows.
+	ops, phraseOf := ftsRemapQueries(t, path, withPosition)
+
+	// Delete so that some tokens lose every document, then let Lance compact.
+	oracle.RunOps(t, path, []oracle.Op{{"op": "delete", "where": "id % 10 = 0 OR id % 7 = 3 OR id % 100 = 1"}})
+	comp := indextest.Compact(t, path, oracle.Inspect(t, path, 0))
+	postDir, _ := comp.LanceRemap(t, path, name)
+	_, indexed, unindexed := listIndex(t, path, "FTS")
+	if unindexed != 0 {
+		t.Fatalf("after Lance's optimize: %d rows unindexed", unindexed)
+	}
+	oursDir := filepath.Join(dir, "ours")
+	res := remapSegment(t, indextest.Index(t, comp.PreM, name), preDir, oursDir, comp.Mapping)
+	if res.Rows != uint64(indexed) || res.Dropped == 0 {
+		t.Fatalf("remap %+v, Lance indexes %d rows", res, indexed)
+	}
+	ours := readPartition(t, oursDir, 0)
+	if len(ours.tokens) >= len(lp.tokens) {
+		t.Fatalf("no posting list emptied: %d tokens before, %d after", len(lp.tokens), len(ours.tokens))
+	}
+	t.Logf("remap: %+v, %d of %d tokens kept", res, len(ours.tokens), len(lp.tokens))
+	comparePartitions(t, "remap after compaction", ours, readPartition(t, postDir, 0))
+	checkSameMetadata(t, oursDir, postDir)
+
+	// Our segment in place of Lance's, on a copy of the compacted table:
+	// a new version whose FTS entry names our uuid and our files' sizes.
+	swapped, newID := swapInSegment(t, path, filepath.Join(dir, "swapped"), comp.Post.Version, name, oursDir)
+	if id, n, u := listIndex(t, swapped, "FTS"); id != newID.String() || n != indexed || u != 0 {
+		t.Fatalf("with our segment: FTS %s covers %d/%d, want %s %d/0", id, n, u, newID, indexed)
+	}
+	want := search(t, path, ops)
+	got := search(t, swapped, ops)
+	compareFTSHits(t, ops, phraseOf, got, want)
+	t.Logf("%d queries (match and phrase): same rows and scores from our remapped segment as from Lance's", len(ops))
+}
+
+// ftsRemapQueries are the searches of body compared after the remap:
+// single words (zq551 lives on; zq501's only row is deleted, so its posting
+// list goes) and, from rows that survive the delete, phrases of two
+// adjacent longer words (single longer words without positions); phraseOf
+// maps the index of such a search to the row it was cut from.
+func ftsRemapQueries(t *testing.T, path string, withPosition bool) ([]oracle.Op, map[int]int64) {
+	t.Helper()
 	var ops []oracle.Op
 	// zq551 lives on; zq501's only row is deleted, so its posting list goes.
 	for _, w := range []string{"river", "harbour", "copper winter", "lance manifest", "table", "zq551", "zq501 zq551"} {
@@ -323,26 +365,14 @@ func testFTSRemap(t *testing.T, scenario string, withPosition bool) {
 	if len(phraseOf) < 3 {
 		t.Fatalf("only %d phrase queries from %d rows", len(phraseOf), len(sample.Data))
 	}
+	return ops, phraseOf
+}
 
-	// Delete so that some tokens lose every document, then let Lance compact.
-	oracle.RunOps(t, path, []oracle.Op{{"op": "delete", "where": "id % 10 = 0 OR id % 7 = 3 OR id % 100 = 1"}})
-	comp := indextest.Compact(t, path, oracle.Inspect(t, path, 0))
-	postDir, _ := comp.LanceRemap(t, path, name)
-	_, indexed, unindexed := listIndex(t, path, "FTS")
-	if unindexed != 0 {
-		t.Fatalf("after Lance's optimize: %d rows unindexed", unindexed)
-	}
-	oursDir := filepath.Join(dir, "ours")
-	res := remapSegment(t, indextest.Index(t, comp.PreM, name), preDir, oursDir, comp.Mapping)
-	if res.Rows != uint64(indexed) || res.Dropped == 0 {
-		t.Fatalf("remap %+v, Lance indexes %d rows", res, indexed)
-	}
-	ours := readPartition(t, oursDir, 0)
-	if len(ours.tokens) >= len(lp.tokens) {
-		t.Fatalf("no posting list emptied: %d tokens before, %d after", len(lp.tokens), len(ours.tokens))
-	}
-	t.Logf("remap: %+v, %d of %d tokens kept", res, len(ours.tokens), len(lp.tokens))
-	comparePartitions(t, "remap after compaction", ours, readPartition(t, postDir, 0))
+// checkSameMetadata: the FTS metadata in oursDir equals Lance's in postDir
+// (params, partitions, token set format, posting tail codec, deleted
+// fragments).
+func checkSameMetadata(t *testing.T, oursDir, postDir string) {
+	t.Helper()
 	om, err := ReadMetadata(context.Background(), lancefiletest.Open(t, filepath.Join(oursDir, MetadataFileName)))
 	if err != nil {
 		t.Fatal(err)
@@ -354,19 +384,24 @@ func testFTSRemap(t *testing.T, scenario string, withPosition bool) {
 	if string(om.Params) != string(lm.Params) || !slices.Equal(om.Partitions, lm.Partitions) || om.TokenSetFormat != lm.TokenSetFormat || om.PostingTailCodec != lm.PostingTailCodec || !om.DeletedFragments.Equals(lm.DeletedFragments) {
 		t.Fatalf("metadata %+v, Lance's %+v", om, lm)
 	}
+}
 
-	// Our segment in place of Lance's, on a copy of the compacted table:
-	// a new version whose FTS entry names our uuid and our files' sizes.
-	swapped := filepath.Join(dir, "swapped", filepath.Base(path))
+// swapInSegment copies the table at path into the directory into and
+// commits there a new version over version whose entry of index name
+// names the segment in segDir, copied in under a new uuid. It returns the
+// copy's path and the uuid.
+func swapInSegment(t *testing.T, path, into string, version uint64, name, segDir string) (string, uuid.UUID) {
+	t.Helper()
+	swapped := filepath.Join(into, filepath.Base(path))
 	if err := os.CopyFS(swapped, os.DirFS(path)); err != nil {
 		t.Fatal(err)
 	}
 	newID := uuid.New()
-	if err := os.CopyFS(filepath.Join(swapped, "_indices", newID.String()), os.DirFS(oursDir)); err != nil {
+	if err := os.CopyFS(filepath.Join(swapped, "_indices", newID.String()), os.DirFS(segDir)); err != nil {
 		t.Fatal(err)
 	}
-	postM := indextest.ReadManifest(t, swapped, comp.Post.Version)
-	written, err := indextest.Dir(oursDir).Files(context.Background())
+	postM := indextest.ReadManifest(t, swapped, version)
+	written, err := indextest.Dir(segDir).Files(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,11 +410,14 @@ func testFTSRemap(t *testing.T, scenario string, withPosition bool) {
 		names = append(names, f.Name)
 	}
 	indextest.CommitIndexSwap(t, swapped, postM, indextest.Swap{Old: indextest.Index(t, postM, name), ID: newID, Files: names})
-	if id, n, u := listIndex(t, swapped, "FTS"); id != newID.String() || n != indexed || u != 0 {
-		t.Fatalf("with our segment: FTS %s covers %d/%d, want %s %d/0", id, n, u, newID, indexed)
-	}
-	want := search(t, path, ops)
-	got := search(t, swapped, ops)
+	return swapped, newID
+}
+
+// compareFTSHits: every search finds the row its phrase was cut from and
+// returns, through our segment (got), Lance's rows (want) in order with
+// the same scores.
+func compareFTSHits(t *testing.T, ops []oracle.Op, phraseOf map[int]int64, got, want [][]hit) {
+	t.Helper()
 	for i := range ops {
 		if id, ok := phraseOf[i]; ok && !slices.ContainsFunc(got[i], func(h hit) bool { return h.ID == id }) {
 			t.Errorf("%q misses its own row %d", ops[i]["query"], id)
@@ -393,5 +431,4 @@ func testFTSRemap(t *testing.T, scenario string, withPosition bool) {
 			}
 		}
 	}
-	t.Logf("%d queries (match and phrase): same rows and scores from our remapped segment as from Lance's", len(ops))
 }

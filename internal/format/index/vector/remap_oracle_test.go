@@ -91,33 +91,7 @@ func testRemapOracle(t *testing.T, c remapCase) {
 	}
 	path := oracle.Build(t, "sized-4x1000-v32-t0-d0", dir)
 	res0 := oracle.RunOps(t, path, []oracle.Op{{"op": "create_index", "column": "vec", "type": c.typ, "options": c.options}})
-	where := "id % 10 = 0"
-	if c.emptyPartition {
-		// Also delete every row of partition 0, so the remap writes an
-		// empty partition.
-		var r struct {
-			Version uint64 `json:"version"`
-		}
-		if err := json.Unmarshal(res0[0], &r); err != nil {
-			t.Fatal(err)
-		}
-		u := indextest.UUID(t, vectorIndex(t, indextest.ReadManifest(t, path, r.Version)).GetUuid())
-		st := openStorage(t, filepath.Join(path, "_indices", u, vector.AuxiliaryFileName))
-		rec, err := st.ReadPartition(context.Background(), 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		byAddr := map[uint64]int64{}
-		for id, a := range oracle.RowAddrsByID(t, path, r.Version) {
-			byAddr[a] = id
-		}
-		var ids []string
-		for _, a := range rec.Column(0).(*array.Uint64).Uint64Values() {
-			ids = append(ids, strconv.FormatInt(byAddr[a], 10))
-		}
-		rec.Release()
-		where += " OR id IN (" + strings.Join(ids, ",") + ")"
-	}
+	where := remapDeleteWhere(t, path, res0[0], c)
 	oracle.RunOps(t, path, []oracle.Op{{"op": "delete", "where": where}})
 	pre := oracle.Inspect(t, path, 0)
 	queries := queryVectors(envInt("LANCED_REMAP_QUERIES", 32), 32)
@@ -129,32 +103,12 @@ func testRemapOracle(t *testing.T, c remapCase) {
 	oldIdx := vectorIndex(t, preM)
 	lanceIdx := vectorIndex(t, postM)
 	newID := uuid.New()
-	ctx := context.Background()
 	oldDir := filepath.Join(path, "_indices", indextest.UUID(t, oldIdx.GetUuid()))
 	newDir := filepath.Join(path, "_indices", newID.String())
 	if err := os.MkdirAll(newDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	storage := openStorage(t, filepath.Join(oldDir, vector.AuxiliaryFileName))
-	ixFile := openIndex(t, filepath.Join(oldDir, vector.IndexFileName))
-	if d := c.options["distanceType"]; ixFile.Distance != d || storage.Distance != d {
-		t.Fatalf("distance %q/%q, want %s", ixFile.Distance, storage.Distance, d)
-	}
-	res, err := vector.Remap(ctx, ixFile, storage, mapping,
-		indextest.Create(t, filepath.Join(newDir, vector.AuxiliaryFileName)),
-		indextest.Create(t, filepath.Join(newDir, vector.IndexFileName)), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Storage.Rows != uint64(pre.Rows) || res.Storage.Dropped != uint64(4000-pre.Rows) {
-		t.Fatalf("remap kept %d dropped %d, want %d and %d", res.Storage.Rows, res.Storage.Dropped, pre.Rows, 4000-pre.Rows)
-	}
-	if c.emptyPartition && res.Storage.Lengths[0] != 0 {
-		t.Fatalf("partition 0 keeps %d rows, want 0", res.Storage.Lengths[0])
-	}
-	if c.hnsw {
-		checkGraphs(t, openIndex(t, filepath.Join(newDir, vector.IndexFileName)), res.Storage.Lengths)
-	}
+	res, storage := remapVectorSegment(t, c, oldDir, newDir, mapping, pre.Rows)
 	// Our segment read back equals the segment real Lance wrote when its
 	// compaction remapped the same index (the first version after pre whose
 	// vec_idx has another uuid; optimize() may retrain it afterwards),
@@ -173,6 +127,82 @@ func testRemapOracle(t *testing.T, c remapCase) {
 
 	// Commit: Lance's post-compaction manifest with its remapped index
 	// replaced by ours (same name, fields, details; our uuid).
+	checkCoversNewFragments(t, lanceIdx, newFrags)
+	indextest.CommitIndexSwap(t, path, postM, indextest.Swap{Old: lanceIdx, ID: newID, Files: []string{vector.AuxiliaryFileName, vector.IndexFileName}})
+	after := oracle.Inspect(t, path, 0)
+	checkIndexStats(t, after, pre.Rows)
+	ours := searchAll(t, path, after.Version, queries, c)
+	compareRemapSearches(t, c, len(queries), newID, before, lanceRemap, ours)
+	checkPartsOracle(t, path, oldDir, indextest.ReadManifest(t, path, after.Version), mapping, newDir, ours, queries, c)
+}
+
+// remapDeleteWhere is the filter of the rows the case deletes before the
+// compaction: every tenth row and, with emptyPartition, every row of the
+// index's partition 0 (created is the create_index op's result), so the
+// remap writes an empty partition.
+func remapDeleteWhere(t *testing.T, path string, created json.RawMessage, c remapCase) string {
+	t.Helper()
+	where := "id % 10 = 0"
+	if !c.emptyPartition {
+		return where
+	}
+	var r struct {
+		Version uint64 `json:"version"`
+	}
+	if err := json.Unmarshal(created, &r); err != nil {
+		t.Fatal(err)
+	}
+	u := indextest.UUID(t, vectorIndex(t, indextest.ReadManifest(t, path, r.Version)).GetUuid())
+	st := openStorage(t, filepath.Join(path, "_indices", u, vector.AuxiliaryFileName))
+	rec, err := st.ReadPartition(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byAddr := map[uint64]int64{}
+	for id, a := range oracle.RowAddrsByID(t, path, r.Version) {
+		byAddr[a] = id
+	}
+	var ids []string
+	for _, a := range rec.Column(0).(*array.Uint64).Uint64Values() {
+		ids = append(ids, strconv.FormatInt(byAddr[a], 10))
+	}
+	rec.Release()
+	return where + " OR id IN (" + strings.Join(ids, ",") + ")"
+}
+
+// remapVectorSegment remaps the segment in oldDir through mapping into
+// newDir and checks the result: the case's distance, rows kept and dropped
+// (rows live of 4000), an empty partition 0 where the case asks for one,
+// sound HNSW graphs. It returns the result and the old segment's storage.
+func remapVectorSegment(t *testing.T, c remapCase, oldDir, newDir string, mapping index.Mapping, rows int64) (vector.Result, *vector.StorageFile) {
+	t.Helper()
+	storage := openStorage(t, filepath.Join(oldDir, vector.AuxiliaryFileName))
+	ixFile := openIndex(t, filepath.Join(oldDir, vector.IndexFileName))
+	if d := c.options["distanceType"]; ixFile.Distance != d || storage.Distance != d {
+		t.Fatalf("distance %q/%q, want %s", ixFile.Distance, storage.Distance, d)
+	}
+	res, err := vector.Remap(context.Background(), ixFile, storage, mapping,
+		indextest.Create(t, filepath.Join(newDir, vector.AuxiliaryFileName)),
+		indextest.Create(t, filepath.Join(newDir, vector.IndexFileName)), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Storage.Rows != uint64(rows) || res.Storage.Dropped != uint64(4000-rows) {
+		t.Fatalf("remap kept %d dropped %d, want %d and %d", res.Storage.Rows, res.Storage.Dropped, rows, 4000-rows)
+	}
+	if c.emptyPartition && res.Storage.Lengths[0] != 0 {
+		t.Fatalf("partition 0 keeps %d rows, want 0", res.Storage.Lengths[0])
+	}
+	if c.hnsw {
+		checkGraphs(t, openIndex(t, filepath.Join(newDir, vector.IndexFileName)), res.Storage.Lengths)
+	}
+	return res, storage
+}
+
+// checkCoversNewFragments: Lance's remapped index covers exactly the
+// fragments the compaction wrote.
+func checkCoversNewFragments(t *testing.T, lanceIdx *tablepb.IndexMetadata, newFrags []uint64) {
+	t.Helper()
 	wantBitmap := roaring.New()
 	for _, f := range newFrags {
 		wantBitmap.Add(uint32(f))
@@ -184,10 +214,15 @@ func testRemapOracle(t *testing.T, c remapCase) {
 	if !gotBitmap.Equals(wantBitmap) {
 		t.Fatalf("Lance's remapped index covers %v, our mapping's new fragments are %v", gotBitmap.ToArray(), newFrags)
 	}
-	indextest.CommitIndexSwap(t, path, postM, indextest.Swap{Old: lanceIdx, ID: newID, Files: []string{vector.AuxiliaryFileName, vector.IndexFileName}})
-	after := oracle.Inspect(t, path, 0)
-	checkIndexStats(t, after, pre.Rows)
-	ours := searchAll(t, path, after.Version, queries, c)
+}
+
+// compareRemapSearches compares the searches through our remapped segment
+// (ours) with those before the compaction and through Lance's remap: each
+// runs through the index; HNSW recall no more than a few hits below both;
+// otherwise the same hits as Lance's remap and, for an exact case, as
+// before.
+func compareRemapSearches(t *testing.T, c remapCase, nq int, newID uuid.UUID, before, lanceRemap, ours map[string]modeResult) {
+	t.Helper()
 	for _, mode := range slices.Sorted(maps.Keys(before)) {
 		if !strings.Contains(ours[mode].plan, "ANNIvf") && !strings.Contains(ours[mode].plan, newID.String()) {
 			t.Errorf("%s: plan does not use the vector index:\n%s", mode, ours[mode].plan)
@@ -208,7 +243,7 @@ func testRemapOracle(t *testing.T, c remapCase) {
 		}
 		// Lance's remap wrote the same segment (checked above): every query
 		// gets the same answers from ours.
-		for qi := range queries {
+		for qi := range nq {
 			if !sameHits(lanceRemap[mode].hits[qi], ours[mode].hits[qi]) {
 				t.Errorf("%s query %d: Lance's remap %v, ours %v", mode, qi, lanceRemap[mode].hits[qi], ours[mode].hits[qi])
 			}
@@ -224,14 +259,13 @@ func testRemapOracle(t *testing.T, c remapCase) {
 		if ro+1e-9 < rb {
 			t.Errorf("%s: recall@10 %.3f after our remap is worse than %.3f before", mode, ro, rb)
 		}
-		for qi := range queries {
+		for qi := range nq {
 			b, o := before[mode].hits[qi], ours[mode].hits[qi]
 			if !sameHits(b, o) {
 				t.Errorf("%s query %d: before %v, after our remap %v", mode, qi, b, o)
 			}
 		}
 	}
-	checkPartsOracle(t, path, oldDir, indextest.ReadManifest(t, path, after.Version), mapping, newDir, ours, queries, c)
 }
 
 // checkPartsOracle remaps the same old segment in three parts (IVF
