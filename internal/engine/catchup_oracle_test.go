@@ -46,8 +46,12 @@ var catchUpCases = []catchUpCase{
 	{name: "ivf_rq", typ: "ivf_rq", options: map[string]any{"numPartitions": 4, "distanceType": "l2"}},
 	{name: "ivf_rq_cosine", typ: "ivf_rq", options: map[string]any{"numPartitions": 4, "distanceType": "cosine"}},
 	{name: "ivf_rq_dot", typ: "ivf_rq", options: map[string]any{"numPartitions": 4, "distanceType": "dot"}},
+	// more than 1 bit per dimension: ex codes and ex factors too
+	{name: "ivf_rq_2bit", typ: "ivf_rq", options: map[string]any{"numPartitions": 4, "numBits": 2, "distanceType": "l2"}},
+	{name: "ivf_rq_5bit_dot", typ: "ivf_rq", options: map[string]any{"numPartitions": 4, "numBits": 5, "distanceType": "dot"}},
 	// partitions under a quarter of IVF_RQ's target (4096 rows): merged
 	{name: "ivf_rq_join", typ: "ivf_rq", options: map[string]any{"numPartitions": 8, "distanceType": "l2"}},
+	{name: "ivf_rq_3bit_join", typ: "ivf_rq", options: map[string]any{"numPartitions": 8, "numBits": 3, "distanceType": "l2"}},
 }
 
 // TestCatchUpOracle: a table with a vector index and small appends and
@@ -342,14 +346,25 @@ func newSegmentCodes(t *testing.T, path string, v uint64, before, after *format.
 			}
 			var ids []uint64
 			var codes arrow.Array
+			var ex *array.FixedSizeList
 			for i, fl := range rec.Schema().Fields() {
-				if fl.Name == vector.RowIDColumn {
+				switch {
+				case fl.Name == vector.RowIDColumn:
 					ids = rec.Column(i).(*array.Uint64).Uint64Values()
-				} else if codes == nil {
+				case codes == nil:
 					codes = rec.Column(i) // the code column follows _rowid (RQ factor columns after it)
+				case fl.Name == "__blocked_ex_codes": // multi-bit RQ: compared with the sign code
+					ex = rec.Column(i).(*array.FixedSizeList)
 				}
 			}
 			rows := vector.RowCodes(s, codes)
+			if ex != nil {
+				w := int(ex.DataType().(*arrow.FixedSizeListType).Len())
+				vals := ex.ListValues().(*array.Uint8).Uint8Values()
+				for i := range rows {
+					rows[i] = append(slices.Clone(rows[i]), vals[i*w:(i+1)*w]...)
+				}
+			}
 			for i, a := range ids {
 				id, ok := byAddr[a]
 				if !ok {
@@ -495,26 +510,4 @@ func osStat(path string) (int64, error) {
 		return 0, err
 	}
 	return st.Size(), nil
-}
-
-// TestCatchUpRQBitsOracle: lancedb 0.31.0 builds IVF_RQ with numBits 2
-// (extra codes lanced does not encode): lanced's plan reports the index
-// due with the reason instead of planning a catch-up that would fail, and
-// compacts without a failed task.
-func TestCatchUpRQBitsOracle(t *testing.T) {
-	oracle.Require(t)
-	path := oracle.Build(t, "sized-1x4000-v32-t0-d0", t.TempDir())
-	oracle.RunOps(t, path, []oracle.Op{
-		{"op": "create_index", "column": "vec", "type": "ivf_rq", "options": map[string]any{"numPartitions": 4, "numBits": 2, "distanceType": "l2"}},
-		{"op": "add", "rows": 300, "seed": 11},
-	})
-	_, m := tabletest.Open(t, "file://"+path)
-	d := planIndex(planFor(t, path, m, nil), "vec_idx")
-	if d.CatchUp == nil || d.CatchUp.Action != "due" || !strings.Contains(d.CatchUp.Reason, "this index: 2") {
-		t.Fatalf("vec_idx catch-up %+v", d.CatchUp)
-	}
-	compactUntilSettled(t, path, nil)
-	if ix := indexByName(t, oracle.Inspect(t, path, 0), "vec_idx"); ix.UnindexedRows != 300 {
-		t.Fatalf("after lanced compact: %+v", ix)
-	}
 }

@@ -141,9 +141,9 @@ func catchUpDecisions(ic *indexCoverage, frags []*tablepb.DataFragment, decision
 			}
 		}
 		if kind == index.KindIVFRQ && cu.Action == CatchUpPlanned {
-			if bits, ok := index.RQNumBits(ic.metas[s[0]]); !ok || bits != 1 {
+			if bits, ok := index.RQNumBits(ic.metas[s[0]]); !ok || bits < 1 || bits > 9 {
 				cu.Action = CatchUpDue
-				cu.Reason += fmt.Sprintf("; but lanced encodes IVF_RQ with 1 bit per dimension only (this index: %d, read %v): run Lance's optimize()", bits, ok)
+				cu.Reason += fmt.Sprintf("; but lanced encodes IVF_RQ with 1 to 9 bits per dimension, as lance 8.0.0 builds it (this index: %d, read %v): run Lance's optimize()", bits, ok)
 			}
 		}
 		if cu.Action == CatchUpPlanned {

@@ -447,8 +447,9 @@ func TestCatchUpFTSParams(t *testing.T) {
 	}
 }
 
-// IVF_RQ is caught up with 1 bit per dimension (VectorIndexDetails rq
-// field 1, as lance 8.0.0 writes it); with more bits it is due, saying why.
+// IVF_RQ is caught up with 1 to 9 bits per dimension (VectorIndexDetails
+// rq field 1, as lance 8.0.0 writes it); with a width lance does not build
+// (or details that do not say) it is due, saying why.
 func TestCatchUpRQBits(t *testing.T) {
 	m := manifest(3, ab, small(0, 100), small(1, 100))
 	rq := func(name string, bits byte) *tablepb.IndexMetadata {
@@ -456,14 +457,20 @@ func TestCatchUpRQBits(t *testing.T) {
 		ix.IndexDetails = &anypb.Any{TypeUrl: "/lance.index.pb.VectorIndexDetails", Value: []byte{0x32, 0x02, 0x08, bits}}
 		return ix
 	}
-	p := Compute(Input{Table: "t", Manifest: m, Indices: []*tablepb.IndexMetadata{rq("one_idx", 1), rq("two_idx", 2)}, Policy: pol(func(e *policy.Effective) {
+	p := Compute(Input{Table: "t", Manifest: m, Indices: []*tablepb.IndexMetadata{rq("one_idx", 1), rq("ten_idx", 10)}, Policy: pol(func(e *policy.Effective) {
 		set(&e.Scope, policy.ScopeIndex)
 	})})
 	if cu := indexDecision(t, p, "one_idx").CatchUp; cu.Action != CatchUpPlanned {
 		t.Fatalf("one_idx: %+v", cu)
 	}
-	if cu := indexDecision(t, p, "two_idx").CatchUp; cu.Action != CatchUpDue || !strings.Contains(cu.Reason, "1 bit per dimension only (this index: 2") {
-		t.Fatalf("two_idx: %+v", cu)
+	if cu := indexDecision(t, p, "ten_idx").CatchUp; cu.Action != CatchUpDue || !strings.Contains(cu.Reason, "1 to 9 bits per dimension, as lance 8.0.0 builds it (this index: 10") {
+		t.Fatalf("ten_idx: %+v", cu)
+	}
+	q := Compute(Input{Table: "t", Manifest: m, Indices: []*tablepb.IndexMetadata{rq("nine_idx", 9)}, Policy: pol(func(e *policy.Effective) {
+		set(&e.Scope, policy.ScopeIndex)
+	})})
+	if cu := indexDecision(t, q, "nine_idx").CatchUp; cu.Action != CatchUpPlanned {
+		t.Fatalf("nine_idx: %+v", cu)
 	}
 	if len(p.CatchUps) != 1 || p.CatchUps[0].Index != "one_idx" {
 		t.Fatalf("catch-ups %+v", p.CatchUps)

@@ -87,7 +87,8 @@ type Model struct {
 	sqEnd     float64
 	rq        *rqModel
 	codeWidth int // bytes per stored row code (FLAT: 4*dim)
-	factors   int // float32 factors stored per row (RQ: 3)
+	factors   int // float32 factors stored per row (RQ: 3; multi-bit 5)
+	exWidth   int // bytes of ex codes stored per row (multi-bit RQ)
 }
 
 // NewModel reads the trained model of a segment. Supported: IVF_FLAT,
@@ -168,7 +169,10 @@ func NewModel(x *IndexFile, s *StorageFile) (*Model, error) {
 		if m.codeWidth != m.dim/8 {
 			return nil, errorf(s.File, ErrCorrupt, "RQ codes of %d bytes for dim %d", m.codeWidth, m.dim)
 		}
-		m.factors = len(rqFactorColumns)
+		m.factors, m.exWidth = rqBaseFactors, m.rq.exWidth
+		if m.exWidth > 0 {
+			m.factors = rqTotalFactors
+		}
 	default:
 		return nil, errorf(s.File, ErrUnsupported, "catch-up of %s storage", s.Quantization)
 	}
@@ -283,7 +287,7 @@ func (m *Model) prepare(v []float32) bool {
 // normalizing). v is
 // modified (normalized, residual); buf is scratch of 1 << PQBits values (PQ
 // codebook distances) or, for RQ, of the dimension.
-func (m *Model) encode(v []float32, code []byte, factors, buf []float32) (int, float32, bool) {
+func (m *Model) encode(v []float32, code, ex []byte, factors, buf []float32, exs *rqExScratch) (int, float32, bool) {
 	if !m.prepare(v) {
 		return 0, 0, false
 	}
@@ -320,7 +324,7 @@ func (m *Model) encode(v []float32, code []byte, factors, buf []float32) (int, f
 		}
 		// lance's res_norm_square: L2, the squared distance to the
 		// centroid (|v-c|^2); dot, |v-c|^2 too (norm_squared_fsl).
-		m.rq.encode(v, p, normSq, code, factors, buf)
+		m.rq.encode(v, p, normSq, code, ex, factors, buf, exs)
 	case QuantPQ:
 		if m.residual {
 			c := m.centroids[p*m.dim : (p+1)*m.dim]
@@ -363,12 +367,14 @@ type Delta struct {
 	ids     [][]uint64
 	codes   [][]byte
 	factors [][]float32 // RQ: the model's factors per row
+	ex      [][]byte    // multi-bit RQ: the blocked ex codes per row
 	// Workers is how many goroutines encode one added batch (0: GOMAXPROCS).
 	Workers int
 	// per-batch scratch, reused: each row's partition (-1: dropped), code
 	// and factors
 	part []int32
 	code []byte
+	exc  []byte
 	fact []float32
 	// Rows counts the rows added; Dropped those lance's transforms drop
 	// (null or not finite).
@@ -390,12 +396,12 @@ func (d *Delta) SetDriftBound(bound float32) {
 
 // NewDelta starts an empty delta segment on the model.
 func (m *Model) NewDelta() *Delta {
-	return &Delta{m: m, ids: make([][]uint64, m.parts), codes: make([][]byte, m.parts), factors: make([][]float32, m.parts)}
+	return &Delta{m: m, ids: make([][]uint64, m.parts), codes: make([][]byte, m.parts), factors: make([][]float32, m.parts), ex: make([][]byte, m.parts)}
 }
 
 // Bytes is the memory the collected rows hold.
 func (d *Delta) Bytes() int64 {
-	return int64(d.Rows) * int64(8+d.m.codeWidth+4*d.m.factors)
+	return int64(d.Rows) * int64(8+d.m.codeWidth+d.m.exWidth+4*d.m.factors)
 }
 
 // encodeChunkRows is the fewest rows worth a goroutine of their own.
@@ -438,12 +444,15 @@ func (d *Delta) Add(ids []uint64, col arrow.Array) error {
 	if err != nil {
 		return err
 	}
-	n, dim, cw := len(ids), d.m.dim, d.m.codeWidth
+	n, dim, cw, ew := len(ids), d.m.dim, d.m.codeWidth, d.m.exWidth
 	if cap(d.part) < n {
 		d.part = make([]int32, n)
 	}
 	if cap(d.code) < n*cw {
 		d.code = make([]byte, n*cw)
+	}
+	if cap(d.exc) < n*ew {
+		d.exc = make([]byte, n*ew)
 	}
 	nf := d.m.factors
 	if cap(d.fact) < n*nf {
@@ -452,15 +461,16 @@ func (d *Delta) Add(ids []uint64, col arrow.Array) error {
 	if cap(d.far) < n {
 		d.far = make([]bool, n)
 	}
-	part, code, fact, far := d.part[:n], d.code[:n*cw], d.fact[:n*nf], d.far[:n]
+	part, code, exc, fact, far := d.part[:n], d.code[:n*cw], d.exc[:n*ew], d.fact[:n*nf], d.far[:n]
 	encode := func(lo, hi int) {
 		vec := make([]float32, dim)
 		var buf []float32
+		var exs *rqExScratch
 		switch {
 		case d.m.bookT != nil:
 			buf = make([]float32, 1<<d.m.s.PQBits)
 		case d.m.rq != nil:
-			buf = make([]float32, dim)
+			buf, exs = make([]float32, dim), d.m.rq.newExScratch(dim)
 		}
 		for i := lo; i < hi; i++ {
 			part[i] = -1
@@ -468,7 +478,7 @@ func (d *Delta) Add(ids []uint64, col arrow.Array) error {
 				continue
 			}
 			copy(vec, all[base+i*dim:base+(i+1)*dim])
-			if p, dist, ok := d.m.encode(vec, code[i*cw:(i+1)*cw], fact[i*nf:(i+1)*nf], buf); ok {
+			if p, dist, ok := d.m.encode(vec, code[i*cw:(i+1)*cw], exc[i*ew:(i+1)*ew], fact[i*nf:(i+1)*nf], buf, exs); ok {
 				part[i] = int32(p)
 				far[i] = d.measure && dist > d.farBound
 			}
@@ -498,6 +508,7 @@ func (d *Delta) Add(ids []uint64, col arrow.Array) error {
 		d.ids[p] = append(d.ids[p], id)
 		d.codes[p] = append(d.codes[p], code[i*cw:(i+1)*cw]...)
 		d.factors[p] = append(d.factors[p], fact[i*nf:(i+1)*nf]...)
+		d.ex[p] = append(d.ex[p], exc[i*ew:(i+1)*ew]...)
 		d.Rows++
 		if far[i] {
 			d.Far++
@@ -602,7 +613,7 @@ func (d *Delta) Write(ctx context.Context, bases []*StorageFile, storageOut, ind
 		// The partition is written: free it.
 		res.Storage.Lengths = append(res.Storage.Lengths, uint32(n))
 		res.Storage.Rows += n
-		d.ids[p], d.codes[p], d.factors[p] = nil, nil, nil
+		d.ids[p], d.codes[p], d.factors[p], d.ex[p] = nil, nil, nil, nil
 	}
 	if res.Storage.Size, err = s.finish(wr, res.Storage.Lengths); err != nil {
 		return res, err
@@ -621,10 +632,8 @@ func (d *Delta) Write(ctx context.Context, bases []*StorageFile, storageOut, ind
 // partition builds partition p's storage record in the storage schema:
 // the bases' rows of the partition, then the delta's.
 func (d *Delta) partition(ctx context.Context, sc *arrow.Schema, bases []*partitionStream, p int) (arrow.RecordBatch, error) {
-	m, s := d.m, d.m.s
-	var ids []uint64
-	var codes []byte
-	var factors []float32
+	m := d.m
+	var r storedRows
 	for _, ps := range bases {
 		base := ps.s
 		if base.IVF.GetLengths()[p] == 0 {
@@ -634,26 +643,44 @@ func (d *Delta) partition(ctx context.Context, sc *arrow.Schema, bases []*partit
 		if err != nil {
 			return nil, err
 		}
-		bids, bcodes, bfactors := baseRows(base, rec, m.factors)
-		if len(bids) != int(rec.NumRows()) || len(bcodes) != len(bids) || len(bfactors) != len(bids)*m.factors {
+		b := baseRows(base, rec, m.factors, m.exWidth)
+		if b == nil {
 			rec.Release()
 			return nil, errorf(base.File, ErrUnsupported, "partition %d: row ids, codes or factors unreadable", p)
 		}
-		ids = append(ids, bids...)
-		for _, c := range bcodes {
-			codes = append(codes, c...)
-		}
-		factors = append(factors, bfactors...)
+		// Copied out before the record (which b's slices view) is freed.
+		r.ids = append(r.ids, b.ids...)
+		r.codes = append(r.codes, b.codes...)
+		r.factors = append(r.factors, b.factors...)
+		r.ex = append(r.ex, b.ex...)
 		rec.Release()
 	}
-	if ids == nil {
-		ids, codes, factors = d.ids[p], d.codes[p], d.factors[p]
+	if r.ids == nil {
+		r = storedRows{ids: d.ids[p], codes: d.codes[p], factors: d.factors[p], ex: d.ex[p]}
 	} else {
-		ids = append(ids, d.ids[p]...)
-		codes = append(codes, d.codes[p]...)
-		factors = append(factors, d.factors[p]...)
+		r.ids = append(r.ids, d.ids[p]...)
+		r.codes = append(r.codes, d.codes[p]...)
+		r.factors = append(r.factors, d.factors[p]...)
+		r.ex = append(r.ex, d.ex[p]...)
 	}
-	n := len(ids)
+	return m.storageRecord(sc, r)
+}
+
+// storedRows are a partition's rows: ids, codes row-major (and, for RQ,
+// factors row by row and multi-bit ex codes row-major).
+type storedRows struct {
+	ids     []uint64
+	codes   []byte
+	factors []float32
+	ex      []byte
+}
+
+// storageRecord builds the storage record of rows r in the storage schema
+// sc.
+func (m *Model) storageRecord(sc *arrow.Schema, r storedRows) (arrow.RecordBatch, error) {
+	s := m.s
+	n := len(r.ids)
+	codes := r.codes
 	cols := make([]arrow.Array, sc.NumFields())
 	release := func() {
 		for _, c := range cols {
@@ -669,9 +696,9 @@ func (d *Delta) partition(ctx context.Context, sc *arrow.Schema, bases []*partit
 				release()
 				return nil, errorf(s.File, ErrUnsupported, "%s is %s", RowIDColumn, f.Type)
 			}
-			ids := append([]uint64(nil), ids...)
+			ids := append([]uint64(nil), r.ids...)
 			cols[i] = array.NewUint64Data(array.NewData(arrow.PrimitiveTypes.Uint64, n, []*memory.Buffer{nil, memory.NewBufferBytes(arrow.Uint64Traits.CastToBytes(ids))}, nil, 0, 0))
-		case f.Name == s.codeColumnName():
+		case f.Name == s.codeColumnName() || (m.exWidth > 0 && f.Name == rqExCodeColumn):
 			t, ok := f.Type.(*arrow.FixedSizeListType)
 			if !ok {
 				release()
@@ -679,6 +706,8 @@ func (d *Delta) partition(ctx context.Context, sc *arrow.Schema, bases []*partit
 			}
 			codes := codes
 			switch {
+			case f.Name == rqExCodeColumn:
+				codes = r.ex
 			case s.Quantization == QuantPQ && s.PQTransposed:
 				tr := make([]byte, len(codes))
 				transpose(tr, codes, n, m.codeWidth)
@@ -688,15 +717,19 @@ func (d *Delta) partition(ctx context.Context, sc *arrow.Schema, bases []*partit
 				rqPack(pk, codes, n, m.codeWidth)
 				codes = pk
 			}
+			if len(codes) != n*int(t.Len()) {
+				release()
+				return nil, errorf(s.File, ErrCorrupt, "column %s: %d bytes for %d rows of %d", f.Name, len(codes), n, t.Len())
+			}
 			ch := array.NewData(t.Elem(), n*int(t.Len()), []*memory.Buffer{nil, memory.NewBufferBytes(codes)}, nil, 0, 0)
 			ld := array.NewData(t, n, []*memory.Buffer{nil}, []arrow.ArrayData{ch}, 0, 0)
 			cols[i] = array.MakeFromData(ld)
 			ch.Release()
 			ld.Release()
-		case m.factors > 0 && fi >= 0 && f.Type.ID() == arrow.FLOAT32:
+		case fi >= 0 && fi < m.factors && f.Type.ID() == arrow.FLOAT32:
 			col := make([]float32, n)
-			for r := range col {
-				col[r] = factors[r*m.factors+fi]
+			for row := range col {
+				col[row] = r.factors[row*m.factors+fi]
 			}
 			cols[i] = array.NewFloat32Data(array.NewData(arrow.PrimitiveTypes.Float32, n, []*memory.Buffer{nil, memory.NewBufferBytes(arrow.Float32Traits.CastToBytes(col))}, nil, 0, 0))
 		default:
@@ -710,37 +743,51 @@ func (d *Delta) partition(ctx context.Context, sc *arrow.Schema, bases []*partit
 }
 
 // baseRows returns a stored partition's row ids, row codes (row-major)
-// and, with nf factor columns (RQ), the factors row by row; nil when a
-// column is missing or unreadable.
-func baseRows(s *StorageFile, rec arrow.RecordBatch, nf int) (ids []uint64, codes [][]byte, factors []float32) {
+// and, with nf factor columns (RQ), the factors row by row and, with ex
+// codes of exWidth bytes (multi-bit RQ), the ex codes row-major; nil when
+// a column is missing or unreadable.
+func baseRows(s *StorageFile, rec arrow.RecordBatch, nf, exWidth int) *storedRows {
 	n := int(rec.NumRows())
+	r := &storedRows{}
 	if nf > 0 {
-		factors = make([]float32, n*nf)
+		r.factors = make([]float32, n*nf)
 	}
 	found := 0
 	for i, f := range rec.Schema().Fields() {
 		switch fi := slices.Index(rqFactorColumns, f.Name); {
 		case f.Name == RowIDColumn:
 			if c, ok := rec.Column(i).(*array.Uint64); ok && c.NullN() == 0 {
-				ids = c.Uint64Values()
+				r.ids = c.Uint64Values()
 			}
 		case f.Name == s.codeColumnName():
-			codes = RowCodes(s, rec.Column(i))
-		case nf > 0 && fi >= 0:
+			rows := RowCodes(s, rec.Column(i))
+			if len(rows) != n {
+				return nil
+			}
+			for _, c := range rows {
+				r.codes = append(r.codes, c...)
+			}
+		case exWidth > 0 && f.Name == rqExCodeColumn:
+			src, w, _, err := fixedBytes(rec.Column(i))
+			if err != nil || w != exWidth || len(src) < n*w {
+				return nil
+			}
+			r.ex = src[:n*w]
+		case fi >= 0 && fi < nf:
 			c, ok := rec.Column(i).(*array.Float32)
 			if !ok || c.NullN() > 0 {
-				return nil, nil, nil
+				return nil
 			}
-			for r, v := range c.Float32Values() {
-				factors[r*nf+fi] = v
+			for row, v := range c.Float32Values() {
+				r.factors[row*nf+fi] = v
 			}
 			found++
 		}
 	}
-	if found != nf {
-		return nil, nil, nil
+	if found != nf || len(r.ids) != n || (n > 0 && r.codes == nil) || (exWidth > 0 && r.ex == nil) {
+		return nil
 	}
-	return ids, codes, factors
+	return r
 }
 
 // RowCodes returns each row's stored code of a partition's code column,

@@ -53,7 +53,8 @@
 // stored rows with the new ones (Model.Shares refuses bases of another
 // model). IVF_RQ (rq.go): the residual is rotated with the segment's fast
 // rotation and stored as sign bits plus three factors, as lance computes
-// them. Distances use AVX2+FMA kernels
+// them; with more than 1 bit per dimension also ex codes and two more
+// factors (rq_ex.go). Distances use AVX2+FMA kernels
 // (kernels_amd64.s) when the CPU has both, unrolled Go kernels elsewhere;
 // the result does not depend on which ran.
 //

@@ -2,6 +2,7 @@ package vector
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"slices"
 )
@@ -20,13 +21,15 @@ import (
 // https://github.com/lancedb/lance/blob/main/rust/lance-index/src/vector/bq/transform.rs
 // and apply_fast_rotation in
 // https://github.com/lancedb/lance/blob/main/rust/lance-index/src/vector/bq/rotation.rs.
-// Supported: one bit per dimension, the fast rotation, the raw-query
-// estimator (what lancedb 0.31.0's ivfRq builds); anything else is
-// ErrUnsupported.
+// With num_bits > 1 each row also gets ex codes and two more factors
+// (rq_ex.go). Supported: 1 to 9 bits per dimension, the fast rotation,
+// the raw-query estimator (what lancedb 0.31.0's ivfRq builds); anything
+// else is ErrUnsupported.
 
 // rqFactorColumns are the per-row factor columns of a raw-query RQ
-// storage, in file order.
-var rqFactorColumns = []string{"__add_factors", "__scale_factors", "__error_factors"}
+// storage: the first three of every storage, then the two of a
+// multi-bit one.
+var rqFactorColumns = []string{"__add_factors", "__scale_factors", "__error_factors", "__add_factors_ex", "__scale_factors_ex"}
 
 const (
 	rqFastRounds   = 4
@@ -38,6 +41,8 @@ type rqModel struct {
 	signs   []byte    // fast rotation: rqFastRounds rounds of ceil(dim/8) sign bytes
 	rotated []float32 // the IVF centroids, rotated (partition-major)
 	dot     bool      // factors for dot distance (else L2)
+	exBits  int       // num_bits - 1: ex-code bits per dimension
+	exWidth int       // bytes per row of blocked ex codes (0: 1-bit)
 }
 
 // rqMetadata is the storage metadata of an RQ segment.
@@ -77,8 +82,8 @@ func newRQModel(s *StorageFile, dim int, centroids []float32, dot bool) (*rqMode
 		return nil, err
 	}
 	switch {
-	case md.NumBits != 1:
-		return nil, errorf(s.File, ErrUnsupported, "catch-up of RQ with %d bits per dimension (1 only)", md.NumBits)
+	case md.NumBits < 1 || md.NumBits > rqMaxBits:
+		return nil, errorf(s.File, ErrUnsupported, "catch-up of RQ with %d bits per dimension (1 to %d)", md.NumBits, rqMaxBits)
 	case md.RotationType != "fast":
 		return nil, errorf(s.File, ErrUnsupported, "catch-up of RQ with rotation %q (fast only)", md.RotationType)
 	case md.QueryEstimator != "raw_query":
@@ -92,15 +97,24 @@ func newRQModel(s *StorageFile, dim int, centroids []float32, dot bool) (*rqMode
 	for _, f := range s.File.TopFields() {
 		names = append(names, f.GetName())
 	}
-	if want := append([]string{RowIDColumn, "_rabit_codes"}, rqFactorColumns...); !slices.Equal(names, want) {
+	q := &rqModel{signs: md.Signs, dot: dot, rotated: make([]float32, len(centroids)), exBits: md.NumBits - 1}
+	want := append([]string{RowIDColumn, "_rabit_codes"}, rqFactorColumns[:rqBaseFactors]...)
+	if q.exBits > 0 {
+		q.exWidth = rqExCodeBytes(dim, q.exBits)
+		want = append(want, rqExColumns...)
+	}
+	if !slices.Equal(names, want) {
 		return nil, errorf(s.File, ErrUnsupported, "RQ storage columns %v, want %v", names, want)
 	}
 	for _, f := range s.File.TopFields()[2:] {
-		if f.GetLogicalType() != "float" {
-			return nil, errorf(s.File, ErrUnsupported, "RQ factor column %s is %s, want float32", f.GetName(), f.GetLogicalType())
+		lt := "float"
+		if f.GetName() == rqExCodeColumn {
+			lt = fmt.Sprintf("fixed_size_list:uint8:%d", q.exWidth)
+		}
+		if f.GetLogicalType() != lt {
+			return nil, errorf(s.File, ErrUnsupported, "RQ column %s is %s, want %s", f.GetName(), f.GetLogicalType(), lt)
 		}
 	}
-	q := &rqModel{signs: md.Signs, dot: dot, rotated: make([]float32, len(centroids))}
 	for p := 0; p < len(centroids)/dim; p++ {
 		q.rotate(centroids[p*dim:(p+1)*dim], q.rotated[p*dim:(p+1)*dim])
 	}
@@ -174,25 +188,35 @@ func fwht(v []float32) {
 	}
 }
 
-// encode writes the code (sign bits, LSB first) and the three factors of
-// the residual r (modified: rotated into scratch) of a row in partition p;
-// normSq is lance's res_norm_square (L2: the squared distance to the
-// centroid; dot: |r|^2).
-func (q *rqModel) encode(r []float32, p int, normSq float32, code []byte, factors []float32, scratch []float32) {
+// encode writes the code (sign bits, LSB first), the ex code (multi-bit)
+// and the factors (three; multi-bit five) of the residual r (modified:
+// rotated into scratch) of a row in partition p; normSq is lance's
+// res_norm_square (L2: the squared distance to the centroid; dot: |r|^2).
+func (q *rqModel) encode(r []float32, p int, normSq float32, code, ex []byte, factors []float32, scratch []float32, exs *rqExScratch) {
 	dim := len(r)
 	rr := scratch[:dim]
 	q.rotate(r, rr)
 	rc := q.rotated[p*dim : (p+1)*dim]
 	clear(code)
-	var resDot, centDot, resCent float32
+	var exResDot float32
+	var exValues []byte
+	if q.exBits > 0 {
+		exResDot = rqExEncode(rr, q.exBits, ex, exs)
+		exValues = exs.values[:dim]
+	}
+	exBias := -(float32(int(1)<<q.exBits) - 0.5)
+	var resDot, centDot, resCent, exCentDot float32
 	for i, x := range rr {
-		b := float32(-0.5)
+		b, sign := float32(-0.5), 0
 		if !math.Signbit(float64(x)) {
 			code[i/8] |= 1 << (i % 8)
-			b = 0.5
+			b, sign = 0.5, 1
 		}
 		resDot += float32(x * b)
 		centDot += float32(rc[i] * b)
+		if exValues != nil {
+			exCentDot += float32(rc[i] * float32(float32(sign<<q.exBits+int(exValues[i]))+exBias))
+		}
 		resCent += float32(x * rc[i])
 	}
 	ratio := func(num, den float32) float32 {
@@ -219,4 +243,23 @@ func (q *rqModel) encode(r []float32, p int, normSq float32, code []byte, factor
 		factors[1] = ratio(float32(-2*normSq), resDot)
 	}
 	factors[2] = errf
+	if q.exBits > 0 {
+		exCorrection := ratio(float32(normSq*exCentDot), exResDot)
+		if q.dot {
+			factors[3] = float32(1-resCent) + exCorrection
+			factors[4] = ratio(-normSq, exResDot)
+		} else {
+			factors[3] = normSq + float32(2*exCorrection)
+			factors[4] = ratio(float32(-2*normSq), exResDot)
+		}
+	}
+}
+
+// newExScratch returns the ex-code encoder's scratch for dim dimensions
+// (nil for 1 bit).
+func (q *rqModel) newExScratch(dim int) *rqExScratch {
+	if q.exBits == 0 {
+		return nil
+	}
+	return &rqExScratch{abs: make([]float32, dim), values: make([]byte, dim), cur: make([]int, dim)}
 }

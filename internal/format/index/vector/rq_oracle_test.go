@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -18,25 +19,34 @@ import (
 )
 
 // TestRQEncodeOracle: real Lance builds an IVF_RQ index (l2, cosine, dot;
-// dimensions 32 and 48);
+// dimensions 32 and 48; 1 to 9 bits per dimension);
 // lanced's RaBitQ model, loaded from the segment, encodes every row of the
 // table again from its vector. Each row must land in the partition Lance
 // put it in with Lance's sign code and Lance's add, scale and error
-// factors (float summation order may flip a sign bit near zero or move a
+// factors, and with more than 1 bit Lance's ex code and ex factors
+// (float summation order may flip a sign bit near zero or move a
 // factor in its last bits; anything more is a bug).
 func TestRQEncodeOracle(t *testing.T) {
 	oracle.Require(t)
-	for _, c := range []struct{ dt, scenario string }{
-		{"l2", "sized-1x4000-v32-t0-d0"}, {"cosine", "sized-1x4000-v32-t0-d0"}, {"dot", "sized-1x4000-v32-t0-d0"},
+	for _, c := range []struct {
+		dt, scenario string
+		bits         int
+	}{
+		{"l2", "sized-1x4000-v32-t0-d0", 1}, {"cosine", "sized-1x4000-v32-t0-d0", 1}, {"dot", "sized-1x4000-v32-t0-d0", 1},
 		// 48 is not a power of two: lance's fast rotation alternates
 		// head and tail transforms with a Kac's walk.
-		{"l2", "sized-1x3000-v48-t0-d0"},
+		{"l2", "sized-1x3000-v48-t0-d0", 1},
+		// every ex-code block layout (1 to 8 ex bits); 48 dimensions pad
+		// the last 64-dimension block
+		{"l2", "sized-1x4000-v32-t0-d0", 2}, {"dot", "sized-1x4000-v32-t0-d0", 3}, {"cosine", "sized-1x4000-v32-t0-d0", 4},
+		{"l2", "sized-1x3000-v48-t0-d0", 5}, {"l2", "sized-1x4000-v32-t0-d0", 6}, {"dot", "sized-1x3000-v48-t0-d0", 7},
+		{"l2", "sized-1x4000-v32-t0-d0", 8}, {"l2", "sized-1x3000-v48-t0-d0", 9},
 	} {
 		dt := c.dt
-		t.Run(dt+"-"+c.scenario, func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s-%s-%dbit", dt, c.scenario, c.bits), func(t *testing.T) {
 			t.Parallel()
 			path := oracle.Build(t, c.scenario, t.TempDir())
-			oracle.RunOps(t, path, []oracle.Op{{"op": "create_index", "column": "vec", "type": "ivf_rq", "options": map[string]any{"numPartitions": 4, "distanceType": dt}}})
+			oracle.RunOps(t, path, []oracle.Op{{"op": "create_index", "column": "vec", "type": "ivf_rq", "options": map[string]any{"numPartitions": 4, "distanceType": dt, "numBits": c.bits}}})
 			v := oracle.Inspect(t, path, 0).Version
 			ix := indextest.Index(t, indextest.ReadManifest(t, path, v), "vec_idx")
 			u, err := uuid.FromBytes(ix.GetUuid().GetUuid())
@@ -55,6 +65,9 @@ func TestRQEncodeOracle(t *testing.T) {
 			m, err := NewModel(x, s)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if (m.exWidth > 0) != (c.bits > 1) || m.factors != map[bool]int{true: 5, false: 3}[c.bits > 1] {
+				t.Fatalf("%d bits: model with %d ex-code bytes and %d factors", c.bits, m.exWidth, m.factors)
 			}
 			d := m.NewDelta()
 			tbl := oracle.ScanWith(t, path, oracle.ScanOptions{Version: v, Columns: []string{"vec"}, WithRowAddr: true})
@@ -82,10 +95,12 @@ func TestRQEncodeOracle(t *testing.T) {
 				code    []byte
 				factors []float32
 			}
+			nf, ew := m.factors, m.exWidth
 			ours := map[uint64]enc{}
 			for p := range d.ids {
 				for i, id := range d.ids[p] {
-					ours[id] = enc{p, d.codes[p][i*m.codeWidth : (i+1)*m.codeWidth], d.factors[p][i*3 : (i+1)*3]}
+					code := append(slices.Clone(d.codes[p][i*m.codeWidth:(i+1)*m.codeWidth]), d.ex[p][i*ew:(i+1)*ew]...)
+					ours[id] = enc{p, code, d.factors[p][i*nf : (i+1)*nf]}
 				}
 			}
 			var rows, samePart, sameCode, closeFactors int
@@ -95,11 +110,12 @@ func TestRQEncodeOracle(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				ids, codes, factors := baseRows(s, rec, 3)
-				if ids == nil || len(codes) != len(ids) {
+				b := baseRows(s, rec, nf, ew)
+				if b == nil {
 					t.Fatalf("partition %d unreadable", p)
 				}
-				for i, id := range ids {
+				cw := m.codeWidth
+				for i, id := range b.ids {
 					rows++
 					o, ok := ours[id]
 					if !ok {
@@ -109,12 +125,12 @@ func TestRQEncodeOracle(t *testing.T) {
 						continue
 					}
 					samePart++
-					if bytes.Equal(o.code, codes[i]) {
+					if bytes.Equal(o.code, append(slices.Clone(b.codes[i*cw:(i+1)*cw]), b.ex[i*ew:(i+1)*ew]...)) {
 						sameCode++
 					}
 					ok = true
-					for k := 0; k < 3; k++ {
-						l := float64(factors[i*3+k])
+					for k := 0; k < nf; k++ {
+						l := float64(b.factors[i*nf+k])
 						diff := math.Abs(float64(o.factors[k])-l) / math.Max(math.Abs(l), 1e-3)
 						worst = math.Max(worst, diff)
 						ok = ok && diff < 1e-5
