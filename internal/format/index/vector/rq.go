@@ -219,13 +219,6 @@ func (q *rqModel) encode(r []float32, p int, normSq float32, code, ex []byte, fa
 		}
 		resCent += float32(x * rc[i])
 	}
-	ratio := func(num, den float32) float32 {
-		if den == 0 {
-			return 0
-		}
-		return num / den
-	}
-	correction := ratio(float32(normSq*centDot), resDot)
 	var errf float32
 	if dim > 1 && normSq > 0 && resDot != 0 {
 		alignment := float32(normSq*float32(float32(dim)*0.25)) / float32(resDot*resDot)
@@ -235,24 +228,29 @@ func (q *rqModel) encode(r []float32, p int, normSq float32, code, ex []byte, fa
 			errf *= 2
 		}
 	}
-	if q.dot {
-		factors[0] = float32(1-resCent) + correction
-		factors[1] = ratio(-normSq, resDot)
-	} else {
-		factors[0] = normSq + float32(2*correction)
-		factors[1] = ratio(float32(-2*normSq), resDot)
-	}
+	factors[0], factors[1] = q.addScale(normSq, resCent, centDot, resDot)
 	factors[2] = errf
 	if q.exBits > 0 {
-		exCorrection := ratio(float32(normSq*exCentDot), exResDot)
-		if q.dot {
-			factors[3] = float32(1-resCent) + exCorrection
-			factors[4] = ratio(-normSq, exResDot)
-		} else {
-			factors[3] = normSq + float32(2*exCorrection)
-			factors[4] = ratio(float32(-2*normSq), exResDot)
-		}
+		factors[3], factors[4] = q.addScale(normSq, resCent, exCentDot, exResDot)
 	}
+}
+
+// addScale returns the add and scale factors of a row from the dot
+// products of its code with the rotated centroid (centDot) and the rotated
+// residual (resDot), as lance's compute_raw_query_factors (for the sign
+// code and, multi-bit, the full code alike).
+func (q *rqModel) addScale(normSq, resCent, centDot, resDot float32) (add, scale float32) {
+	ratio := func(num, den float32) float32 {
+		if den == 0 {
+			return 0
+		}
+		return num / den
+	}
+	correction := ratio(float32(normSq*centDot), resDot)
+	if q.dot {
+		return float32(1-resCent) + correction, ratio(-normSq, resDot)
+	}
+	return normSq + float32(2*correction), ratio(float32(-2*normSq), resDot)
 }
 
 // newExScratch returns the ex-code encoder's scratch for dim dimensions
