@@ -198,25 +198,39 @@ func TestNATSMutualTLSAndNKeysBetweenDaemons(t *testing.T) {
 	cfgC := writeProcConfig(t, root, "c", tables, client(filepath.Join(root, "c.seed")), "", "")
 
 	a := startDaemonProc(t, bin, "a", cfgA, filepath.Join(root, "a"))
-	waitUntil(t, 60*time.Second, "a running", func() bool { return a.has("lanced running", "", "") })
+	waitRunning(t, a)
 	b := startDaemonProc(t, bin, "b", cfgB, filepath.Join(root, "b"))
-	waitUntil(t, 60*time.Second, "b running", func() bool { return b.has("lanced running", "", "") })
+	waitRunning(t, b)
 
-	// Raw clients: only an authorized nkey with a certificate of our CA gets in.
+	checkOnlyAuthorizedClients(t, "nats://"+natsAddr, root, pki)
+	outC := runRejectedDaemon(t, bin, cfgC)
+
+	// Both daemons work.
+	waitUntil(t, 90*time.Second, "both daemons executing tasks", func() bool {
+		return a.has("task started", "", "") && b.has("task started", "", "")
+	})
+	waitUntil(t, 90*time.Second, "every table compacted", func() bool {
+		for i := range 4 {
+			tb := "file://" + filepath.Join(tables, fmt.Sprintf("t%d", i), "appends.lance")
+			if !committedAfter([]*daemonProc{a, b}, tb, 0) {
+				return false
+			}
+		}
+		return true
+	})
+	checkNothingEmittedHasSecrets(t, secrets, map[string]string{"c stderr": outC}, []*daemonProc{a, b}, []string{httpA, httpB})
+}
+
+// checkOnlyAuthorizedClients: of raw clients of the NATS server at url,
+// only one with b's authorized nkey (seed files under root) and a
+// certificate of our CA gets in and reads the task queue.
+func checkOnlyAuthorizedClients(t *testing.T, url, root string, pki testPKI) {
+	t.Helper()
 	tryConnect := func(opts ...nats.Option) error {
-		nc, err := nats.Connect("nats://"+natsAddr, append(opts, nats.Timeout(5*time.Second))...)
-		if err != nil {
+		return withJetStream(url, 5*time.Second, func(ctx context.Context, js jetstream.JetStream) error {
+			_, err := js.Stream(ctx, scheduler.TasksStream)
 			return err
-		}
-		defer nc.Close()
-		js, err := jetstream.New(nc)
-		if err != nil {
-			return err
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, err = js.Stream(ctx, scheduler.TasksStream)
-		return err
+		}, opts...)
 	}
 	nkeyOpt := func(name string) nats.Option {
 		o, err := nats.NkeyOptionFromSeed(filepath.Join(root, name))
@@ -246,11 +260,16 @@ func TestNATSMutualTLSAndNKeysBetweenDaemons(t *testing.T) {
 	if err := tryConnect(caOpt, goodCert, nkeyOpt("b.seed")); err != nil {
 		t.Errorf("b's nkey and certificate: %v", err)
 	}
+}
 
-	// A daemon with an unauthorized seed gives up with a clear error.
+// runRejectedDaemon runs a daemon with cfg, whose nkey is not authorized:
+// it must give up with a clear error (non-zero exit, the hint to check the
+// credentials) before a minute. It returns what the daemon printed.
+func runRejectedDaemon(t *testing.T, bin, cfg string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmdC := exec.CommandContext(ctx, bin, "run", "--config", cfgC, "--node-id", "c")
+	cmdC := exec.CommandContext(ctx, bin, "run", "--config", cfg, "--node-id", "c")
 	cmdC.Env = append(os.Environ(), execMainEnv+"=1")
 	outC, err := cmdC.CombinedOutput()
 	if err == nil || ctx.Err() != nil {
@@ -258,31 +277,22 @@ func TestNATSMutualTLSAndNKeysBetweenDaemons(t *testing.T) {
 	} else if !strings.Contains(string(outC), "check the nats credentials") {
 		t.Errorf("daemon with an unauthorized nkey: output lacks the hint:\n%s", outC)
 	}
+	return string(outC)
+}
 
-	// Both daemons work.
-	waitUntil(t, 90*time.Second, "both daemons executing tasks", func() bool {
-		return a.has("task started", "", "") && b.has("task started", "", "")
-	})
-	waitUntil(t, 90*time.Second, "every table compacted", func() bool {
-		for i := range 4 {
-			tb := "file://" + filepath.Join(tables, fmt.Sprintf("t%d", i), "appends.lance")
-			if !committedAfter([]*daemonProc{a, b}, tb, 0) {
-				return false
-			}
-		}
-		return true
-	})
-
-	// Nothing emitted carries a secret.
-	emitted := map[string]string{"c stderr": string(outC)}
-	for _, p := range []*daemonProc{a, b} {
+// checkNothingEmittedHasSecrets: no secret appears in emitted, the logs of
+// procs, or what /metrics, /healthz and /readyz (each answering 200) serve
+// at the HTTP addresses addrs.
+func checkNothingEmittedHasSecrets(t *testing.T, secrets []string, emitted map[string]string, procs []*daemonProc, addrs []string) {
+	t.Helper()
+	for _, p := range procs {
 		var sb strings.Builder
 		for _, l := range p.snapshot() {
 			fmt.Fprintln(&sb, l)
 		}
 		emitted[p.name+" log"] = sb.String()
 	}
-	for _, addr := range []string{httpA, httpB} {
+	for _, addr := range addrs {
 		for _, path := range []string{"/metrics", "/healthz", "/readyz"} {
 			code, body := httpGet("http://" + addr + path)
 			if code != 200 {

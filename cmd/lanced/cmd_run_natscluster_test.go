@@ -99,20 +99,7 @@ func TestThreeDaemonsOnThreeNodeNATSCluster(t *testing.T) {
 	// three compete for the first tasks.
 	const nTables = 12
 	staging, tables := filepath.Join(root, "staging"), filepath.Join(root, "tables")
-	if err := os.MkdirAll(tables, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	uris := make([]string, nTables)
-	built := make([]string, nTables)
-	for i := range nTables {
-		src := oracle.Build(t, "appends", filepath.Join(staging, fmt.Sprintf("t%d", i)))
-		built[i], _ = tableDigest(t, src, 0)
-		rel, err := filepath.Rel(staging, src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		uris[i] = filepath.Join(tables, rel)
-	}
+	uris, built := stageTables(t, staging, tables, nTables)
 
 	nodes := natsCluster(t, filepath.Join(root, "nats"), 3, "")
 	for _, nn := range nodes {
@@ -126,7 +113,7 @@ func TestThreeDaemonsOnThreeNodeNATSCluster(t *testing.T) {
 		procs[i] = startDaemonProc(t, bin, name, cfgs[i], filepath.Join(root, name))
 	}
 	for _, p := range procs {
-		waitUntil(t, 60*time.Second, p.name+" running", func() bool { return p.has("lanced running", "", "") })
+		waitRunning(t, p)
 	}
 	for i := range nTables {
 		name := fmt.Sprintf("t%d", i)
@@ -136,6 +123,120 @@ func TestThreeDaemonsOnThreeNodeNATSCluster(t *testing.T) {
 	}
 
 	// 1. Kill -9 a daemon in the middle of a task while it coordinates.
+	victim, killedAt := killCoordinatorMidTask(t, procs)
+	vp := procs[victim]
+	waitUntil(t, 120*time.Second, "every table compacted", func() bool {
+		for _, uri := range uris {
+			if !committedAfter(procs, "file://"+uri, 0) {
+				return false
+			}
+		}
+		return true
+	})
+	for i, uri := range uris {
+		waitCompacted(t, uri, 1200)
+		if d, _ := tableDigest(t, uri, 0); d != built[i] {
+			t.Errorf("%s: rows after compaction differ from the rows real Lance wrote", uri)
+		}
+	}
+
+	// 2. Kill -9 the NATS node a live daemon is connected to; real Lance
+	// writes more; the daemons carry on with two NATS nodes of three.
+	k := (victim + 1) % 3
+	nodes[k].kill9(t)
+	t.Logf("killed nats node %s (daemon %s's server)", nodes[k].name, procs[k].name)
+	wrote := make([]uint64, nTables)
+	for i := range nTables / 2 {
+		wrote[i] = appendThreeBatches(t, uris[i], 100+10*i)
+	}
+	waitUntil(t, 60*time.Second, procs[k].name+" reconnected to another NATS node", func() bool {
+		return procs[k].has("nats reconnected", "", "")
+	})
+	for i := range nTables / 2 {
+		waitUntil(t, 120*time.Second, "commit after the writes with a NATS node down", func() bool {
+			return committedAfter(procs, "file://"+uris[i], wrote[i])
+		})
+	}
+
+	// 3. Heal: restart the NATS node and the killed daemon; write again.
+	nodes[k].start(t)
+	waitJetStream(t, nodes[k].url())
+	restarted := startDaemonProc(t, bin, vp.name, cfgs[victim], vp.state)
+	waitRunning(t, restarted)
+	all := append(append([]*daemonProc{}, procs...), restarted)
+	for i := nTables / 2; i < nTables; i++ {
+		wrote[i] = appendThreeBatches(t, uris[i], 100+10*i)
+	}
+	for i := range nTables {
+		waitUntil(t, 120*time.Second, "commit after the last writes", func() bool {
+			return committedAfter(all, "file://"+uris[i], wrote[i])
+		})
+	}
+	for i, uri := range uris {
+		waitCompacted(t, uri, 1500)
+		want, _ := tableDigest(t, uri, wrote[i])
+		if got, _ := tableDigest(t, uri, 0); got != want {
+			t.Errorf("%s: rows after compaction differ from real Lance's version %d", uri, wrote[i])
+		}
+	}
+
+	checkClusterHealed(t, nodes[k].url())
+	started, committed := checkEveryTaskFinishedOnce(t, procs, all)
+	// No table coordinated by two daemons at once.
+	now := time.Now()
+	ends := map[*daemonProc]time.Time{restarted: now}
+	for i, p := range procs {
+		ends[p] = now
+		if i == victim {
+			ends[p] = killedAt
+		}
+	}
+	assertNoCoordinatorOverlap(t, ends)
+	t.Logf("%d tasks, %d commits over %d tables", started, committed, nTables)
+}
+
+// waitRunning waits until p logs that it runs.
+func waitRunning(t *testing.T, p *daemonProc) {
+	t.Helper()
+	waitUntil(t, 60*time.Second, p.name+" running", func() bool { return p.has("lanced running", "", "") })
+}
+
+// stageTables builds n real-Lance "appends" tables t0..t(n-1) under
+// staging and returns the URIs they will have once moved under tables
+// (created here) and their row digests.
+func stageTables(t *testing.T, staging, tables string, n int) (uris, digests []string) {
+	t.Helper()
+	if err := os.MkdirAll(tables, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	uris, digests = make([]string, n), make([]string, n)
+	for i := range n {
+		src := oracle.Build(t, "appends", filepath.Join(staging, fmt.Sprintf("t%d", i)))
+		digests[i], _ = tableDigest(t, src, 0)
+		rel, err := filepath.Rel(staging, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		uris[i] = filepath.Join(tables, rel)
+	}
+	return uris, digests
+}
+
+// anyProcHas reports whether any of ps logged msg (with key = val).
+func anyProcHas(ps []*daemonProc, msg, key, val string) bool {
+	for _, p := range ps {
+		if p.has(msg, key, val) {
+			return true
+		}
+	}
+	return false
+}
+
+// killCoordinatorMidTask kills -9 a daemon of procs while it runs a task
+// and coordinates a table, then waits until the others finish its task and
+// take over its lease. It returns the victim's index and the kill's time.
+func killCoordinatorMidTask(t *testing.T, procs []*daemonProc) (int, time.Time) {
+	t.Helper()
 	victim, victimTask := -1, ""
 	waitUntil(t, 60*time.Second, "a daemon running a task while coordinating a table", func() bool {
 		for i, p := range procs {
@@ -162,90 +263,37 @@ func TestThreeDaemonsOnThreeNodeNATSCluster(t *testing.T) {
 			live = append(live, p)
 		}
 	}
-	anyHas := func(ps []*daemonProc, msg, key, val string) bool {
-		for _, p := range ps {
-			if p.has(msg, key, val) {
-				return true
-			}
-		}
-		return false
-	}
 	waitUntil(t, 60*time.Second, "the killed daemon's task "+victimTask+" finished elsewhere", func() bool {
-		return anyHas(live, "task done", "task_id", victimTask)
+		return anyProcHas(live, "task done", "task_id", victimTask)
 	})
 	waitUntil(t, 60*time.Second, "the killed daemon's lease taken over", func() bool {
-		return anyHas(live, "lease taken over", "previous_holder", vp.name)
+		return anyProcHas(live, "lease taken over", "previous_holder", vp.name)
 	})
-	waitUntil(t, 120*time.Second, "every table compacted", func() bool {
-		for _, uri := range uris {
-			if !committedAfter(procs, "file://"+uri, 0) {
-				return false
-			}
-		}
-		return true
+	return victim, killedAt
+}
+
+// appendThreeBatches has real Lance append three batches of 100 rows to
+// uri (seeds seed, seed+1, seed+2) and returns the last version written.
+func appendThreeBatches(t *testing.T, uri string, seed int) uint64 {
+	t.Helper()
+	res := oracle.RunOps(t, uri, []oracle.Op{
+		{"op": "add", "rows": 100, "seed": seed}, {"op": "add", "rows": 100, "seed": seed + 1}, {"op": "add", "rows": 100, "seed": seed + 2},
 	})
-	for i, uri := range uris {
-		waitCompacted(t, uri, 1200)
-		if d, _ := tableDigest(t, uri, 0); d != built[i] {
-			t.Errorf("%s: rows after compaction differ from the rows real Lance wrote", uri)
-		}
+	var last struct {
+		Version uint64 `json:"version"`
 	}
+	if err := json.Unmarshal(res[len(res)-1], &last); err != nil || last.Version == 0 {
+		t.Fatalf("add result %s: %v", res[len(res)-1], err)
+	}
+	return last.Version
+}
 
-	// 2. Kill -9 the NATS node a live daemon is connected to; real Lance
-	// writes more; the daemons carry on with two NATS nodes of three.
-	k := (victim + 1) % 3
-	nodes[k].kill9(t)
-	t.Logf("killed nats node %s (daemon %s's server)", nodes[k].name, procs[k].name)
-	appendRows := func(uri string, seed int) uint64 {
-		res := oracle.RunOps(t, uri, []oracle.Op{
-			{"op": "add", "rows": 100, "seed": seed}, {"op": "add", "rows": 100, "seed": seed + 1}, {"op": "add", "rows": 100, "seed": seed + 2},
-		})
-		var last struct {
-			Version uint64 `json:"version"`
-		}
-		if err := json.Unmarshal(res[len(res)-1], &last); err != nil || last.Version == 0 {
-			t.Fatalf("add result %s: %v", res[len(res)-1], err)
-		}
-		return last.Version
-	}
-	wrote := make([]uint64, nTables)
-	for i := range nTables / 2 {
-		wrote[i] = appendRows(uris[i], 100+10*i)
-	}
-	waitUntil(t, 60*time.Second, procs[k].name+" reconnected to another NATS node", func() bool {
-		return procs[k].has("nats reconnected", "", "")
-	})
-	for i := range nTables / 2 {
-		waitUntil(t, 120*time.Second, "commit after the writes with a NATS node down", func() bool {
-			return committedAfter(procs, "file://"+uris[i], wrote[i])
-		})
-	}
-
-	// 3. Heal: restart the NATS node and the killed daemon; write again.
-	nodes[k].start(t)
-	waitJetStream(t, nodes[k].url())
-	restarted := startDaemonProc(t, bin, vp.name, cfgs[victim], vp.state)
-	waitUntil(t, 60*time.Second, "restarted daemon running", func() bool { return restarted.has("lanced running", "", "") })
-	all := append(append([]*daemonProc{}, procs...), restarted)
-	for i := nTables / 2; i < nTables; i++ {
-		wrote[i] = appendRows(uris[i], 100+10*i)
-	}
-	for i := range nTables {
-		waitUntil(t, 120*time.Second, "commit after the last writes", func() bool {
-			return committedAfter(all, "file://"+uris[i], wrote[i])
-		})
-	}
-	for i, uri := range uris {
-		waitCompacted(t, uri, 1500)
-		want, _ := tableDigest(t, uri, wrote[i])
-		if got, _ := tableDigest(t, uri, 0); got != want {
-			t.Errorf("%s: rows after compaction differ from real Lance's version %d", uri, wrote[i])
-		}
-	}
-
-	// The cluster healed: every stream and bucket has three current replicas,
-	// the work queues drained, nothing was dead-lettered.
-	nc, err := nats.Connect(nodes[k].url())
+// checkClusterHealed: seen from the NATS node at url, every stream and
+// bucket has three current replicas, the work queues drained, nothing was
+// dead-lettered.
+func checkClusterHealed(t *testing.T, url string) {
+	t.Helper()
+	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,14 +336,18 @@ func TestThreeDaemonsOnThreeNodeNATSCluster(t *testing.T) {
 	if di := streamInfo(scheduler.DeadStream); di == nil || di.State.Msgs != 0 {
 		t.Errorf("dead-letter stream: %+v, want empty", di)
 	}
+}
 
-	// Work was spread over all three daemons.
+// checkEveryTaskFinishedOnce: each of procs executed a task; every task
+// started by any of all finished somewhere; no table version was committed
+// twice. It returns the counts of tasks started and versions committed.
+func checkEveryTaskFinishedOnce(t *testing.T, procs, all []*daemonProc) (int, int) {
+	t.Helper()
 	for _, p := range procs {
 		if !p.has("task started", "", "") {
 			t.Errorf("daemon %s executed nothing", p.name)
 		}
 	}
-	// No task lost: every task started anywhere finished somewhere.
 	finished := map[string]bool{}
 	started := map[string]string{}
 	committed := map[string]string{}
@@ -321,17 +373,7 @@ func TestThreeDaemonsOnThreeNodeNATSCluster(t *testing.T) {
 			t.Errorf("task %s (started on %s) never finished", id, who)
 		}
 	}
-	// No table coordinated by two daemons at once.
-	now := time.Now()
-	ends := map[*daemonProc]time.Time{restarted: now}
-	for i, p := range procs {
-		ends[p] = now
-		if i == victim {
-			ends[p] = killedAt
-		}
-	}
-	assertNoCoordinatorOverlap(t, ends)
-	t.Logf("%d tasks, %d commits over %d tables", len(started), len(committed), nTables)
+	return len(started), len(committed)
 }
 
 // waitCompacted waits until real Lance sees uri as one fragment and checks

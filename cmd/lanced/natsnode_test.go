@@ -143,18 +143,26 @@ func tail(s string, n int) string {
 func waitJetStream(t *testing.T, url string, opts ...nats.Option) {
 	t.Helper()
 	waitUntil(t, 60*time.Second, "jetstream ready at "+url, func() bool {
-		nc, err := nats.Connect(url, append(opts, nats.Timeout(time.Second))...)
-		if err != nil {
-			return false
-		}
-		defer nc.Close()
-		js, err := jetstream.New(nc)
-		if err != nil {
-			return false
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_, err = js.AccountInfo(ctx)
-		return err == nil
+		return withJetStream(url, 2*time.Second, func(ctx context.Context, js jetstream.JetStream) error {
+			_, err := js.AccountInfo(ctx)
+			return err
+		}, opts...) == nil
 	})
+}
+
+// withJetStream connects to url with opts and calls do with a JetStream
+// client and a context; connecting and do each get timeout.
+func withJetStream(url string, timeout time.Duration, do func(context.Context, jetstream.JetStream) error, opts ...nats.Option) error {
+	nc, err := nats.Connect(url, append(opts, nats.Timeout(timeout))...)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return do(ctx, js)
 }
