@@ -47,20 +47,36 @@ import (
 // as many pages as the sources had together, where a re-encode would write
 // about one page per DefaultPageBytes of the column. Readers fetch each page
 // with its own request, so extra pages cost a scan time even when the bytes
-// are the same. We charge every extra page copyPageCost bytes (a request's
-// latency on an object store is worth roughly a 64 KiB transfer; on a local
-// disk much less) and copy only when those charges add at most
-// copyMaxOverhead to the bytes a full scan reads. A table of 5000-row
-// fragments of a few scalar columns (~100 KiB pages) is re-encoded; one
-// with vectors or long text (MiB-sized pages) is copied.
+// are the same. We charge every extra page what a request is worth in bytes
+// on the table's store (pageCost) and copy only when those charges add at
+// most copyMaxOverhead to the bytes a full scan of the column reads.
+//
+// The charge is Lance's own: its reader merges two byte ranges into one
+// request when the gap between them is under the store's block size, 4 KiB
+// for local files and 64 KiB for object stores (DEFAULT_LOCAL_BLOCK_SIZE and
+// DEFAULT_CLOUD_BLOCK_SIZE in
+// https://github.com/lancedb/lance/blob/main/rust/lance-io/src/object_store.rs).
+// So on an object store a table of 5000-row fragments of a few scalar columns
+// (pages of 2-100 KiB) is re-encoded and one with vectors or long text
+// (MiB-sized pages) is copied; on a local disk every column whose pages
+// average more than about 16 KiB is copied too.
 //
 // Anything the copy itself finds unsafe (blob pages, differing encodings
 // per column, extra global buffers, ...) returns ErrCopyUnsupported and the
 // remaining fragments are re-encoded.
 const (
-	copyPageCost    = 64 << 10
+	localPageCost   = 4 << 10
+	remotePageCost  = 64 << 10
 	copyMaxOverhead = 0.25
 )
+
+// pageCost is what one page more is worth in bytes read on b's store.
+func pageCost(b *store.Bucket) int64 {
+	if b.Local() {
+		return localPageCost
+	}
+	return remotePageCost
+}
 
 // taskWorkers and taskBudget are the worker-level parallelism of one
 // rewrite task: columns encoded at once and the bytes they may hold.
@@ -143,9 +159,9 @@ func liveBytes(f *tablepb.DataFragment) uint64 {
 	return sz
 }
 
-// pagesWorthKeeping applies the page rule to the opened source files of one
-// output file.
-func pagesWorthKeeping(files []*lancefile.File) bool {
+// pagesWorthKeeping applies the page rule, charging cost bytes per extra
+// page, to the opened source files of one output file.
+func pagesWorthKeeping(files []*lancefile.File, cost int64) bool {
 	if len(files) == 0 {
 		return false
 	}
@@ -170,7 +186,7 @@ func pagesWorthKeeping(files []*lancefile.File) bool {
 		}
 		total += float64(bytes)
 	}
-	return extra*copyPageCost <= copyMaxOverhead*total
+	return extra*float64(cost) <= copyMaxOverhead*total
 }
 
 // copyRewrite writes the task's fragments by page copy, group by group, as
@@ -248,7 +264,7 @@ func filterGroup(ctx context.Context, tbl *table.Table, fields []*filepb.Field, 
 	var paths lancewrite.PathStats
 	name, res, ok, err := writeCopied(ctx, b, out, func(w io.Writer) (lancewrite.Result, error) {
 		fr, err := lancewrite.FilterConcat(ctx, w, fields, srcs, lancewrite.FilterOptions{
-			Workers: int(taskWorkers.Load()), BudgetBytes: taskBudget.Load(), PageCost: copyPageCost})
+			Workers: int(taskWorkers.Load()), BudgetBytes: taskBudget.Load(), PageCost: pageCost(b)})
 		paths = fr.Paths
 		return fr.Result, err
 	})
@@ -301,7 +317,7 @@ func copyGroup(ctx context.Context, b *store.Bucket, g []*tablepb.DataFragment, 
 			files = append(files, lf)
 		}
 	}
-	if checkPages && !pagesWorthKeeping(files) {
+	if checkPages && !pagesWorthKeeping(files, pageCost(b)) {
 		return false, nil
 	}
 	name, res, ok, err := writeCopied(ctx, b, out, func(w io.Writer) (lancewrite.Result, error) {

@@ -221,7 +221,7 @@ func (sw *sliceWriter) piece(fields []*filepb.Field, srcs []*tablepb.DataFile, f
 		var err error
 		res, err = writeOutput(sw.ctx, b, format.DataFileKey(name), &sw.out.Outputs, func(w io.Writer) (lancewrite.Result, error) {
 			fr, err := lancewrite.FilterConcat(sw.ctx, w, fields, fsrcs, lancewrite.FilterOptions{Workers: int(taskWorkers.Load()),
-				BudgetBytes: taskBudget.Load(), PageCost: copyPageCost, Columnwise: len(fsrcs) > 1})
+				BudgetBytes: taskBudget.Load(), PageCost: pageCost(b), Columnwise: len(fsrcs) > 1})
 			paths = fr.Paths
 			return fr.Result, err
 		})

@@ -176,6 +176,10 @@ func withPath(u *url.URL, p string) *url.URL {
 // and metric labels show it.
 func (b *Bucket) URI() string { return CanonicalURI(b.uri.String()) }
 
+// Local says whether the bucket is a local directory (file://): its reads
+// are system calls on local files, not requests over a network.
+func (b *Bucket) Local() bool { return b.localDir != "" }
+
 // ConnURI returns the root URI with its connection query parameters
 // (endpoint, region, ...): Open(ConnURI()) opens the same root.
 func (b *Bucket) ConnURI() string { return b.uri.String() }
