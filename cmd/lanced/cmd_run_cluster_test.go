@@ -31,6 +31,29 @@ func startDaemonProc(t *testing.T, bin, name, cfgPath, state string) *daemonProc
 	return startDaemonProcEnv(t, bin, name, cfgPath, state)
 }
 
+// daemonProcsTest readies a test that runs daemon processes on tables
+// real Lance builds: it is skipped under -short and without real Lance.
+// It returns the binary startDaemonProc runs (this test binary) and a
+// new root directory with the subdirectories dirs made.
+func daemonProcsTest(t *testing.T, dirs ...string) (bin, root string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs several daemon processes")
+	}
+	oracle.Require(t)
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root = t.TempDir()
+	for _, d := range dirs {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return bin, root
+}
+
 // startDaemonProcEnv is startDaemonProc with extra environment variables.
 func startDaemonProcEnv(t *testing.T, bin, name, cfgPath, state string, env ...string) *daemonProc {
 	t.Helper()

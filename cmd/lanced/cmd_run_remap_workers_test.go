@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -49,15 +48,7 @@ func remapDone(t *testing.T, addr string) int {
 // same rows through the indices. b's half-written segment is referenced by
 // no version and one cleanup pass removes it.
 func TestDaemonRemapTasksRunOnWorkersAndSurviveAKilledWorker(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs three daemon processes")
-	}
-	oracle.Require(t)
-	bin, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
+	bin, root := daemonProcsTest(t)
 	tables := filepath.Join(root, "tables")
 	path, ops := remapDaemonTable(t, tables)
 	uri := "file://" + path
@@ -131,22 +122,8 @@ func TestDaemonRemapTasksRunOnWorkersAndSurviveAKilledWorker(t *testing.T) {
 	<-c.done
 
 	// Real Lance judges.
-	if d, n := rowsDigest(oracle.Scan(t, path, 0, nil)); n != wantRows || d != wantDigest {
-		t.Fatalf("rows changed: %d, want %d", n, wantRows)
-	}
-	post := oracle.Inspect(t, path, 0)
-	if post.Fragments >= pre.Fragments {
-		t.Fatalf("fragments %d -> %d", pre.Fragments, post.Fragments)
-	}
-	if got := post.IndexNames(); !slices.Equal(got, wantIdx) {
-		t.Fatalf("indices after the daemons: %v", got)
-	}
-	for _, name := range wantIdx {
-		bi, ai := pre.Index(t, name), post.Index(t, name)
-		if ai.IndexedRows < bi.IndexedRows || ai.IndexedRows+ai.UnindexedRows != bi.IndexedRows+bi.UnindexedRows {
-			t.Fatalf("%s indexStats %d/%d before, %d/%d after", name, bi.IndexedRows, bi.UnindexedRows, ai.IndexedRows, ai.UnindexedRows)
-		}
-	}
+	post := checkSameRowsFewerFragments(t, path, pre, wantDigest, wantRows)
+	checkIndicesKept(t, pre, post, wantIdx)
 	after := oracle.Queries(t, path, ops)
 	for i, op := range ops {
 		checkThroughIndex(t, op, after[i].Plan)

@@ -29,23 +29,9 @@ import (
 // and one cleanup pass removes it. LANCED_SLICE_ROWS sets the rows per
 // fragment (real Lance writes at most 1 Mi rows into one).
 func TestDaemonSlicesHugeFragmentsAcrossWorkers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs three daemon processes")
-	}
-	oracle.Require(t)
-	bin, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, root := daemonProcsTest(t, "tables", "stage")
 	rows := sliceTestRows(t)
-	root := t.TempDir()
-	tables := filepath.Join(root, "tables")
-	stage := filepath.Join(root, "stage")
-	for _, d := range []string{tables, stage} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tables, stage := filepath.Join(root, "tables"), filepath.Join(root, "stage")
 	srcs, want, sliceBytes := buildSliceTables(t, stage, rows)
 	paths := map[string]string{"rep": filepath.Join(tables, "rep.lance"), "rw": filepath.Join(tables, "rw.lance")}
 	pol := writeSlicePolicy(t, root, sliceBytes)

@@ -175,7 +175,7 @@ type Index struct {
 	// hold more than this many bytes runs as part tasks of about this
 	// many bytes each (ranges of its IVF partitions), on any workers,
 	// joined by page copy.
-	// Unset (0, the default): one task per segment.
+	// 0: one task per segment.
 	RemapPartBytes Setting[uint64] `json:"remap_part_bytes"`
 }
 
@@ -216,6 +216,10 @@ const (
 	// of the caught-up vectors far from every centroid (rows from the
 	// training distribution are far about 1% of the time).
 	DefaultDriftThreshold = 0.2
+	// DefaultRemapPartBytes is lanced's default index.remap_part_bytes: a
+	// vector index segment of more than 512 MiB of files is remapped in
+	// parts.
+	DefaultRemapPartBytes = 512 << 20
 )
 
 func lance[T any](v T) Setting[T] {
@@ -271,7 +275,7 @@ func LanceDefaults(table string) Effective {
 			MaxUnindexedFraction: lanced(0.0),
 			MaxSegments:          lanced(uint64(0)),
 			DriftThreshold:       lanced(DefaultDriftThreshold),
-			RemapPartBytes:       lanced(uint64(0)),
+			RemapPartBytes:       lanced(uint64(DefaultRemapPartBytes)),
 			Retrain:              lance(false),
 		},
 	}

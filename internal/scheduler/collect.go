@@ -131,7 +131,8 @@ func (n *Node) handBack(table string, batch []batchMsg, delay time.Duration) {
 // table is outstanding, or when its oldest result waited CommitMaxWait.
 // A result whose After tasks are still pending or in flight waits, and so
 // do the results it is to be committed with; a result is committed with
-// every result of the batch it names in After.
+// every result of the batch it names in After or that names it
+// (linkedResults), however many they are.
 func (n *Node) maybeCommit(ctx context.Context, table string, batch []batchMsg) []batchMsg {
 	if len(batch) == 0 || n.commit == nil {
 		return batch
@@ -247,44 +248,83 @@ func (n *Node) awaiting(st *tableState, batch []batchMsg, b batchMsg, key string
 // the task queue is empty: two refreshes of the queue depth.
 const awaitGrace = 10 * time.Second
 
-// readyResults marks the results of batch that may be committed now: none
-// of the tasks they name in After is outstanding, nor is one of a result
-// that names them.
+// readyResults marks the results of batch that may be committed now: a
+// result is ready when none of the tasks it names in After is
+// outstanding, and so is every result linked to it (one naming the other
+// in After, directly or through other results of the batch): linked
+// results commit together or not at all.
 func readyResults(batch []batchMsg, outstanding func(b batchMsg, key string) bool) []bool {
 	ready := make([]bool, len(batch))
 	for i, b := range batch {
 		ready[i] = !slices.ContainsFunc(b.res.After, func(k string) bool { return outstanding(b, k) })
 	}
-	for i, b := range batch {
-		if ready[i] {
-			continue
-		}
-		for j, c := range batch {
-			if slices.Contains(b.res.After, c.res.Task.Key) {
-				ready[j] = false
+	for _, c := range linkedResults(batch) {
+		if slices.ContainsFunc(c, func(i int) bool { return !ready[i] }) {
+			for _, i := range c {
+				ready[i] = false
 			}
 		}
 	}
 	return ready
 }
 
-// takeBatch takes ready results in order, up to size, each with the
-// results it names in After (which may pass size), and returns the rest.
+// linkedResults groups the results of batch (by index, each group in
+// batch order, groups in the order of their first result) that must be
+// committed together: a result and every result it names in After or
+// that names it, transitively. A kept rewrite names the join of its
+// remap's parts, and so do the parts and the other remaps of its read
+// version; the join names nothing, yet it commits only with them.
+func linkedResults(batch []batchMsg) [][]int {
+	group := make([]int, len(batch))
+	for i := range group {
+		group[i] = i
+	}
+	var find func(i int) int
+	find = func(i int) int {
+		for group[i] != i {
+			group[i] = group[group[i]]
+			i = group[i]
+		}
+		return i
+	}
+	for i, b := range batch {
+		for j, c := range batch {
+			if i != j && slices.Contains(b.res.After, c.res.Task.Key) {
+				if ri, rj := find(i), find(j); ri != rj {
+					group[max(ri, rj)] = min(ri, rj)
+				}
+			}
+		}
+	}
+	var out [][]int
+	at := map[int]int{}
+	for i := range batch {
+		r := find(i)
+		k, ok := at[r]
+		if !ok {
+			k = len(out)
+			at[r] = k
+			out = append(out, nil)
+		}
+		out[k] = append(out[k], i)
+	}
+	return out
+}
+
+// takeBatch takes ready results in order, each with every result linked
+// to it (linkedResults: the group may pass size, it is never cut), until
+// size results are taken, and returns the rest.
 func takeBatch(batch []batchMsg, ready []bool, size int) (take, rest []batchMsg) {
 	taken := make([]bool, len(batch))
 	n := 0
-	for i, b := range batch {
-		if !ready[i] || taken[i] || n >= size {
+	for _, c := range linkedResults(batch) {
+		if n >= size || !ready[c[0]] {
 			continue
 		}
-		taken[i] = true
-		n++
-		for j, c := range batch {
-			if !taken[j] && slices.Contains(b.res.After, c.res.Task.Key) {
-				taken[j] = true
-				n++
-			}
+		for _, i := range c {
+			taken[i] = true
 		}
+		n += len(c)
 	}
 	for i, b := range batch {
 		if taken[i] {
@@ -312,32 +352,51 @@ func (n *Node) forgetKept(table string, batch []batchMsg) {
 }
 
 // keptMsgID deduplicates a kept result's publication: the same task kept
-// with the same payload (a retried publish) is one message.
+// with the same payload for the same tasks (a retried publish) is one
+// message. A result kept again for other tasks is a new message although
+// its payload did not change (a rewrite waits for its remap's parts, then
+// for their join).
 func keptMsgID(r Result) string {
-	h := sha256.Sum256(r.Payload)
-	return "kept:" + r.Task.Key + ":" + hex.EncodeToString(h[:8])
+	h := sha256.New()
+	h.Write(r.Payload)
+	for _, k := range r.After {
+		h.Write([]byte{0})
+		h.Write([]byte(k))
+	}
+	return "kept:" + r.Task.Key + ":" + hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 // keep publishes the results a commit kept back (CommitReport.Kept) as new
 // result messages and queues the tasks they wait for. Publishing comes
 // first: until the batch's messages are removed, a coordinator that dies
 // leaves the originals to the next holder. A kept result that cannot be
-// published is lost to this batch (its outputs are recorded in the
-// journal, which cleanup settles) and the table is planned again.
+// published, or whose publication JetStream deduplicated (the earlier
+// message may be removed already), is lost to this batch (its outputs are
+// recorded in the journal, which cleanup settles), is not planned around,
+// and the table is planned again.
 func (n *Node) keep(ctx context.Context, table string, rep CommitReport) {
 	if len(rep.Kept) == 0 && len(rep.Followups) == 0 {
 		return
 	}
 	lost := false
+	var published []string
 	for _, r := range rep.Kept {
 		msg := resultMsg(r)
 		msg.Header.Set(hdrOutcome, OutcomeDone.String())
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		_, err := n.q.js.PublishMsg(pctx, msg, jetstream.WithMsgID(keptMsgID(r)), jetstream.WithExpectStream(ResultsStream))
+		ack, err := n.q.js.PublishMsg(pctx, msg, jetstream.WithMsgID(keptMsgID(r)), jetstream.WithExpectStream(ResultsStream))
 		cancel()
-		if err != nil {
+		switch {
+		case err != nil:
 			lost = true
 			n.log.Warn("keep result", "table", table, "task_id", r.Task.Key, "err", err)
+		case ack.Duplicate:
+			// The same message was published before and may be settled
+			// already: this result may never be read again.
+			lost = true
+			n.log.Warn("keep result", "table", table, "task_id", r.Task.Key, "err", "publication deduplicated")
+		default:
+			published = append(published, r.Task.Key)
 		}
 	}
 	n.mu.Lock()
@@ -348,8 +407,10 @@ func (n *Node) keep(ctx context.Context, table string, rep CommitReport) {
 	if st.kept == nil {
 		st.kept = map[string]bool{}
 	}
-	for _, r := range rep.Kept {
-		st.kept[r.Task.Key] = true
+	// Only results that will be read again are planned around: a lost
+	// one's fragments are planned again.
+	for _, k := range published {
+		st.kept[k] = true
 	}
 	queued := 0
 	for _, t := range rep.Followups {

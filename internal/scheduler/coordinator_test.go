@@ -257,3 +257,36 @@ func TestResultsWaitForTasksQueuedByAnotherHolder(t *testing.T) {
 		t.Fatal("still waiting with an empty queue past the grace: nothing left can produce the siblings' results")
 	}
 }
+
+// TestLinkedResultsCommitTogether: the results waiting for a join (a
+// rewrite, the other remaps of its read version, the parts) and the
+// join's own result, which names none of them, are taken in one batch
+// however small the batch size, and none of them while one waits; an
+// unlinked result is left for the next batch. A result kept again for
+// other tasks is a new publication although its payload is the same.
+func TestLinkedResultsCommitTogether(t *testing.T) {
+	res := func(key string, after ...string) batchMsg {
+		return batchMsg{res: Result{Task: Task{Key: key}, Payload: []byte("p"), After: after}}
+	}
+	batch := []batchMsg{res("part1", "join"), res("other"), res("part2", "join"), res("remap", "join"), res("rewrite", "join"), res("join")}
+	none := func(batchMsg, string) bool { return false }
+	take, rest := takeBatch(batch, readyResults(batch, none), 2)
+	var keys []string
+	for _, b := range take {
+		keys = append(keys, b.res.Task.Key)
+	}
+	if !slices.Equal(keys, []string{"part1", "part2", "remap", "rewrite", "join"}) || len(rest) != 1 || rest[0].res.Task.Key != "other" {
+		t.Fatalf("took %v, left %d", keys, len(rest))
+	}
+	// The rewrite still waits for a second remap: nothing linked to it
+	// is ready, the join included.
+	batch[4].res.After = []string{"join", "remap2"}
+	ready := readyResults(batch, func(_ batchMsg, k string) bool { return k == "remap2" })
+	if !slices.Equal(ready, []bool{false, true, false, false, false, false}) {
+		t.Fatalf("ready %v", ready)
+	}
+	a, b := res("rewrite", "part1", "part2"), res("rewrite", "join")
+	if keptMsgID(a.res) == keptMsgID(b.res) || keptMsgID(a.res) != keptMsgID(res("rewrite", "part1", "part2").res) {
+		t.Fatal("a kept result's message id must change with the tasks it waits for, and only then")
+	}
+}

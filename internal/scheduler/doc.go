@@ -58,8 +58,10 @@
 //     results back for them (CommitReport.Kept): each kept result is
 //     published again with the keys it waits for (Result.After, header
 //     Lanced-After) before the batch's messages are removed, and is left out
-//     of commits, with the results it names, while any of those tasks is
-//     pending or in flight. The planner sees kept results' keys as in flight.
+//     of commits, with the results it names or that name it, while any of
+//     those tasks is pending or in flight; results so linked are committed
+//     together, never cut by the batch size. The planner sees kept results'
+//     keys as in flight.
 //   - Orphans: every few seconds each node looks for results waiting for a
 //     table nobody coordinates and for expired leases (their holder died)
 //     and marks those tables for evaluation, so a dead coordinator's work is
