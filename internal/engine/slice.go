@@ -482,14 +482,57 @@ func joinPieces(ctx context.Context, b *store.Bucket, pieces []job.Piece, output
 // run without a queue, they are given up and their pieces deleted (the
 // table is planned again).
 func (r *Runner) prepareSlices(ctx context.Context, ps []Pending) ([]Pending, *CommitReport, error) {
-	type sliced struct {
-		parent job.Task
-		slices []Pending
+	groups, rest, joined := groupSlices(ps)
+	if len(groups) == 0 {
+		return ps, nil, nil
 	}
-	groups := map[string]*sliced{}
-	var order []string
-	joined := map[string]bool{}
-	var rest []Pending
+	rep := &CommitReport{Op: "slice"}
+	// The rewrites a remap run in parts is for, and the other remaps of
+	// their read version, wait with the parts: for the missing ones, then
+	// for the join (they commit in one Rewrite transaction).
+	remapWait := map[uint64][]string{}
+	for _, g := range groups {
+		rep.ReadVersion = g.parent.ReadVersion()
+		if joined[g.parent.Key()] {
+			r.Discard(ctx, g.slices)
+			continue
+		}
+		r.dropDuplicateSlices(ctx, g)
+		after, complete := r.waitForSiblings(ctx, g, rep)
+		if complete {
+			jp, key, err := r.joinSlices(ctx, g, rep)
+			if err != nil {
+				return rest, rep, err
+			}
+			if jp != nil {
+				rest = append(rest, *jp)
+				rep.Joined = append(rep.Joined, *jp)
+			}
+			after = nil
+			if key != "" {
+				after = []string{key}
+			}
+		}
+		if g.parent.Remap != nil && after != nil {
+			remapWait[g.parent.ReadVersion()] = append(remapWait[g.parent.ReadVersion()], after...)
+		}
+	}
+	return holdForRemapParts(rest, remapWait, rep), rep, nil
+}
+
+// slicedTask is a task run in slices and its executed slices in a batch.
+type slicedTask struct {
+	parent job.Task
+	slices []Pending
+}
+
+// groupSlices takes the executed slices out of ps, grouped by the task
+// they are slices of (in the order of each task's first slice); rest are
+// the other jobs, and joined the keys of the tasks whose join is among
+// them.
+func groupSlices(ps []Pending) (groups []*slicedTask, rest []Pending, joined map[string]bool) {
+	byParent := map[string]*slicedTask{}
+	joined = map[string]bool{}
 	for _, p := range ps {
 		o, ok := p.Job.(*job.SliceOutput)
 		if !ok {
@@ -500,124 +543,136 @@ func (r *Runner) prepareSlices(ctx context.Context, ps []Pending) ([]Pending, *C
 			continue
 		}
 		pk := o.Slice.Parent().Key()
-		if groups[pk] == nil {
-			groups[pk] = &sliced{parent: o.Slice.Parent()}
-			order = append(order, pk)
+		g := byParent[pk]
+		if g == nil {
+			g = &slicedTask{parent: o.Slice.Parent()}
+			byParent[pk] = g
+			groups = append(groups, g)
 		}
-		groups[pk].slices = append(groups[pk].slices, p)
+		g.slices = append(g.slices, p)
 	}
-	if len(order) == 0 {
-		return ps, nil, nil
+	return groups, rest, joined
+}
+
+// dropDuplicateSlices discards every result of a slice but the first (a
+// slice run twice).
+func (r *Runner) dropDuplicateSlices(ctx context.Context, g *slicedTask) {
+	seen := map[int]bool{}
+	var dups []Pending
+	g.slices = slices.DeleteFunc(g.slices, func(p Pending) bool {
+		i := p.Job.(*job.SliceOutput).Slice.Index
+		if seen[i] {
+			dups = append(dups, p)
+			return true
+		}
+		seen[i] = true
+		return false
+	})
+	r.Discard(ctx, dups)
+}
+
+// waitForSiblings reports whether every slice of g is there. If not, g's
+// slices wait for the missing ones (returned) the first time, with
+// Runner.QueueJoins; otherwise they are given up.
+func (r *Runner) waitForSiblings(ctx context.Context, g *slicedTask, rep *CommitReport) (missing []string, complete bool) {
+	have := map[int]bool{}
+	kept := false
+	for _, p := range g.slices {
+		o := p.Job.(*job.SliceOutput)
+		have[o.Slice.Index] = true
+		kept = kept || o.Kept > 0
 	}
-	rep := &CommitReport{Op: "slice"}
-	// The rewrites a remap run in parts is for, and the other remaps of
-	// their read version, wait with the parts: for the missing ones, then
-	// for the join (they commit in one Rewrite transaction).
-	remapWait := map[uint64][]string{}
-	giveUp := func(g *sliced, why string) {
+	for i, st := range g.parent.Slices() {
+		if !have[i] {
+			missing = append(missing, st.Key())
+		}
+	}
+	if len(missing) == 0 {
+		return nil, true
+	}
+	if !r.QueueJoins || kept {
+		r.giveUpSlices(ctx, g, rep, fmt.Sprintf("slices %v of %s have no result", missing, g.parent.Key()))
+		return nil, false
+	}
+	for _, p := range g.slices {
+		p.Job.(*job.SliceOutput).Kept++
+		rep.Waiting = append(rep.Waiting, Waiting{Pending: p, After: missing})
+	}
+	return missing, false
+}
+
+// giveUpSlices drops g's slices from the commit (the table is planned
+// again) and deletes their pieces.
+func (r *Runner) giveUpSlices(ctx context.Context, g *slicedTask, rep *CommitReport, why string) {
+	for _, p := range g.slices {
+		rep.Dropped = append(rep.Dropped, Dropped{Key: p.Job.Task().Key(), Verdict: job.Retryable, Reason: why})
+	}
+	r.log().Warn("slices given up", "table", r.name(), "task_id", g.parent.Key(), "slices", len(g.slices), "err", why)
+	r.Discard(ctx, g.slices)
+}
+
+// joinSlices makes the join of g's slices, all there. With
+// Runner.QueueJoins the join is queued and the slices wait for it (its
+// key returned); otherwise it runs here and its job is returned, the
+// slices' pieces deleted. A join that cannot be made or fails drops the
+// slices; only an invariant broken or a commit-wide failure is an error.
+func (r *Runner) joinSlices(ctx context.Context, g *slicedTask, rep *CommitReport) (*Pending, string, error) {
+	outs := make([]*job.SliceOutput, 0, len(g.slices))
+	for _, p := range g.slices {
+		outs = append(outs, p.Job.(*job.SliceOutput))
+	}
+	jt, err := job.NewJoin(g.parent, outs)
+	if err != nil {
+		r.giveUpSlices(ctx, g, rep, err.Error())
+		return nil, "", nil
+	}
+	if r.QueueJoins {
+		rep.Queued = append(rep.Queued, jt)
 		for _, p := range g.slices {
-			rep.Dropped = append(rep.Dropped, Dropped{Key: p.Job.Task().Key(), Verdict: job.Retryable, Reason: why})
+			rep.Waiting = append(rep.Waiting, Waiting{Pending: p, After: []string{jt.Key()}})
 		}
-		r.log().Warn("slices given up", "table", r.name(), "task_id", g.parent.Key(), "slices", len(g.slices), "err", why)
-		r.Discard(ctx, g.slices)
+		return nil, jt.Key(), nil
 	}
-	for _, pk := range order {
-		g := groups[pk]
-		rep.ReadVersion = g.parent.ReadVersion()
-		if joined[pk] {
-			r.Discard(ctx, g.slices)
-			continue
+	m, err := r.LoadReadVersion(ctx, jt)
+	if err != nil {
+		r.giveUpSlices(ctx, g, rep, err.Error())
+		if errors.Is(err, job.ErrStale) {
+			return nil, "", nil
 		}
-		byIndex := map[int]Pending{}
-		var dups []Pending
-		for _, p := range g.slices {
-			i := p.Job.(*job.SliceOutput).Slice.Index
-			if _, dup := byIndex[i]; dup {
-				dups = append(dups, p)
-				continue
-			}
-			byIndex[i] = p
-		}
-		r.Discard(ctx, dups)
-		g.slices = slices.DeleteFunc(g.slices, func(p Pending) bool { return slices.Contains(dups, p) })
-		var missing []string
-		kept := false
-		for i, st := range g.parent.Slices() {
-			if _, ok := byIndex[i]; !ok {
-				missing = append(missing, st.Key())
-			}
+		return nil, "", err
+	}
+	jp, err := r.Execute(ctx, m.PB, jt)
+	r.Discard(ctx, g.slices)
+	if err != nil {
+		if errors.Is(err, job.ErrInvariant) {
+			return nil, "", err
 		}
 		for _, p := range g.slices {
-			kept = kept || p.Job.(*job.SliceOutput).Kept > 0
+			rep.Dropped = append(rep.Dropped, Dropped{Key: p.Job.Task().Key(), Verdict: job.Retryable, Reason: "join: " + err.Error()})
 		}
-		if len(missing) > 0 {
-			if !r.QueueJoins || kept {
-				giveUp(g, fmt.Sprintf("slices %v of %s have no result", missing, pk))
-				continue
-			}
-			for _, p := range g.slices {
-				p.Job.(*job.SliceOutput).Kept++
-				rep.Waiting = append(rep.Waiting, Waiting{Pending: p, After: missing})
-			}
-			if g.parent.Remap != nil {
-				remapWait[g.parent.ReadVersion()] = append(remapWait[g.parent.ReadVersion()], missing...)
-			}
-			continue
-		}
-		outs := make([]*job.SliceOutput, 0, len(g.slices))
-		for _, p := range g.slices {
-			outs = append(outs, p.Job.(*job.SliceOutput))
-		}
-		jt, err := job.NewJoin(g.parent, outs)
-		if err != nil {
-			giveUp(g, err.Error())
-			continue
-		}
-		if r.QueueJoins {
-			rep.Queued = append(rep.Queued, jt)
-			for _, p := range g.slices {
-				rep.Waiting = append(rep.Waiting, Waiting{Pending: p, After: []string{jt.Key()}})
-			}
-			if g.parent.Remap != nil {
-				remapWait[g.parent.ReadVersion()] = append(remapWait[g.parent.ReadVersion()], jt.Key())
-			}
-			continue
-		}
-		m, err := r.LoadReadVersion(ctx, jt)
-		if err != nil {
-			giveUp(g, err.Error())
-			if errors.Is(err, job.ErrStale) {
-				continue
-			}
-			return rest, rep, err
-		}
-		jp, err := r.Execute(ctx, m.PB, jt)
-		r.Discard(ctx, g.slices)
-		if err != nil {
-			if errors.Is(err, job.ErrInvariant) {
-				return rest, rep, err
-			}
-			for _, p := range g.slices {
-				rep.Dropped = append(rep.Dropped, Dropped{Key: p.Job.Task().Key(), Verdict: job.Retryable, Reason: "join: " + err.Error()})
-			}
-			r.log().Warn("join failed", "table", r.name(), "task_id", jt.Key(), "err", err)
-			continue
-		}
-		rest = append(rest, jp)
-		rep.Joined = append(rep.Joined, jp)
+		r.log().Warn("join failed", "table", r.name(), "task_id", jt.Key(), "err", err)
+		return nil, "", nil
 	}
-	if len(remapWait) > 0 {
-		keep := rest[:0:0]
-		for _, p := range rest {
-			if after := remapWait[p.Job.Task().ReadVersion()]; after != nil && commitsWithRemaps(p.Job) {
-				rep.Waiting = append(rep.Waiting, Waiting{Pending: p, After: after})
-				continue
-			}
-			keep = append(keep, p)
-		}
-		rest = keep
+	return &jp, "", nil
+}
+
+// holdForRemapParts keeps back, in rep.Waiting, the jobs of rest that
+// commit with the remaps of a read version (commitsWithRemaps) while a
+// remap of it run in parts waits for parts or its join (remapWait: the
+// keys, by read version), and returns the others.
+func holdForRemapParts(rest []Pending, remapWait map[uint64][]string, rep *CommitReport) []Pending {
+	if len(remapWait) == 0 {
+		return rest
 	}
-	return rest, rep, nil
+	keep := rest[:0:0]
+	for _, p := range rest {
+		if after := remapWait[p.Job.Task().ReadVersion()]; after != nil && commitsWithRemaps(p.Job) {
+			rep.Waiting = append(rep.Waiting, Waiting{Pending: p, After: after})
+			continue
+		}
+		keep = append(keep, p)
+	}
+	return keep
 }
 
 // commitsWithRemaps reports whether j is a rewrite whose new fragment ids
