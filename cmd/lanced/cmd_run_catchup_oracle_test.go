@@ -58,67 +58,14 @@ func daemonUnderRealLanceWriter(t *testing.T, maxRows, batch, perTick int, bound
 		writing = 5 * time.Minute
 	}
 	root := t.TempDir()
-	tables := filepath.Join(root, "tables")
-	path := oracle.Build(t, "sized-1x3000-v32-t0-d0", tables)
-	oracle.RunOps(t, path, []oracle.Op{
-		{"op": "create_index", "column": "vec", "type": "ivf_pq", "name": "vec_idx", "options": map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}},
-		{"op": "create_index", "column": "id", "type": "btree", "name": "id_idx"},
-	})
-	pols := filepath.Join(root, "policies")
-	if err := os.MkdirAll(pols, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	hcl := "defaults {\n}\n"
-	if maxRows > 0 {
-		hcl = fmt.Sprintf("defaults {\n  index {\n    max_unindexed_rows = %d\n  }\n}\n", maxRows)
-	}
-	if err := os.WriteFile(filepath.Join(pols, "p.hcl"), []byte(hcl), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := indexedTableWithPolicy(t, root, maxRows)
 	logs, stop := startInProcessDaemon(t, "--config", writeTestDaemonConfig(t, root, ""))
 	defer stop()
 
-	type appended struct {
-		at   time.Time
-		rows int
-	}
-	var mu sync.Mutex
-	var appends []appended
 	ctx, cancel := context.WithTimeout(context.Background(), writing)
 	defer cancel()
-	werr := make(chan error, 1)
 	start := time.Now()
-	go func() {
-		defer close(werr)
-		for seed := 100; ctx.Err() == nil; seed++ {
-			var ops []oracle.Op
-			for k := 0; k < perTick; k++ {
-				ops = append(ops, oracle.Op{"op": "add", "rows": batch, "seed": seed*perTick + k})
-			}
-			if _, err := oracle.RunOpsContext(context.Background(), path, ops); err != nil {
-				werr <- err
-				return
-			}
-			mu.Lock()
-			appends = append(appends, appended{time.Now(), batch * perTick})
-			mu.Unlock()
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
-		}
-	}()
-	// recentRows is the rows appended in the settle window before at.
-	recentRows := func(at time.Time) (n int64) {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, a := range appends {
-			if a.at.After(at.Add(-settle)) && !a.at.After(at) {
-				n += int64(a.rows)
-			}
-		}
-		return n
-	}
+	w := startLanceAppender(ctx, path, batch, perTick)
 	type sample struct {
 		at                   time.Duration
 		rows, vec, id, allow int64
@@ -129,7 +76,7 @@ func daemonUnderRealLanceWriter(t *testing.T, maxRows, batch, perTick int, bound
 		r := oracle.Inspect(t, path, 0)
 		now := time.Now()
 		v, b := r.Index(t, "vec_idx"), r.Index(t, "id_idx")
-		s := sample{at: now.Sub(start), rows: r.Rows, vec: v.UnindexedRows, id: b.UnindexedRows, vecSegs: int(v.Segments), allow: bound(r.Rows) + recentRows(now)}
+		s := sample{at: now.Sub(start), rows: r.Rows, vec: v.UnindexedRows, id: b.UnindexedRows, vecSegs: int(v.Segments), allow: bound(r.Rows) + w.rowsIn(now.Add(-settle), now)}
 		if final {
 			s.allow = bound(r.Rows)
 			if maxRows == 0 {
@@ -150,7 +97,7 @@ func daemonUnderRealLanceWriter(t *testing.T, maxRows, batch, perTick int, bound
 		case <-time.After(2 * time.Second):
 		}
 	}
-	for err := range werr {
+	for err := range w.err {
 		t.Fatalf("real-Lance writer: %v", err)
 	}
 	// After the writer stops, the daemon has settle (three settle windows
@@ -169,8 +116,116 @@ func daemonUnderRealLanceWriter(t *testing.T, maxRows, batch, perTick int, bound
 	}
 	stop()
 
+	catchUps := logCommits(t, logs.lines())
+	var peak int64
+	for _, s := range samples {
+		peak = max(peak, s.vec)
+	}
+	n := w.count()
+	t.Logf("writer: %d x %d appends of %d rows in %s; %d samples, vec_idx unindexed peak %d, final %d (final bound %d); %d catch-up commits", n, perTick, batch, writing, len(samples), peak, final.vec, final.allow, catchUps)
+	if len(over) > 0 {
+		t.Fatalf("vec_idx or id_idx over the bound plus the settle window's appends: %+v", over)
+	}
+	if final.vec > final.allow || final.id > final.allow {
+		t.Fatalf("vec_idx %d, id_idx %d unindexed after the writer stopped (final bound %d)", final.vec, final.id, final.allow)
+	}
+	if catchUps == 0 || int64(n*batch*perTick) <= bound(final.rows) {
+		t.Fatalf("no catch-up committed (%d) or too few appends (%d)", catchUps, n)
+	}
+}
+
+// indexedTableWithPolicy builds under root/tables a 3000-row real-Lance
+// table with an IVF_PQ on vec (vec_idx) and a BTree on id (id_idx), and
+// writes root/policies/p.hcl: index.max_unindexed_rows = maxRows, or empty
+// defaults for 0. It returns the table's path.
+func indexedTableWithPolicy(t *testing.T, root string, maxRows int) string {
+	t.Helper()
+	path := oracle.Build(t, "sized-1x3000-v32-t0-d0", filepath.Join(root, "tables"))
+	oracle.RunOps(t, path, []oracle.Op{
+		{"op": "create_index", "column": "vec", "type": "ivf_pq", "name": "vec_idx", "options": map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}},
+		{"op": "create_index", "column": "id", "type": "btree", "name": "id_idx"},
+	})
+	pols := filepath.Join(root, "policies")
+	if err := os.MkdirAll(pols, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hcl := "defaults {\n}\n"
+	if maxRows > 0 {
+		hcl = fmt.Sprintf("defaults {\n  index {\n    max_unindexed_rows = %d\n  }\n}\n", maxRows)
+	}
+	if err := os.WriteFile(filepath.Join(pols, "p.hcl"), []byte(hcl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// lanceAppender is a real-Lance writer appending to a table in the
+// background: perTick appends (commits) of batch rows about every second
+// until its context ends. err yields its error, if any, and is closed when
+// it stops.
+type lanceAppender struct {
+	err     chan error
+	mu      sync.Mutex
+	appends []appendedRows
+}
+
+// appendedRows is one tick of a lanceAppender: when, how many rows.
+type appendedRows struct {
+	at   time.Time
+	rows int
+}
+
+func startLanceAppender(ctx context.Context, path string, batch, perTick int) *lanceAppender {
+	w := &lanceAppender{err: make(chan error, 1)}
+	go func() {
+		defer close(w.err)
+		for seed := 100; ctx.Err() == nil; seed++ {
+			var ops []oracle.Op
+			for k := 0; k < perTick; k++ {
+				ops = append(ops, oracle.Op{"op": "add", "rows": batch, "seed": seed*perTick + k})
+			}
+			if _, err := oracle.RunOpsContext(context.Background(), path, ops); err != nil {
+				w.err <- err
+				return
+			}
+			w.mu.Lock()
+			w.appends = append(w.appends, appendedRows{time.Now(), batch * perTick})
+			w.mu.Unlock()
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}()
+	return w
+}
+
+// rowsIn is the rows appended after from and up to to.
+func (w *lanceAppender) rowsIn(from, to time.Time) (n int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, a := range w.appends {
+		if a.at.After(from) && !a.at.After(to) {
+			n += int64(a.rows)
+		}
+	}
+	return n
+}
+
+// count is the ticks done so far.
+func (w *lanceAppender) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.appends)
+}
+
+// logCommits logs the versions the daemon's log lines say it committed,
+// fails the test on every ERROR line, and returns how many of the commits
+// were catch-ups (create_index).
+func logCommits(t *testing.T, lines []map[string]any) int {
+	t.Helper()
 	catchUps := 0
-	for _, l := range logs.lines() {
+	for _, l := range lines {
 		msg, _ := l["msg"].(string)
 		kind, _ := l["kind"].(string)
 		if msg == "version committed" {
@@ -183,21 +238,5 @@ func daemonUnderRealLanceWriter(t *testing.T, maxRows, batch, perTick int, bound
 			t.Errorf("daemon log: %v", l)
 		}
 	}
-	var peak int64
-	for _, s := range samples {
-		peak = max(peak, s.vec)
-	}
-	mu.Lock()
-	n := len(appends)
-	mu.Unlock()
-	t.Logf("writer: %d x %d appends of %d rows in %s; %d samples, vec_idx unindexed peak %d, final %d (final bound %d); %d catch-up commits", n, perTick, batch, writing, len(samples), peak, final.vec, final.allow, catchUps)
-	if len(over) > 0 {
-		t.Fatalf("vec_idx or id_idx over the bound plus the settle window's appends: %+v", over)
-	}
-	if final.vec > final.allow || final.id > final.allow {
-		t.Fatalf("vec_idx %d, id_idx %d unindexed after the writer stopped (final bound %d)", final.vec, final.id, final.allow)
-	}
-	if catchUps == 0 || int64(n*batch*perTick) <= bound(final.rows) {
-		t.Fatalf("no catch-up committed (%d) or too few appends (%d)", catchUps, n)
-	}
+	return catchUps
 }

@@ -99,6 +99,69 @@ func runEmulatorE2E(t *testing.T, emu storetest.Emulator, source string, publish
 	beforeA := oracle.Inspect(t, remote["appends"], 0, so)
 	beforeB := oracle.Inspect(t, remote["backfill"], 0, so)
 
+	cfgPath := writeE2EConfig(t, root, emu.URI("wh"), source, listen)
+	logs, stop := startInProcessDaemon(t, "--config", cfgPath, "--log-level", "debug")
+	defer stop()
+	waitUntil(t, 30*time.Second, "daemon running", func() bool { return logs.find("lanced running", nil) != nil })
+
+	// The stream of writes: the same ops on the emulator and on the controls.
+	for round := range 3 {
+		opsA := []oracle.Op{
+			{"op": "add", "rows": 25, "seed": 100 + round},
+			{"op": "delete", "where": fmt.Sprintf("id %% 13 = %d", round)},
+			{"op": "add", "rows": 15, "seed": 200 + round},
+		}
+		opsB := []oracle.Op{
+			{"op": "add_columns", "columns": []map[string]string{{"name": fmt.Sprintf("extra%d", round), "value_sql": fmt.Sprintf("id * %d", round+3)}}},
+			{"op": "add", "rows": 20, "seed": 300 + round},
+			{"op": "delete", "where": fmt.Sprintf("id %% 17 = %d", round)},
+		}
+		runOpsRetryingConflicts(t, remote["appends"], opsA, so)
+		oracle.RunOps(t, local["appends"], opsA)
+		runOpsRetryingConflicts(t, remote["backfill"], opsB, so)
+		oracle.RunOps(t, local["backfill"], opsB)
+	}
+
+	a, b := waitE2EConverged(t, logs, remote, so, published)
+	for _, fn := range metrics {
+		resp, err := http.Get("http://" + listen + "/metrics")
+		if err != nil {
+			t.Fatalf("metrics: %v", err)
+		}
+		text, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		fn(string(text))
+	}
+	stop()
+
+	// Real Lance reads identical content.
+	for _, sc := range []string{"appends", "backfill"} {
+		want, wantRows := oracle.RowSetDigest(oracle.Scan(t, local[sc], 0, nil))
+		got, gotRows := oracle.RowSetDigest(oracle.Scan(t, remote[sc], 0, nil, so))
+		if got != want || gotRows != wantRows {
+			t.Fatalf("%s: real Lance reads %d rows (digest %s), control has %d (%s)", sc, gotRows, got, wantRows, want)
+		}
+	}
+	if b.Fragments != beforeB.Fragments+3 {
+		t.Errorf("backfill: %d fragments, want %d (repack must not merge fragments)", b.Fragments, beforeB.Fragments+3)
+	}
+	checkE2ELogs(t, logs)
+	for _, sc := range []string{"appends", "backfill"} {
+		checkJournalSettled(t, emu.URI("wh/"+sc+".lance"), sc, logs)
+	}
+	if published() == 0 {
+		t.Fatal("the bridge published no notification")
+	}
+	t.Logf("appends: %d fragments → %d; backfill: %d data files in %d fragments → %d in %d; %d notifications",
+		beforeA.Fragments, a.Fragments, beforeB.DataFiles, beforeB.Fragments, b.DataFiles, b.Fragments, published())
+}
+
+// writeE2EConfig writes under root the policy (backfill tables: repack to
+// one data file per fragment) and the daemon's config over tables with
+// source, short debounce and commit waits, and HTTP on listen. It returns
+// the config's path.
+func writeE2EConfig(t *testing.T, root, tables, source, listen string) string {
+	t.Helper()
 	policies := filepath.Join(root, "policies")
 	if err := os.MkdirAll(policies, 0o755); err != nil {
 		t.Fatal(err)
@@ -124,103 +187,44 @@ events {
 }
 queue { commit_max_wait = "300ms" }
 http { listen = %q }
-`, emu.URI("wh"), source, listen)
+`, tables, source, listen)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return cfgPath
+}
 
-	var logs syncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- runDaemon(ctx, []string{"--config", cfgPath, "--log-level", "debug"}, &logs, &logs) }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("daemon: %v", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Error("daemon did not stop")
-		}
-	}
-	defer stop()
-	waitUntil(t, 30*time.Second, "daemon running", func() bool { return logs.find("lanced running", nil) != nil })
-
-	// The stream of writes: the same ops on the emulator and on the controls.
-	for round := range 3 {
-		opsA := []oracle.Op{
-			{"op": "add", "rows": 25, "seed": 100 + round},
-			{"op": "delete", "where": fmt.Sprintf("id %% 13 = %d", round)},
-			{"op": "add", "rows": 15, "seed": 200 + round},
-		}
-		opsB := []oracle.Op{
-			{"op": "add_columns", "columns": []map[string]string{{"name": fmt.Sprintf("extra%d", round), "value_sql": fmt.Sprintf("id * %d", round+3)}}},
-			{"op": "add", "rows": 20, "seed": 300 + round},
-			{"op": "delete", "where": fmt.Sprintf("id %% 17 = %d", round)},
-		}
-		runOpsRetryingConflicts(t, remote["appends"], opsA, so)
-		oracle.RunOps(t, local["appends"], opsA)
-		runOpsRetryingConflicts(t, remote["backfill"], opsB, so)
-		oracle.RunOps(t, local["backfill"], opsB)
-	}
-
-	// Wait until the daemon converged: appends in one fragment, every
-	// backfill fragment in one data file.
-	converged := func() (bool, oracle.Report, oracle.Report) {
-		a := oracle.Inspect(t, remote["appends"], 0, so)
-		b := oracle.Inspect(t, remote["backfill"], 0, so)
-		return a.Fragments == 1 && a.DataFiles == 1 && b.DataFiles == b.Fragments, a, b
-	}
-	var a, b oracle.Report
+// waitE2EConverged waits (150s at most, else it fails with the daemon's
+// log) until the daemon converged the remote tables: appends in one
+// fragment, every backfill fragment in one data file. It returns real
+// Lance's reports of both.
+func waitE2EConverged(t *testing.T, logs *syncBuffer, remote map[string]string, so oracle.Options, published func() int64) (a, b oracle.Report) {
+	t.Helper()
 	deadline := time.Now().Add(150 * time.Second)
 	for {
-		var ok bool
-		ok, a, b = converged()
-		if ok || time.Now().After(deadline) {
-			if !ok {
-				for i, l := range logs.lines() {
-					if i < 400 {
-						t.Logf("%v", l)
-					}
+		a = oracle.Inspect(t, remote["appends"], 0, so)
+		b = oracle.Inspect(t, remote["backfill"], 0, so)
+		if a.Fragments == 1 && a.DataFiles == 1 && b.DataFiles == b.Fragments {
+			return a, b
+		}
+		if time.Now().After(deadline) {
+			for i, l := range logs.lines() {
+				if i < 400 {
+					t.Logf("%v", l)
 				}
-				t.Fatalf("not converged: appends %d fragments/%d files, backfill %d fragments/%d files (bridge published %d)",
-					a.Fragments, a.DataFiles, b.Fragments, b.DataFiles, published())
 			}
-			break
+			t.Fatalf("not converged: appends %d fragments/%d files, backfill %d fragments/%d files (bridge published %d)",
+				a.Fragments, a.DataFiles, b.Fragments, b.DataFiles, published())
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	for _, fn := range metrics {
-		resp, err := http.Get("http://" + listen + "/metrics")
-		if err != nil {
-			t.Fatalf("metrics: %v", err)
-		}
-		text, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		fn(string(text))
-	}
-	stop()
+}
 
-	// Real Lance reads identical content.
-	for _, sc := range []string{"appends", "backfill"} {
-		want, wantRows := oracle.RowSetDigest(oracle.Scan(t, local[sc], 0, nil))
-		got, gotRows := oracle.RowSetDigest(oracle.Scan(t, remote[sc], 0, nil, so))
-		if got != want || gotRows != wantRows {
-			t.Fatalf("%s: real Lance reads %d rows (digest %s), control has %d (%s)", sc, gotRows, got, wantRows, want)
-		}
-	}
-	if b.Fragments != beforeB.Fragments+3 {
-		t.Errorf("backfill: %d fragments, want %d (repack must not merge fragments)", b.Fragments, beforeB.Fragments+3)
-	}
-
-	// The logs show each step with table, version and task keys; the
-	// evaluations were driven by notifications.
+// checkE2ELogs: the logs show each step of both tables with table, version
+// and task keys; durations are logged as KEY_ms milliseconds and tables
+// without the query string; no cleanup failed.
+func checkE2ELogs(t *testing.T, logs *syncBuffer) {
+	t.Helper()
 	for _, sc := range []string{"appends", "backfill"} {
 		tableKey := func(l map[string]any) bool {
 			s, _ := l["table"].(string)
@@ -249,8 +253,6 @@ http { listen = %q }
 			}
 		}
 	}
-	// One duration format and one table identity on every line: durations
-	// as KEY_ms milliseconds, tables without the query string.
 	for _, l := range logs.lines() {
 		for k, v := range l {
 			if k == "duration" || k == "older_than" || k == "retry_in" {
@@ -264,58 +266,56 @@ http { listen = %q }
 	if l := logs.find("cleanup failed", nil); l != nil {
 		t.Errorf("cleanup failed on the emulator: %v", l)
 	}
-	// Every task's journal entry was settled by its commit.
-	for _, sc := range []string{"appends", "backfill"} {
-		b, err := store.Open(context.Background(), emu.URI("wh/"+sc+".lance"))
-		if err != nil {
-			t.Fatal(err)
+}
+
+// checkJournalSettled: every task's journal entry in the table at uri (sc
+// in the logs) was settled by its commit, except one whose settling the
+// daemon logged as failed by an emulator transport error (harmless under
+// load); a left entry fails the test with the log lines of its task.
+func checkJournalSettled(t *testing.T, uri, sc string, logs *syncBuffer) {
+	t.Helper()
+	b, err := store.Open(context.Background(), uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	if err := b.List(context.Background(), journal.PendingDir, func(o store.Object) error {
+		left = append(left, o.Key)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	left = slices.DeleteFunc(left, func(k string) bool {
+		name, _ := url.PathUnescape(strings.TrimSuffix(strings.TrimPrefix(k, journal.PendingDir), ".json"))
+		if l := logs.find("settle journal entry", func(l map[string]any) bool {
+			msg, _ := l["err"].(string)
+			return l["task_id"] == name && emulatorTransportErr.MatchString(msg)
+		}); l != nil {
+			t.Logf("%s: journal entry left, its settling failed: %v", sc, l)
+			return true
 		}
-		var left []string
-		if err := b.List(context.Background(), journal.PendingDir, func(o store.Object) error {
-			left = append(left, o.Key)
-			return nil
-		}); err != nil {
-			t.Fatal(err)
+		return false
+	})
+	if len(left) == 0 {
+		return
+	}
+	t.Errorf("%s: journal entries left after convergence: %v", sc, left)
+	for _, l := range logs.lines() {
+		if s, _ := l["table"].(string); strings.HasSuffix(s, "/wh/"+sc+".lance") && l["msg"] != "task in progress" {
+			t.Logf("%v", l)
 		}
-		b.Close()
-		// An entry the daemon failed to settle because an emulator request
-		// was lost under load (a transport error, logged) is harmless; any
-		// other is a bug.
-		left = slices.DeleteFunc(left, func(k string) bool {
-			name, _ := url.PathUnescape(strings.TrimSuffix(strings.TrimPrefix(k, journal.PendingDir), ".json"))
-			if l := logs.find("settle journal entry", func(l map[string]any) bool {
-				msg, _ := l["err"].(string)
-				return l["task_id"] == name && emulatorTransportErr.MatchString(msg)
-			}); l != nil {
-				t.Logf("%s: journal entry left, its settling failed: %v", sc, l)
-				return true
-			}
-			return false
-		})
-		if len(left) > 0 {
-			t.Errorf("%s: journal entries left after convergence: %v", sc, left)
-			for _, l := range logs.lines() {
-				if s, _ := l["table"].(string); strings.HasSuffix(s, "/wh/"+sc+".lance") && l["msg"] != "task in progress" {
-					t.Logf("%v", l)
-				}
-			}
-			for _, k := range left {
-				// The entry's name is the escaped task key and "~" id.
-				name, _ := url.PathUnescape(strings.TrimSuffix(strings.TrimPrefix(k, journal.PendingDir), ".json"))
-				task, _, _ := strings.Cut(name, "~")
-				for _, l := range logs.lines() {
-					if fmt.Sprint(l["task_id"]) == task || strings.Contains(fmt.Sprint(l), name) {
-						t.Logf("%v", l)
-					}
-				}
+	}
+	for _, k := range left {
+		// The entry's name is the escaped task key and "~" id.
+		name, _ := url.PathUnescape(strings.TrimSuffix(strings.TrimPrefix(k, journal.PendingDir), ".json"))
+		task, _, _ := strings.Cut(name, "~")
+		for _, l := range logs.lines() {
+			if fmt.Sprint(l["task_id"]) == task || strings.Contains(fmt.Sprint(l), name) {
+				t.Logf("%v", l)
 			}
 		}
 	}
-	if published() == 0 {
-		t.Fatal("the bridge published no notification")
-	}
-	t.Logf("appends: %d fragments → %d; backfill: %d data files in %d fragments → %d in %d; %d notifications",
-		beforeA.Fragments, a.Fragments, beforeB.DataFiles, beforeB.Fragments, b.DataFiles, b.Fragments, published())
 }
 
 // runOpsRetryingConflicts runs ops, retrying an op that real Lance

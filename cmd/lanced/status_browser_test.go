@@ -93,16 +93,9 @@ func TestStatusPageInChromium(t *testing.T) {
 	cfgPath := writeTestDaemonConfig(t, root, addr)
 	base := "http://" + addr
 	uris := []string{"file://" + a, "file://" + b}
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.NoFirstRun, chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 1600))
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(alloc)
-	defer cancelBrowser()
-	bctx, cancelTimeout := context.WithTimeout(bctx, 5*time.Minute)
-	defer cancelTimeout()
+	// Start the browser before the daemon: Chromium's start (many seconds
+	// on a loaded machine) must not take a running task's window.
+	bctx := startHeadlessBrowser(t, browser)
 
 	// load navigates to the page and evaluates expr in it.
 	load := func(expr string) string {
@@ -111,34 +104,83 @@ func TestStatusPageInChromium(t *testing.T) {
 		}
 		return evalJS[string](t, bctx, expr)
 	}
-	// Start the browser before the daemon: Chromium's start (many seconds
-	// on a loaded machine) must not take a running task's window.
-	if _, err := chromedp.Run(bctx, chromedp.Navigate("about:blank")); err != nil {
-		t.Fatalf("start browser: %v", err)
-	}
 	// Each task waits 25s once its size is known, so its progress can be
 	// seen; running tasks log their progress every 300ms.
 	logs, stop := startInProcessDaemon(t, "--config", cfgPath, "--debug-task-delay", "25s", "--debug-progress-every", "300ms")
 	defer stop()
 	waitUntil(t, 60*time.Second, "daemon ready", func() bool { code, _ := httpGet(base + "/readyz"); return code == 200 })
 
-	// A running task shows its progress in /metrics (per-task gauges), on
-	// the page and in its "task in progress" log lines.
-	taskMetric := func() (string, float64) {
-		_, body := httpGet(base + "/metrics")
-		for _, l := range strings.Split(body, "\n") {
-			if rest, ok := strings.CutPrefix(l, "lanced_task_rows_total{"); ok {
-				i := strings.LastIndexByte(rest, ' ')
-				v, _ := strconv.ParseFloat(rest[i+1:], 64)
-				return rest[:i], v
+	checkRunningTaskProgress(t, logs, base, load)
+
+	// Let maintenance settle: both tables committed by lanced, then quiet.
+	waitUntil(t, 90*time.Second, "both tables maintained", func() bool {
+		for _, u := range uris {
+			if logs.find("version committed", func(l map[string]any) bool { return l["table"] == u }) == nil {
+				return false
 			}
 		}
-		return "", 0
+		return true
+	})
+
+	// Once maintenance is quiet no task runs: the series are gone and the
+	// page says so.
+	waitUntil(t, 120*time.Second, "no running task", func() bool {
+		l, _ := taskRowsMetric(base)
+		return l == "" && load(`String(!!document.getElementById('no-running'))`) == "true"
+	})
+	checkPageAgreesWithCLI(t, addr, uris, load)
+	html := evalJS[string](t, bctx, `document.body.outerHTML`)
+	for _, want := range []string{`id="timeline"`, `class="card layout"`, "no table is held", `id="queue"`} {
+		if !strings.Contains(html, want) {
+			t.Fatalf("page lacks %s", want)
+		}
 	}
+	checkHoldOnPage(t, bctx, base, b, load)
+}
+
+// startHeadlessBrowser starts the headless Chromium at browser (1280×1600,
+// five minutes at most) on a blank page and returns its context.
+func startHeadlessBrowser(t *testing.T, browser string) context.Context {
+	t.Helper()
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.NoFirstRun, chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 1600))
+	t.Cleanup(cancelAlloc)
+	bctx, cancelBrowser := chromedp.NewContext(alloc)
+	t.Cleanup(cancelBrowser)
+	bctx, cancelTimeout := context.WithTimeout(bctx, 5*time.Minute)
+	t.Cleanup(cancelTimeout)
+	if _, err := chromedp.Run(bctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("start browser: %v", err)
+	}
+	return bctx
+}
+
+// taskRowsMetric returns the labels and value of the first
+// lanced_task_rows_total series in the /metrics at base ("" when none).
+func taskRowsMetric(base string) (string, float64) {
+	_, body := httpGet(base + "/metrics")
+	for _, l := range strings.Split(body, "\n") {
+		if rest, ok := strings.CutPrefix(l, "lanced_task_rows_total{"); ok {
+			i := strings.LastIndexByte(rest, ' ')
+			v, _ := strconv.ParseFloat(rest[i+1:], 64)
+			return rest[:i], v
+		}
+	}
+	return "", 0
+}
+
+// checkRunningTaskProgress: a running task shows its progress in /metrics
+// at base (per-task gauges labelled with its id and table), on the page
+// (load evaluates in it) and in its "task in progress" log lines.
+func checkRunningTaskProgress(t *testing.T, logs *syncBuffer, base string, load func(expr string) string) {
+	t.Helper()
 	var labels string
 	for deadline := time.Now().Add(150 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		var v float64
-		if labels, v = taskMetric(); v > 0 {
+		if labels, v = taskRowsMetric(base); v > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -168,30 +210,18 @@ func TestStatusPageInChromium(t *testing.T) {
 			return rt > 0 && hasDone && hasBytes
 		}) != nil
 	})
+}
 
-	// Let maintenance settle: both tables committed by lanced, then quiet.
-	waitUntil(t, 90*time.Second, "both tables maintained", func() bool {
-		for _, u := range uris {
-			if logs.find("version committed", func(l map[string]any) bool { return l["table"] == u }) == nil {
-				return false
-			}
-		}
-		return true
-	})
-
-	// Once maintenance is quiet no task runs: the series are gone and the
-	// page says so.
-	waitUntil(t, 120*time.Second, "no running task", func() bool {
-		l, _ := taskMetric()
-		return l == "" && load(`String(!!document.getElementById('no-running'))`) == "true"
-	})
+// checkPageAgreesWithCLI: for each table of uris the page's fragment count,
+// `lanced stats` and `lanced status` (of the daemon at addr) agree
+// (retried while a commit may still land between the reads).
+func checkPageAgreesWithCLI(t *testing.T, addr string, uris []string, load func(expr string) string) {
+	t.Helper()
 	fragmentsOnPage := func(uri string) (int, bool) {
 		txt := load(`(document.querySelector('tr[data-table="` + uri + `"] td.fragments') || {textContent: ""}).textContent`)
 		n, err := strconv.Atoi(strings.TrimSpace(txt))
 		return n, err == nil
 	}
-	// The page, `lanced stats` and `lanced status` agree (retried while a
-	// commit may still land between the reads).
 	for _, u := range uris {
 		path := strings.TrimPrefix(u, "file://")
 		waitUntil(t, 60*time.Second, "page agrees with lanced stats on "+u, func() bool {
@@ -208,18 +238,19 @@ func TestStatusPageInChromium(t *testing.T) {
 			return ok && n == st.Totals.Fragments && agree
 		})
 	}
-	html := evalJS[string](t, bctx, `document.body.outerHTML`)
-	for _, want := range []string{`id="timeline"`, `class="card layout"`, "no table is held", `id="queue"`} {
-		if !strings.Contains(html, want) {
-			t.Fatalf("page lacks %s", want)
-		}
-	}
+}
 
-	// A hold placed with the CLI appears with its reason...
-	runCLI(t, "holds", "place", b, "--reason", "browser test hold")
+// checkHoldOnPage: a hold placed on the table at path with the CLI appears
+// on the page (screenshot saved) with its reason, the page's release
+// action (at base) is refused without an admin token, and the hold is gone
+// after `lanced holds release`.
+func checkHoldOnPage(t *testing.T, bctx context.Context, base, path string, load func(expr string) string) {
+	t.Helper()
+	uri := "file://" + path
+	runCLI(t, "holds", "place", path, "--reason", "browser test hold")
 	var reason string
 	waitUntil(t, 20*time.Second, "hold shown", func() bool {
-		reason = load(`(document.querySelector('li.hold[data-table="` + uris[1] + `"] .reason') || {textContent: ""}).textContent`)
+		reason = load(`(document.querySelector('li.hold[data-table="` + uri + `"] .reason') || {textContent: ""}).textContent`)
 		return reason != ""
 	})
 	if reason != "browser test hold" {
@@ -234,8 +265,7 @@ func TestStatusPageInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot: %s (%d bytes)", shot, len(png))
-	// ...the page's release action is refused without an admin token...
-	resp, err := http.PostForm(base+"/api/holds/release", map[string][]string{"table": {uris[1]}})
+	resp, err := http.PostForm(base+"/api/holds/release", map[string][]string{"table": {uri}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,8 +273,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("release without admin token: %s", resp.Status)
 	}
-	// ...and the hold is gone after `lanced holds release`.
-	runCLI(t, "holds", "release", b)
+	runCLI(t, "holds", "release", path)
 	waitUntil(t, 20*time.Second, "hold gone", func() bool {
 		return load(`document.querySelectorAll('li.hold').length + ":" + !!document.getElementById('no-holds')`) == "0:true"
 	})
