@@ -249,10 +249,12 @@ func (w *maintainWorkload) Commit(ctx context.Context, table string, results []s
 		rep.Rebased += er.Rebased
 		if len(er.Missing) > 0 {
 			rep.Replan = true
+			rep.Dropped = append(rep.Dropped, er.Missing...)
 		}
 		for _, d := range er.Dropped {
 			rep.FilesRemoved += written[d.Key]
 			rep.Replan = true
+			rep.Dropped = append(rep.Dropped, d.Key)
 		}
 	}
 	if cerr != nil {

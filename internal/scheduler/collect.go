@@ -79,6 +79,7 @@ func (n *Node) collect(ctx context.Context, table string, batch []batchMsg, prob
 				st.ended = map[string]bool{}
 			}
 			st.ended[res.Task.Key] = true
+			n.noteRedoLocked(st, res.Task.Key, res.taskSeq)
 			n.mu.Unlock()
 			log.Info("task result", "outcome", outcome, "err", m.Header.Get(hdrError))
 			n.settle(ctx, table, m.Sequence)
@@ -184,6 +185,13 @@ func (n *Node) maybeCommit(ctx context.Context, table string, batch []batchMsg) 
 			n.settle(ctx, table, b.seq)
 		}
 		n.mu.Lock()
+		for _, k := range rep.Dropped {
+			var seq uint64
+			if i := slices.IndexFunc(take, func(b batchMsg) bool { return b.res.Task.Key == k }); i >= 0 {
+				seq = take[i].res.taskSeq
+			}
+			n.noteRedoLocked(st, k, seq)
+		}
 		if rep.Replan {
 			n.markDirtyLocked(st)
 		}
@@ -214,6 +222,11 @@ func (n *Node) maybeCommit(ctx context.Context, table string, batch []batchMsg) 
 			_ = n.hold(ctx, table, err)
 		}
 		n.forgetKept(table, take)
+		n.mu.Lock()
+		for _, b := range take {
+			n.noteRedoLocked(st, b.res.Task.Key, b.res.taskSeq)
+		}
+		n.mu.Unlock()
 		for _, b := range take {
 			n.settle(ctx, table, b.seq)
 		}

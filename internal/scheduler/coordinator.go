@@ -75,6 +75,13 @@ type tableState struct {
 	// wake tells the table's coordinator that something changed: a new
 	// result on its subject, a plan that queued tasks.
 	wake chan struct{}
+	// redo holds the keys of tasks whose copy ended without being
+	// committed (failed, given up, dropped at commit) inside the task
+	// stream's duplicate window, with when: planned again, such a task
+	// is queued again rather than deduplicated against that copy
+	// (queue.requeueEnded). It outlives the coordinator and is recorded in
+	// the range's lease, so a node that takes the range over knows it.
+	redo map[string]endedCopy
 	// heldCheckedAt is when the table was last found not held; a
 	// coordinator that keeps its lease checks again after holdRecheck.
 	heldCheckedAt time.Time
@@ -299,6 +306,11 @@ func (n *Node) tryCoordinate(ctx context.Context, wg *sync.WaitGroup, table stri
 		for t := range prev.Tables {
 			n.markDirtyLocked(n.state(t))
 		}
+		for t, keys := range prev.Redo {
+			for k, seq := range keys {
+				n.noteRedoLocked(n.state(t), k, seq)
+			}
+		}
 		for _, o := range n.tables {
 			if o.rng == st.rng && !o.leaseQueued {
 				n.markDirtyLocked(o)
@@ -364,7 +376,8 @@ func (n *Node) dispatch(ctx context.Context) {
 		if len(tasks) == 0 {
 			return
 		}
-		results := n.q.publishAll(ctx, tasks)
+		again := n.redoOf(tasks)
+		results := n.q.publishAll(ctx, tasks, again)
 		failed := false
 		n.mu.Lock()
 		for i, t := range tasks {
@@ -376,12 +389,16 @@ func (n *Node) dispatch(ctx context.Context) {
 				st.pending = append([]Task{t}, st.pending...)
 				n.withPending[t.Table] = struct{}{}
 				failed = true
+				continue
 			case r.duplicate:
 				// JetStream already had this key inside its dedup window:
 				// the original is queued, running or done, and its result
 				// (if any) reaches us through the results stream. Nothing
 				// new is in flight.
 				delete(st.inflight, t.Key)
+			}
+			if again[i].ok {
+				delete(st.redo, t.Key) // queued again, or a copy queued since is
 			}
 		}
 		n.mu.Unlock()
@@ -403,6 +420,44 @@ func (n *Node) dispatch(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// endedCopy is a copy of a task that ended without being committed: when
+// its result was read, and its task stream sequence (0 if not known).
+type endedCopy struct {
+	at  time.Time
+	seq uint64
+}
+
+// redoOf reports which tasks had a copy that ended without being
+// committed inside the duplicate window (tableState.redo).
+func (n *Node) redoOf(tasks []Task) []requeue {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	again := make([]requeue, len(tasks))
+	for i, t := range tasks {
+		e, ok := n.tables[t.Table].redo[t.Key]
+		if ok && n.cfg.Now().Sub(e.at) < n.cfg.DedupWindow {
+			again[i] = requeue{ok: true, seq: e.seq}
+		}
+	}
+	return again
+}
+
+// noteRedoLocked records that the copy of the task with key at task
+// stream sequence seq (0: not known) ended without being committed. n.mu
+// is held.
+func (n *Node) noteRedoLocked(st *tableState, key string, seq uint64) {
+	if st.redo == nil {
+		st.redo = map[string]endedCopy{}
+	}
+	now := n.cfg.Now()
+	for k, e := range st.redo {
+		if now.Sub(e.at) >= n.cfg.DedupWindow {
+			delete(st.redo, k)
+		}
+	}
+	st.redo[key] = endedCopy{at: now, seq: seq}
 }
 
 // dispatchBatch bounds the tasks one dispatch turn publishes together.

@@ -58,7 +58,7 @@ func (n *Node) deadLetter(ctx context.Context, adv deliveryExceeded) {
 		return // the original stays; the next advisory or an operator moves it
 	}
 	// Tell the coordinator the task is over, then drop the original.
-	if err := n.finish(ctx, t, Result{}, OutcomeAbandoned, errors.New("max deliveries exhausted")); err != nil {
+	if err := n.finish(ctx, t, adv.StreamSeq, Result{}, OutcomeAbandoned, errors.New("max deliveries exhausted")); err != nil {
 		n.log.Warn("publish dead task result", "task_id", t.Key, "err", err)
 	}
 	if err := n.q.tasks.DeleteMsg(ctx, adv.StreamSeq); err != nil {

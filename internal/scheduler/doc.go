@@ -5,7 +5,15 @@
 //   - The task queue: a work-queue stream LANCED_TASKS with subjects
 //     lanced.task.<kind>. Every task is published with Nats-Msg-Id set to its
 //     key, so planning the same (table, read version, kind, fragments) twice
-//     inside the stream's duplicate window enqueues it once. One durable pull
+//     inside the stream's duplicate window enqueues it once. A task whose
+//     copy ended without being committed (failed, given up or dropped at
+//     commit: CommitReport.Dropped) is recorded (tableState.redo, and in
+//     the range's lease record, with that copy's stream sequence); planned
+//     again, it is published again under key#<the deduplicating copy's
+//     stream sequence> when that copy is the one that ended, or left the
+//     queue with no result of it stored. A result's Nats-Msg-Id (and
+//     header Lanced-Task-Seq) names its task message, so each copy's
+//     result is stored. One durable pull
 //     consumer (lanced-workers) serves every node; AckWait, MaxDeliver and
 //     BackOff come from Config.
 //   - Workers: each message gets its own context.WithCancelCause; a heartbeat

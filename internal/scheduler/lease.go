@@ -47,6 +47,12 @@ type leaseRecord struct {
 	// not yet committed, so a node taking over knows which tables to look
 	// at and can tell the planner what is running.
 	Tables map[string][]string `json:"tables,omitempty"`
+	// Redo lists, per table, the keys of tasks whose copy ended without
+	// being committed inside the task stream's duplicate window, each
+	// with that copy's task stream sequence: a node taking over queues
+	// them again if planned (tableState.redo). Nodes of earlier versions
+	// ignore it.
+	Redo map[string]map[string]uint64 `json:"redo,omitempty"`
 	// A range handed off by its holder (see rebalance.go) has no Holder;
 	// HandOffTo names the node it was handed to, which alone may take it
 	// before HandOffUntil; HandOffFrom names the node that gave it up.
@@ -103,9 +109,9 @@ type leaser struct {
 	now  func() time.Time
 }
 
-func (l *leaser) record(rng int, tables map[string][]string) ([]byte, time.Time) {
+func (l *leaser) record(rng int, tables map[string][]string, redo map[string]map[string]uint64) ([]byte, time.Time) {
 	exp := l.now().Add(l.ttl)
-	b, _ := json.Marshal(leaseRecord{Holder: l.node, Range: rng, Expires: exp.UnixNano(), Tables: tables})
+	b, _ := json.Marshal(leaseRecord{Holder: l.node, Range: rng, Expires: exp.UnixNano(), Tables: tables, Redo: redo})
 	return b, exp
 }
 
@@ -117,7 +123,7 @@ func (l *leaser) record(rng int, tables map[string][]string) ([]byte, time.Time)
 // written in one compare-and-set on it.
 func (l *leaser) acquire(ctx context.Context, rng int, freeRev uint64) (*lease, *leaseRecord, error) {
 	key := rangeKey(rng)
-	val, exp := l.record(rng, nil)
+	val, exp := l.record(rng, nil, nil)
 	if freeRev > 0 {
 		if rev, err := l.kv.Update(ctx, key, val, freeRev); err == nil {
 			return &lease{rng: rng, key: key, rev: rev, expires: exp}, nil, nil
@@ -159,11 +165,12 @@ func (l *leaser) acquire(ctx context.Context, rng int, freeRev uint64) (*lease, 
 }
 
 // renew extends a held lease with a compare-and-set on its revision and
-// records the range's coordinated tables with their in-flight task keys.
-func (l *leaser) renew(ctx context.Context, ls *lease, tables map[string][]string) error {
+// records the range's coordinated tables with their in-flight task keys
+// and the keys to queue again (leaseRecord.Redo).
+func (l *leaser) renew(ctx context.Context, ls *lease, tables map[string][]string, redo map[string]map[string]uint64) error {
 	ls.op.Lock()
 	defer ls.op.Unlock()
-	val, exp := l.record(ls.rng, tables)
+	val, exp := l.record(ls.rng, tables, redo)
 	rev, err := l.kv.Update(ctx, ls.key, val, ls.revision())
 	if err != nil {
 		if isWrongRevision(err) || errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -180,10 +187,10 @@ func (l *leaser) renew(ctx context.Context, ls *lease, tables map[string][]strin
 // handOff replaces the held lease's record, if it is still ours, by one
 // naming no holder that reserves the range for node to until until and
 // lists the tables with their tasks in flight.
-func (l *leaser) handOff(ctx context.Context, ls *lease, tables map[string][]string, to string, until time.Time) error {
+func (l *leaser) handOff(ctx context.Context, ls *lease, tables map[string][]string, redo map[string]map[string]uint64, to string, until time.Time) error {
 	ls.op.Lock()
 	defer ls.op.Unlock()
-	b, _ := json.Marshal(leaseRecord{Range: ls.rng, Expires: l.now().UnixNano(), Tables: tables,
+	b, _ := json.Marshal(leaseRecord{Range: ls.rng, Expires: l.now().UnixNano(), Tables: tables, Redo: redo,
 		HandOffTo: to, HandOffFrom: l.node, HandOffUntil: until.UnixNano()})
 	if _, err := l.kv.Update(ctx, ls.key, b, ls.revision()); err != nil {
 		return fmt.Errorf("hand off lease %s: %w", ls.key, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -154,17 +155,29 @@ type published struct {
 	err       error
 }
 
-// publish enqueues one task; duplicate reports whether JetStream had
-// already seen its key inside the dedup window (or still holds it).
-func (q *queue) publish(ctx context.Context, t Task) (duplicate bool, err error) {
-	r := q.publishAll(ctx, []Task{t})[0]
+// requeue marks a task whose copy ended without being committed: seq is
+// that copy's task stream sequence (0 when not known).
+type requeue struct {
+	ok  bool
+	seq uint64
+}
+
+// publish enqueues one task; duplicate reports that JetStream had its key
+// inside the duplicate window (see publishAll).
+func (q *queue) publish(ctx context.Context, t Task, again requeue) (duplicate bool, err error) {
+	r := q.publishAll(ctx, []Task{t}, []requeue{again})[0]
 	return r.duplicate, r.err
 }
 
 // publishAll enqueues tasks without waiting for each acknowledgement in
 // turn: all are sent, then every acknowledgement is awaited (result i is
-// task i's).
-func (q *queue) publishAll(ctx context.Context, tasks []Task) []published {
+// task i's). A task's message id is its key, so a task planned twice
+// inside the duplicate window is enqueued once: duplicate reports that.
+// A task with again[i].ok had a copy that ended without being committed
+// (failed, given up, dropped at commit); JetStream deduplicating it
+// against that copy would drop the work, so it is published again
+// (requeueEnded). again may be nil.
+func (q *queue) publishAll(ctx context.Context, tasks []Task, again []requeue) []published {
 	out := make([]published, len(tasks))
 	futures := make([]jetstream.PubAckFuture, len(tasks))
 	for i, t := range tasks {
@@ -186,6 +199,9 @@ func (q *queue) publishAll(ctx context.Context, tasks []Task) []published {
 		select {
 		case ack := <-f.Ok():
 			out[i].duplicate = ack.Duplicate
+			if ack.Duplicate && i < len(again) && again[i].ok {
+				out[i].duplicate, out[i].err = q.requeueEnded(ctx, tasks[i], ack.Sequence, again[i].seq)
+			}
 		case err := <-f.Err():
 			out[i].err = fmt.Errorf("publish task %s: %w", tasks[i].Key, err)
 		case <-ctx.Done():
@@ -193,6 +209,68 @@ func (q *queue) publishAll(ctx context.Context, tasks []Task) []published {
 		}
 	}
 	return out
+}
+
+// maxRequeues bounds the copies of one task requeueEnded walks past: each
+// is a copy that ended inside the duplicate window.
+const maxRequeues = 32
+
+// requeueEnded publishes again a task whose publication JetStream
+// deduplicated against the message at stream sequence seq. ended is the
+// sequence of a copy the caller knows ended (its final result was read;
+// its ack may still be on its way), 0 if not known. Another copy is
+// queued, running or still to be read while its message is in the work
+// queue or a result of it is stored: duplicate. Otherwise (a worker
+// publishes the result before it acks) t is published with a message id
+// naming that copy (key#seq), which every node derives alike, so the
+// copies queued again after one ending are deduplicated among
+// themselves; a publication meeting such a copy is judged the same way.
+func (q *queue) requeueEnded(ctx context.Context, t Task, seq, ended uint64) (duplicate bool, err error) {
+	for range maxRequeues {
+		if seq == 0 {
+			return true, nil // a copy being stored right now
+		}
+		if seq != ended {
+			_, err := q.tasks.GetMsg(ctx, seq)
+			switch {
+			case err == nil:
+				return true, nil
+			case !isNotFound(err):
+				return false, fmt.Errorf("publish task %s: look up its earlier copy: %w", t.Key, err)
+			}
+			if waiting, err := q.resultWaiting(ctx, t, seq); err != nil || waiting {
+				return waiting, err
+			}
+		}
+		ack, err := q.js.PublishMsg(ctx, taskMsg(t), jetstream.WithMsgID(t.Key+"#"+strconv.FormatUint(seq, 10)), jetstream.WithExpectStream(TasksStream))
+		if err != nil {
+			return false, fmt.Errorf("publish task %s again: %w", t.Key, err)
+		}
+		if !ack.Duplicate {
+			return false, nil
+		}
+		seq = ack.Sequence
+	}
+	return false, fmt.Errorf("publish task %s: %d earlier copies ended inside the duplicate window", t.Key, maxRequeues)
+}
+
+// resultWaiting reports whether a result of t's copy at task stream
+// sequence seq (or of a copy whose result does not say) is stored under
+// its table's results subject.
+func (q *queue) resultWaiting(ctx context.Context, t Task, seq uint64) (bool, error) {
+	var from uint64
+	for {
+		m, err := q.nextResult(ctx, t.Table, from)
+		if err != nil || m == nil {
+			return false, err
+		}
+		if m.Header.Get(hdrKey) == t.Key {
+			if s := m.Header.Get(hdrTaskSeq); s == "" || s == strconv.FormatUint(seq, 10) {
+				return true, nil
+			}
+		}
+		from = m.Sequence + 1
+	}
 }
 
 // depth is the number of task messages waiting or unacknowledged.

@@ -48,6 +48,12 @@ type CommitReport struct {
 	// dropped (a concurrent commit made them stale) and their work is
 	// still to do.
 	Replan bool
+	// Dropped are the keys of the batch's results that were neither
+	// committed nor kept (given up, dropped over a conflict, outputs
+	// gone). Planned again with the same key inside the task stream's
+	// duplicate window, such a task is queued again, not deduplicated
+	// against the copy that ended.
+	Dropped []string
 	// Followups are new tasks of the table the commit asks for (the index
 	// remaps of a rewrite batch, the join of a sliced task), queued like planned ones; Kept are
 	// results of the batch that were not committed and wait for them

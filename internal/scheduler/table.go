@@ -109,6 +109,7 @@ func (n *Node) renewLeases(ctx context.Context) {
 			ctx    context.Context
 			stop   context.CancelCauseFunc
 			tables map[string][]string
+			redo   map[string]map[string]uint64
 		}
 		var todo []due
 		now := n.cfg.Now()
@@ -126,13 +127,13 @@ func (n *Node) renewLeases(ctx context.Context) {
 				}
 				tables[name] = keys
 			}
-			todo = append(todo, due{ls: ls, ctx: rs.ctx, stop: rs.stop, tables: tables})
+			todo = append(todo, due{ls: ls, ctx: rs.ctx, stop: rs.stop, tables: tables, redo: n.redoRecordLocked(tables)})
 		}
 		n.mu.Unlock()
 		for _, d := range todo {
 			renewals.Go(func() {
 				defer d.ls.renewing.Store(false)
-				err := n.leases.renew(d.ctx, d.ls, d.tables)
+				err := n.leases.renew(d.ctx, d.ls, d.tables, d.redo)
 				if errors.Is(err, ErrLeaseLost) || (err != nil && !d.ls.valid(n.cfg.Now(), 0)) {
 					n.m.leaseLost.Inc()
 					n.log.Error("lease lost", "range", d.ls.key, "tables", len(d.tables), "err", err)
@@ -141,6 +142,33 @@ func (n *Node) renewLeases(ctx context.Context) {
 			})
 		}
 	}
+}
+
+// redoRecordLocked lists the tables' keys to queue again
+// (tableState.redo) still inside the duplicate window, for a lease record.
+// n.mu is held.
+func (n *Node) redoRecordLocked(tables map[string][]string) map[string]map[string]uint64 {
+	var out map[string]map[string]uint64
+	now := n.cfg.Now()
+	for name := range tables {
+		st := n.tables[name]
+		if st == nil {
+			continue
+		}
+		for k, e := range st.redo {
+			if now.Sub(e.at) >= n.cfg.DedupWindow {
+				continue
+			}
+			if out == nil {
+				out = map[string]map[string]uint64{}
+			}
+			if out[name] == nil {
+				out[name] = map[string]uint64{}
+			}
+			out[name][k] = e.seq
+		}
+	}
+	return out
 }
 
 // nextWait returns how long the coordinator sleeps unless woken: until

@@ -39,6 +39,7 @@ const (
 	hdrBytesW  = "Lanced-Bytes-Written"
 	hdrVersion = "Lanced-Read-Version"
 	hdrAfter   = "Lanced-After"
+	hdrTaskSeq = "Lanced-Task-Seq"
 )
 
 // ErrInvalidTaskEnvelope is returned for a queue message without the headers
@@ -81,6 +82,9 @@ type Result struct {
 	// any of them is still pending or in flight (a rewrite waiting for the
 	// remaps of its indices; CommitReport.Kept).
 	After []string
+	// taskSeq is the task message's stream sequence (header
+	// Lanced-Task-Seq; 0 when the result does not say).
+	taskSeq uint64
 }
 
 // TableID is the subject- and KV-safe identifier of a table URI.
@@ -146,6 +150,9 @@ func resultMsg(r Result) *nats.Msg {
 		after, _ := json.Marshal(r.After)
 		m.Header.Set(hdrAfter, string(after))
 	}
+	if r.taskSeq != 0 {
+		m.Header.Set(hdrTaskSeq, strconv.FormatUint(r.taskSeq, 10))
+	}
 	m.Data = r.Payload
 	return m
 }
@@ -158,6 +165,7 @@ func resultFromMsg(h nats.Header, data []byte) (Result, error) {
 	r := Result{Task: t, Payload: data, Worker: h.Get(hdrWorker)}
 	r.BytesRead, _ = strconv.ParseInt(h.Get(hdrBytesR), 10, 64)
 	r.BytesWritten, _ = strconv.ParseInt(h.Get(hdrBytesW), 10, 64)
+	r.taskSeq, _ = strconv.ParseUint(h.Get(hdrTaskSeq), 10, 64)
 	if a := h.Get(hdrAfter); a != "" {
 		if err := json.Unmarshal([]byte(a), &r.After); err != nil {
 			return Result{}, fmt.Errorf("%w: %s header: %v", ErrInvalidTaskEnvelope, hdrAfter, err)

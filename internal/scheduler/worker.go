@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -56,9 +57,9 @@ func (n *Node) runWorker(stop <-chan struct{}, taskBase context.Context) {
 
 // handle executes one delivered task and answers it with exactly one verb.
 func (n *Node) handle(base context.Context, m jetstream.Msg) {
-	var attempt uint64 = 1
+	var attempt, seq uint64 = 1, 0
 	if meta, err := m.Metadata(); err == nil {
-		attempt = meta.NumDelivered
+		attempt, seq = meta.NumDelivered, meta.Sequence.Stream
 	}
 	t, err := taskFromHeaders(m.Headers(), m.Data())
 	if err != nil {
@@ -72,7 +73,7 @@ func (n *Node) handle(base context.Context, m jetstream.Msg) {
 	if held, _ := n.isHeld(base, t.Table); held {
 		n.m.tasks.WithLabelValues(t.Kind, OutcomeAbandoned.String()).Inc()
 		log.Warn("skip task of held table")
-		n.finish(base, t, Result{}, OutcomeAbandoned, errors.New("table held"))
+		n.finish(base, t, seq, Result{}, OutcomeAbandoned, errors.New("table held"))
 		_ = m.TermWithReason("table held")
 		return
 	}
@@ -130,8 +131,9 @@ func (n *Node) handle(base context.Context, m jetstream.Msg) {
 	}
 	if final(o) {
 		// The result goes out before the ack: a crash in between redelivers
-		// the task, and the duplicate result is dropped by its message id.
-		if perr := n.finish(base, t, res, o, err); perr != nil {
+		// the task message, and the duplicate result is dropped by its
+		// message id (the key and the task message's stream sequence).
+		if perr := n.finish(base, t, seq, res, o, err); perr != nil {
 			log.Error("publish result", "err", perr)
 			o = OutcomeRetried
 		}
@@ -166,9 +168,12 @@ func final(o Outcome) bool {
 }
 
 // finish publishes the task's final result to its table's coordinator.
-func (n *Node) finish(ctx context.Context, t Task, res Result, o Outcome, err error) error {
+// Its message id names the task message (seq, its stream sequence), so a
+// redelivery of that message publishes the result once, while another
+// copy of the task (queued again after this one ended) gets its own.
+func (n *Node) finish(ctx context.Context, t Task, seq uint64, res Result, o Outcome, err error) error {
 	res.Task = Task{Kind: t.Kind, Key: t.Key, Table: t.Table, ReadVersion: t.ReadVersion}
-	res.Worker = n.cfg.NodeID
+	res.Worker, res.taskSeq = n.cfg.NodeID, seq
 	msg := resultMsg(res)
 	msg.Header.Set(hdrOutcome, o.String())
 	if err != nil {
@@ -176,7 +181,8 @@ func (n *Node) finish(ctx context.Context, t Task, res Result, o Outcome, err er
 	}
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	_, perr := n.q.js.PublishMsg(pctx, msg, jetstream.WithMsgID("result:"+t.Key), jetstream.WithExpectStream(ResultsStream))
+	id := "result:" + t.Key + ":" + strconv.FormatUint(seq, 10)
+	_, perr := n.q.js.PublishMsg(pctx, msg, jetstream.WithMsgID(id), jetstream.WithExpectStream(ResultsStream))
 	return perr
 }
 
