@@ -717,9 +717,16 @@ func (m *Model) storageRecord(sc *arrow.Schema, r storedRows) (arrow.RecordBatch
 				rqPack(pk, codes, n, m.codeWidth)
 				codes = pk
 			}
-			if len(codes) != n*int(t.Len()) {
+			// Bytes per row: the list's length times its element's width
+			// (1 for uint8 codes, 4 for IVF_FLAT's float32 vectors).
+			ew, ok := t.Elem().(arrow.FixedWidthDataType)
+			if !ok {
 				release()
-				return nil, errorf(s.File, ErrCorrupt, "column %s: %d bytes for %d rows of %d", f.Name, len(codes), n, t.Len())
+				return nil, errorf(s.File, ErrUnsupported, "code column %s is %s", f.Name, f.Type)
+			}
+			if len(codes) != n*int(t.Len())*ew.Bytes() {
+				release()
+				return nil, errorf(s.File, ErrCorrupt, "column %s: %d bytes for %d rows of %d × %s", f.Name, len(codes), n, t.Len(), t.Elem())
 			}
 			ch := array.NewData(t.Elem(), n*int(t.Len()), []*memory.Buffer{nil, memory.NewBufferBytes(codes)}, nil, 0, 0)
 			ld := array.NewData(t, n, []*memory.Buffer{nil}, []arrow.ArrayData{ch}, 0, 0)
