@@ -229,12 +229,18 @@ func corruptLanceFile(ctx context.Context, tbl *table.Table, key string) error {
 
 // Discard deletes the outputs of executed jobs that will not be committed.
 func (r *Runner) Discard(ctx context.Context, ps []Pending) {
+	r.discardExcept(ctx, ps, nil)
+}
+
+// discardExcept is Discard but leaves the outputs in keep: the files a
+// join adopted from its slices, now the join's own.
+func (r *Runner) discardExcept(ctx context.Context, ps []Pending, keep map[string]bool) {
 	for _, p := range ps {
 		if r.Journal != nil && p.JournalID != "" {
-			r.Journal.Discard(ctx, r.name(), r.Table.Bucket(), p.JournalID)
+			r.Journal.DiscardExcept(ctx, r.name(), r.Table.Bucket(), p.JournalID, keep)
 			continue
 		}
-		deleteKeys(context.WithoutCancel(ctx), r.Table.Bucket(), p.Job.Written())
+		deleteKeys(context.WithoutCancel(ctx), r.Table.Bucket(), slices.DeleteFunc(slices.Clone(p.Job.Written()), func(k string) bool { return keep[k] }))
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lanced-dev/lanced/internal/engine/failpoint"
 	"github.com/lanced-dev/lanced/internal/engine/job"
+	"github.com/lanced-dev/lanced/internal/engine/journal"
 	"github.com/lanced-dev/lanced/internal/engine/progress"
 	"github.com/lanced-dev/lanced/internal/engine/scan"
 	"github.com/lanced-dev/lanced/internal/engine/table"
@@ -356,22 +357,37 @@ func ExecuteJoin(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, t *
 	slices.Sort(order)
 	var paths lancewrite.PathStats
 	var read, written int64
+	var adopted []string // pieces that are a joined file as they are
 	made := make([]*tablepb.DataFile, 0, len(order))
 	rows := make([]uint64, 0, len(order))
 	for _, f := range order {
-		df, res, n, err := joinPieces(ctx, tbl.Bucket(), files[f], &outputs)
+		df, res, n, err := joinPieces(ctx, tbl.Bucket(), files[f], &outputs, &adopted)
 		if err != nil {
 			return nil, fmt.Errorf("join fragment %d file %d: %w", frag.GetId(), f, err)
 		}
 		made = append(made, df)
 		rows = append(rows, res.NumRows)
 		read += n
+		if len(files[f]) == 1 {
+			paths.Adopted.Pages++
+			paths.Adopted.Bytes += res.Size
+			continue
+		}
 		written += res.Size
 		paths.Copied.Pages += res.PagesCopied
 		paths.Copied.Bytes += res.BytesCopied
 		paths.KernelBytes += res.KernelBytes
 	}
 	paths.ColsCopied = len(order)
+	// The adopted pieces become the join's outputs only now that every
+	// file is made: a join that failed before leaves them to their slices
+	// (a rerun can adopt them again).
+	for _, key := range adopted {
+		if err := journal.RecordOutput(ctx, key); err != nil {
+			return nil, err
+		}
+		outputs = append(outputs, key)
+	}
 	if t.Repack != nil {
 		if len(made) != len(t.Repack.Files) {
 			return nil, fmt.Errorf("%w: join of fragment %d made %d files, the repack plans %d", job.ErrInvalidTask, frag.GetId(), len(made), len(t.Repack.Files))
@@ -434,9 +450,29 @@ func ExecuteJoin(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, t *
 	return out, nil
 }
 
+// keySet is keys as a set.
+func keySet(keys []string) map[string]bool {
+	s := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		s[k] = true
+	}
+	return s
+}
+
 // joinPieces concatenates pieces (in order) into one new data file; n is
-// the bytes of pieces read.
-func joinPieces(ctx context.Context, b *store.Bucket, pieces []job.Piece, outputs *[]string) (*tablepb.DataFile, lancewrite.Result, int64, error) {
+// the bytes of pieces read. A single piece is adopted instead: it already
+// is the file (a file a slice wrote for this task, which no version
+// references); ExecuteJoin makes it one of the join's outputs, recorded in
+// the join's journal entry before the slices' entries are discarded
+// without it (prepareSlices), and n is 0; its key is added to adopted.
+func joinPieces(ctx context.Context, b *store.Bucket, pieces []job.Piece, outputs, adopted *[]string) (*tablepb.DataFile, lancewrite.Result, int64, error) {
+	if len(pieces) == 1 {
+		df, res, err := adoptPiece(ctx, b, pieces[0])
+		if err == nil {
+			*adopted = append(*adopted, format.DataFileKey(df.GetPath()))
+		}
+		return df, res, 0, err
+	}
 	var srcs []lancewrite.CopySource
 	defer func() {
 		for _, s := range srcs {
@@ -472,6 +508,28 @@ func joinPieces(ctx context.Context, b *store.Bucket, pieces []job.Piece, output
 	return dataFile(name, res), res, n, nil
 }
 
+// adoptPiece makes the one piece of a joined file the file itself.
+func adoptPiece(ctx context.Context, b *store.Bucket, p job.Piece) (*tablepb.DataFile, lancewrite.Result, error) {
+	df, err := p.DataFile()
+	if err != nil {
+		return nil, lancewrite.Result{}, err
+	}
+	key := format.DataFileKey(df.GetPath())
+	attrs, err := b.Attributes(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, lancewrite.Result{}, fmt.Errorf("piece %s is gone: %w: %w", key, job.ErrStale, err)
+	}
+	if err != nil {
+		return nil, lancewrite.Result{}, fmt.Errorf("stat %s: %w", key, err)
+	}
+	if uint64(attrs.Size) != df.GetFileSizeBytes() {
+		return nil, lancewrite.Result{}, fmt.Errorf("%w: piece %s has %d bytes, its slice wrote %d", job.ErrInvariant, key, attrs.Size, df.GetFileSizeBytes())
+	}
+	failpoint.Hit("join.file")
+	return df, lancewrite.Result{NumRows: p.Rows, Size: attrs.Size, Fields: df.GetFields(), ColumnIndices: df.GetColumnIndices(),
+		Major: df.GetFileMajorVersion(), Minor: df.GetFileMinorVersion()}, nil
+}
+
 // prepareSlices takes the executed slices out of ps before a commit. A
 // task whose slices are all there gets its join: run here, its job added
 // to what is committed, or, with Runner.QueueJoins, handed back as a
@@ -493,8 +551,8 @@ func (r *Runner) prepareSlices(ctx context.Context, ps []Pending) ([]Pending, *C
 	remapWait := map[uint64][]string{}
 	for _, g := range groups {
 		rep.ReadVersion = g.parent.ReadVersion()
-		if joined[g.parent.Key()] {
-			r.Discard(ctx, g.slices)
+		if keep, ok := joined[g.parent.Key()]; ok {
+			r.discardExcept(ctx, g.slices, keep)
 			continue
 		}
 		r.dropDuplicateSlices(ctx, g)
@@ -528,16 +586,17 @@ type slicedTask struct {
 
 // groupSlices takes the executed slices out of ps, grouped by the task
 // they are slices of (in the order of each task's first slice); rest are
-// the other jobs, and joined the keys of the tasks whose join is among
-// them.
-func groupSlices(ps []Pending) (groups []*slicedTask, rest []Pending, joined map[string]bool) {
+// the other jobs, and joined maps the keys of the tasks whose join is
+// among them to the join's outputs (the pieces it adopted are among them
+// and stay).
+func groupSlices(ps []Pending) (groups []*slicedTask, rest []Pending, joined map[string]map[string]bool) {
 	byParent := map[string]*slicedTask{}
-	joined = map[string]bool{}
+	joined = map[string]map[string]bool{}
 	for _, p := range ps {
 		o, ok := p.Job.(*job.SliceOutput)
 		if !ok {
 			if jt := p.Job.Task().Join; jt != nil {
-				joined[jt.Parent().Key()] = true
+				joined[jt.Parent().Key()] = keySet(p.Job.Written())
 			}
 			rest = append(rest, p)
 			continue
@@ -642,7 +701,11 @@ func (r *Runner) joinSlices(ctx context.Context, g *slicedTask, rep *CommitRepor
 		return nil, "", err
 	}
 	jp, err := r.Execute(ctx, m.PB, jt)
-	r.Discard(ctx, g.slices)
+	if err != nil {
+		r.Discard(ctx, g.slices)
+	} else {
+		r.discardExcept(ctx, g.slices, keySet(jp.Job.Written()))
+	}
 	if err != nil {
 		if errors.Is(err, job.ErrInvariant) {
 			return nil, "", err

@@ -61,7 +61,8 @@ func hugeFragment(t *testing.T, rows int) string {
 // and the join run in one process, then one commit each). Real Lance reads
 // the same rows after each, and keeps writing the table. The rewrite's
 // slices copy the pages inside their ranges (the fragment has one file by
-// then); the joins copy every page of every piece, and re-encode none.
+// then); the joins copy every page of the pieces of a file made of
+// several, take a file made of one piece as it is, and re-encode none.
 func TestSliceOracle(t *testing.T) {
 	oracle.Require(t)
 	rows := sliceRows(t, 300_000)
@@ -123,6 +124,13 @@ func TestSliceOracle(t *testing.T) {
 	}
 	if rw.FragmentsAdded != 3 || rw.FragmentsRemoved != 1 {
 		t.Fatalf("rewrite summary: %+v", rw)
+	}
+	// The last new fragment's rows lie in the last slice: its one piece is
+	// the file (adopted, not copied), and it stayed when the slices'
+	// other pieces were deleted (real Lance read it above). Every repack
+	// file has a piece from each slice.
+	if rw.Pages.Adopted.Pages != 1 || rp.Pages.Adopted.Pages != 0 {
+		t.Fatalf("want 1 adopted piece in the rewrite, 0 in the repack: %+v / %+v", rw.Pages, rp.Pages)
 	}
 	ops := []oracle.Op{
 		{"op": "add", "rows": 50, "seed": 7},

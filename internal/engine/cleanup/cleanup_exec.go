@@ -172,12 +172,22 @@ func (c *Cleaner) Plan(ctx context.Context, b *store.Bucket, opts CleanupOptions
 	if err != nil {
 		return nil, fmt.Errorf("cleanup %s: %w", b.URI(), err)
 	}
+	live := map[string]bool{} // files of entries whose task may still be running
+	for _, e := range entries {
+		if !e.Abandoned && now.Sub(e.UpdatedAt) < opts.StaleTaskAfter {
+			for _, f := range e.Files {
+				live[f] = true
+			}
+		}
+	}
 	for _, e := range entries {
 		if !e.Abandoned && now.Sub(e.UpdatedAt) < opts.StaleTaskAfter {
 			continue // the task may still be running
 		}
 		for _, f := range e.Files {
-			if format.InTableDirs(f) && !strings.HasPrefix(f, "_versions/") {
+			// A file in a live entry too (a slice's piece a join adopted)
+			// is that task's.
+			if format.InTableDirs(f) && !strings.HasPrefix(f, "_versions/") && !live[f] {
 				p.pending[f] = e.TaskID
 			}
 		}

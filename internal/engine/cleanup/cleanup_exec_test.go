@@ -448,6 +448,47 @@ func TestFailedTaskOutputsGoneInOnePass(t *testing.T) {
 	}
 }
 
+// TestFileTakenOverByLiveTaskStays: a file listed by a dead task and by a
+// live one (a slice's piece its join adopted) is the live task's: cleanup
+// leaves it, and so does the dead task's DiscardExcept with it kept.
+func TestFileTakenOverByLiveTaskStays(t *testing.T) {
+	ctx := context.Background()
+	b, _ := store.Open(ctx, "file://"+t.TempDir())
+	synthTable(t, b)
+	j := journal.NewTaskJournal(b, "node-a")
+	for _, k := range []string{"data/piece-0.lance", "data/piece-1.lance", "data/adopted.lance"} {
+		if err := b.Put(ctx, k, []byte("piece")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, err := range []error{
+		j.RecordPending(ctx, "slice/0", []string{"data/piece-0.lance", "data/adopted.lance"}),
+		j.Abandon(ctx, "slice/0"),
+		j.RecordPending(ctx, "join", []string{"data/adopted.lance"}),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, _ := NewCleaner(nil, quiet)
+	if _, _, err := c.Run(ctx, b, DefaultCleanupOptions(), false); err != nil {
+		t.Fatal(err)
+	}
+	if got := keys(t, b); slices.Contains(got, "data/piece-0.lance") || !slices.Contains(got, "data/adopted.lance") {
+		t.Fatalf("after cleanup: %v; want piece-0 gone, adopted kept", got)
+	}
+	if err := j.RecordPending(ctx, "slice/1", []string{"data/piece-1.lance", "data/adopted.lance"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.DiscardExcept(ctx, "slice/1", map[string]bool{"data/adopted.lance": true}); err != nil {
+		t.Fatal(err)
+	}
+	got := keys(t, b)
+	if slices.Contains(got, "data/piece-1.lance") || !slices.Contains(got, "data/adopted.lance") || slices.Contains(got, journal.EntryKey("slice/1")) {
+		t.Fatalf("after DiscardExcept: %v", got)
+	}
+}
+
 func TestCleanupDeleteRate(t *testing.T) {
 	ctx := context.Background()
 	b, _ := store.Open(ctx, "mem://rate")

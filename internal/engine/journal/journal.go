@@ -136,6 +136,13 @@ func (j *TaskJournal) Abandon(ctx context.Context, taskID string) error {
 // Discard deletes the task's files now and clears its entry. Call it only
 // when the task's commit certainly did not land; otherwise Abandon.
 func (j *TaskJournal) Discard(ctx context.Context, taskID string) error {
+	return j.DiscardExcept(ctx, taskID, nil)
+}
+
+// DiscardExcept is Discard but for the files in keep: another task took
+// them over (a join adopting a slice's piece) and recorded them in its own
+// entry first; they are left in place.
+func (j *TaskJournal) DiscardExcept(ctx context.Context, taskID string, keep map[string]bool) error {
 	e, err := j.load(ctx, taskID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
@@ -144,7 +151,7 @@ func (j *TaskJournal) Discard(ctx context.Context, taskID string) error {
 		return fmt.Errorf("journal: discard %s: %w", taskID, err)
 	}
 	for _, f := range e.Files {
-		if !format.InTableDirs(f) || strings.HasPrefix(f, "_versions/") {
+		if !format.InTableDirs(f) || strings.HasPrefix(f, "_versions/") || keep[f] {
 			continue
 		}
 		if err := j.b.Delete(ctx, f); err != nil && !errors.Is(err, store.ErrNotFound) {

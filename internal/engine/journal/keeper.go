@@ -127,12 +127,18 @@ func (k *Keeper) KeepAlive(ctx context.Context, b *store.Bucket, id string) func
 // Discard deletes an execution's outputs at once: it failed, so no commit
 // can reference them.
 func (k *Keeper) Discard(ctx context.Context, table string, b *store.Bucket, id string) {
+	k.DiscardExcept(ctx, table, b, id, nil)
+}
+
+// DiscardExcept is Discard but leaves the files in keep, which another
+// execution took over (TaskJournal.DiscardExcept).
+func (k *Keeper) DiscardExcept(ctx context.Context, table string, b *store.Bucket, id string, keep map[string]bool) {
 	if k == nil || id == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if err := NewTaskJournal(b, k.owner).Discard(ctx, id); err != nil {
+	if err := NewTaskJournal(b, k.owner).DiscardExcept(ctx, id, keep); err != nil {
 		k.log.Warn("discard outputs of failed task", "table", table, "task_id", id, "err", err)
 	}
 }

@@ -184,11 +184,15 @@ type PathCount struct {
 
 // PathStats counts the pages per path.
 type PathStats struct {
-	Copied     PathCount `json:"copied"`
-	Filtered   PathCount `json:"filtered"`
-	Rechunked  PathCount `json:"rechunked"`
-	Reencoded  PathCount `json:"reencoded"`
-	Dropped    PathCount `json:"dropped"`
+	Copied    PathCount `json:"copied"`
+	Filtered  PathCount `json:"filtered"`
+	Rechunked PathCount `json:"rechunked"`
+	Reencoded PathCount `json:"reencoded"`
+	Dropped   PathCount `json:"dropped"`
+	// Adopted counts the files of a join made of one slice piece: the
+	// piece became the file (Pages: files, Bytes: their size), nothing
+	// was copied.
+	Adopted    PathCount `json:"adopted_pieces"`
 	ColsCopied int       `json:"columns_copied"` // columns handled page by page (the others were re-encoded whole)
 	// KernelBytes of the output were copied from the sources by the
 	// destination itself (copy_file_range on local files), never read.
@@ -207,6 +211,8 @@ func (s *PathStats) Add(o PathStats) {
 	s.Reencoded.Bytes += o.Reencoded.Bytes
 	s.Dropped.Pages += o.Dropped.Pages
 	s.Dropped.Bytes += o.Dropped.Bytes
+	s.Adopted.Pages += o.Adopted.Pages
+	s.Adopted.Bytes += o.Adopted.Bytes
 	s.ColsCopied += o.ColsCopied
 	s.KernelBytes += o.KernelBytes
 }
