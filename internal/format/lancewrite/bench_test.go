@@ -143,7 +143,31 @@ func BenchmarkEncode(b *testing.B) {
 // disk and the ratio to a plain byte copy (cp) of the same files in the
 // same run ("x_cp").
 func BenchmarkCopy(b *testing.B) {
-	dir := b.TempDir()
+	cb := newCopyBench(b)
+	b.Run("copy_columns", func(b *testing.B) {
+		cb.run(b, []string{"a.lance", "b.lance"}, func(dst io.Writer, srcs []CopySource) error {
+			_, err := CopyColumns(context.Background(), dst, srcs, cb.all)
+			return err
+		})
+	})
+	b.Run("concat_rows", func(b *testing.B) {
+		cb.run(b, []string{"a.lance", "c.lance"}, func(dst io.Writer, srcs []CopySource) error {
+			_, err := ConcatRows(context.Background(), dst, srcs...)
+			return err
+		})
+	})
+}
+
+// copyBench is BenchmarkCopy's input: files of the bench columns (a.lance
+// and c.lance hold columns 0-3, b.lance columns 4-6, 32 Ki rows each) in
+// dir, and the table's fields.
+type copyBench struct {
+	dir   string
+	all   []*filepb.Field
+	files map[string]*tablepb.DataFile
+}
+
+func newCopyBench(b *testing.B) *copyBench {
 	cols := benchColumns()
 	var fieldsAll []arrow.Field
 	for i, c := range cols {
@@ -159,12 +183,12 @@ func BenchmarkCopy(b *testing.B) {
 		rec.Column(0).Retain()
 		rec.Release()
 	}
-	schema := arrow.NewSchema(fieldsAll, nil)
-	all, err := FieldsFromArrow(schema, 0)
+	all, err := FieldsFromArrow(arrow.NewSchema(fieldsAll, nil), 0)
 	if err != nil {
 		b.Fatal(err)
 	}
-	writeFile := func(name string, idx []int) (string, *tablepb.DataFile) {
+	cb := &copyBench{dir: b.TempDir(), all: all, files: map[string]*tablepb.DataFile{}}
+	writeFile := func(name string, idx []int) {
 		var fs []arrow.Field
 		var arrs []arrow.Array
 		var lf []*filepb.Field
@@ -173,8 +197,7 @@ func BenchmarkCopy(b *testing.B) {
 			arrs = append(arrs, arrays[i])
 			lf = append(lf, fieldsOf(all, fieldsAll[i].Name)...)
 		}
-		p := filepath.Join(dir, name)
-		f, err := os.Create(p)
+		f, err := os.Create(filepath.Join(cb.dir, name))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -192,90 +215,82 @@ func BenchmarkCopy(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		return p, &tablepb.DataFile{Fields: res.Fields, ColumnIndices: res.ColumnIndices}
+		cb.files[name] = &tablepb.DataFile{Fields: res.Fields, ColumnIndices: res.ColumnIndices}
 	}
-	pa, da := writeFile("a.lance", []int{0, 1, 2, 3})
-	pb, db := writeFile("b.lance", []int{4, 5, 6})
-	pc, dc := writeFile("c.lance", []int{0, 1, 2, 3})
-	open := func(p string, df *tablepb.DataFile) (CopySource, func()) {
-		f, err := os.Open(p)
+	writeFile("a.lance", []int{0, 1, 2, 3})
+	writeFile("b.lance", []int{4, 5, 6})
+	writeFile("c.lance", []int{0, 1, 2, 3})
+	return cb
+}
+
+// open opens file name of the bench as a copy source.
+func (cb *copyBench) open(b *testing.B, name string) (CopySource, func()) {
+	p := filepath.Join(cb.dir, name)
+	f, err := os.Open(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, _ := f.Stat()
+	return CopySource{R: f, Size: st.Size(), Name: p, File: cb.files[name]}, func() { f.Close() }
+}
+
+// cpFiles times a plain copy of the named files into one output file.
+func (cb *copyBench) cpFiles(b *testing.B, names ...string) time.Duration {
+	start := time.Now()
+	out, err := os.Create(filepath.Join(cb.dir, "cp.out"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range names {
+		in, err := os.Open(filepath.Join(cb.dir, n))
 		if err != nil {
 			b.Fatal(err)
 		}
-		st, _ := f.Stat()
-		return CopySource{R: f, Size: st.Size(), Name: p, File: df}, func() { f.Close() }
+		if _, err := io.Copy(out, in); err != nil {
+			b.Fatal(err)
+		}
+		in.Close()
 	}
-	cpFiles := func(paths ...string) time.Duration {
-		start := time.Now()
-		out, err := os.Create(filepath.Join(dir, "cp.out"))
+	if err := out.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(start)
+}
+
+// run benchmarks op writing one output file from the named files (opened
+// as srcs), and reports its time per run as a multiple of cpFiles of the
+// same files (x_cp).
+func (cb *copyBench) run(b *testing.B, names []string, op func(dst io.Writer, srcs []CopySource) error) {
+	var total int64
+	var srcs []CopySource
+	for _, n := range names {
+		s, closeFn := cb.open(b, n)
+		defer closeFn()
+		srcs = append(srcs, s)
+		total += s.Size
+	}
+	var base time.Duration
+	for i := 0; i < 3; i++ {
+		base += cb.cpFiles(b, names...)
+	}
+	base /= 3
+	b.SetBytes(total)
+	b.ResetTimer()
+	for b.Loop() {
+		out, err := os.Create(filepath.Join(cb.dir, "copy.out"))
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, p := range paths {
-			in, err := os.Open(p)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := io.Copy(out, in); err != nil {
-				b.Fatal(err)
-			}
-			in.Close()
+		if err := op(out, srcs); err != nil {
+			b.Fatal(err)
 		}
 		if err := out.Close(); err != nil {
 			b.Fatal(err)
 		}
-		return time.Since(start)
 	}
-	run := func(b *testing.B, paths []string, op func(dst io.Writer) error) {
-		var total int64
-		for _, p := range paths {
-			st, _ := os.Stat(p)
-			total += st.Size()
-		}
-		var base time.Duration
-		for i := 0; i < 3; i++ {
-			base += cpFiles(paths...)
-		}
-		base /= 3
-		b.SetBytes(total)
-		b.ResetTimer()
-		for b.Loop() {
-			out, err := os.Create(filepath.Join(dir, "copy.out"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := op(out); err != nil {
-				b.Fatal(err)
-			}
-			if err := out.Close(); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.ReportMetric(float64(b.Elapsed()/time.Duration(b.N))/float64(base), "x_cp")
-	}
-	b.Run("copy_columns", func(b *testing.B) {
-		sa, ca := open(pa, da)
-		defer ca()
-		sb, cb := open(pb, db)
-		defer cb()
-		run(b, []string{pa, pb}, func(dst io.Writer) error {
-			_, err := CopyColumns(context.Background(), dst, []CopySource{sa, sb}, all)
-			return err
-		})
-	})
-	b.Run("concat_rows", func(b *testing.B) {
-		sa, ca := open(pa, da)
-		defer ca()
-		sc, cc := open(pc, dc)
-		defer cc()
-		run(b, []string{pa, pc}, func(dst io.Writer) error {
-			_, err := ConcatRows(context.Background(), dst, sa, sc)
-			return err
-		})
-	})
+	b.ReportMetric(float64(b.Elapsed()/time.Duration(b.N))/float64(base), "x_cp")
 }
 
-// fieldsOf returns the top-level field name and its descendants.
 func fieldsOf(all []*filepb.Field, name string) []*filepb.Field {
 	keep := map[int32]bool{}
 	var out []*filepb.Field

@@ -100,24 +100,10 @@ func TestFilterConcatRechunkPaths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readBuf := func(s *openSource, b lancefile.Buffer) []byte {
-		out := make([]byte, b.Size)
-		if _, err := s.R.ReadAt(out, int64(b.Offset)); err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	outBuf := func(b lancefile.Buffer) []byte { return run.out[b.Offset : b.Offset+b.Size] }
+	rc := &rechunkCheck{t: t, run: run, srcs: srcs, outData: map[rechunkSrcPage][]byte{}}
 	// path counts by (source, encoding), for pages that lost some rows
-	type key struct {
-		src int
-		enc string
-	}
-	got := map[key]map[PagePath]int{}
+	got := map[rechunkKey]map[PagePath]int{}
 	outPage := map[int]int{} // next output page per column
-	// a split page's clean chunks may land in any of its output pages
-	type srcPage struct{ col, src, page int }
-	outData := map[srcPage][]byte{}
 	var checks []func()
 	for _, ev := range run.all {
 		if ev.Path == PathDrop {
@@ -129,59 +115,108 @@ func TestFilterConcatRechunkPaths(t *testing.T) {
 			continue
 		}
 		s := srcs[ev.Source]
-		sc := s.byID[run.res.Fields[ev.Column]]
-		sp := s.f.Columns[sc].Meta.GetPages()[ev.SourcePage]
+		sp := s.f.Columns[s.byID[run.res.Fields[ev.Column]]].Meta.GetPages()[ev.SourcePage]
 		spl := pageLayoutOf(t, sp)
-		enc := encodingName(spl)
-		k := key{ev.Source, enc}
+		k := rechunkKey{ev.Source, encodingName(spl)}
 		if got[k] == nil {
 			got[k] = map[PagePath]int{}
 		}
 		got[k][ev.Path]++
-		if ev.Path != PathRechunk {
-			continue
-		}
-		// a re-chunked page keeps the source's compression and dictionary
-		smb, omb := spl.GetMiniBlockLayout(), pageLayoutOf(t, op).GetMiniBlockLayout()
-		if omb == nil || !proto.Equal(smb.GetValueCompression(), omb.GetValueCompression()) || !proto.Equal(smb.GetDictionary(), omb.GetDictionary()) ||
-			smb.GetNumDictionaryItems() != omb.GetNumDictionaryItems() || omb.GetNumItems() != ev.Rows {
-			t.Errorf("%s: re-chunked page %d of source %d: layout %v, source %v", run.names[ev.Column], ev.SourcePage, ev.Source, omb, smb)
-			continue
-		}
-		sb, ob := lancefile.PageBuffers(sp), lancefile.PageBuffers(op)
-		if smb.GetDictionary() != nil && !bytes.Equal(readBuf(s, sb[2]), outBuf(ob[2])) {
-			t.Errorf("%s: re-chunked page lost its dictionary bytes", run.names[ev.Column])
-		}
-		// chunks that lost no rows are kept byte for byte
-		schunks, err := lancefile.MiniBlockChunks(smb, readBuf(s, sb[0]), int(sb[1].Size))
-		if err != nil {
-			t.Fatal(err)
-		}
-		sp2 := srcPage{ev.Column, ev.Source, ev.SourcePage}
-		outData[sp2] = append(outData[sp2], outBuf(ob[1])...)
-		sdata, ev := readBuf(s, sb[1]), ev
-		checks = append(checks, func() {
-			odata := outData[sp2]
-			var kept, clean int
-			for _, c := range schunks {
-				lo := sp.GetPriority() + uint64(c.First)
-				if run.srcs[ev.Source].Deleted.IntersectsWithInterval(lo, lo+uint64(c.Values)) {
-					continue
-				}
-				clean++
-				if bytes.Contains(odata, sdata[c.Off:c.Off+c.Size]) {
-					kept++
-				}
+		if ev.Path == PathRechunk {
+			if c := rc.page(ev, sp, spl, op); c != nil {
+				checks = append(checks, c)
 			}
-			if kept != clean {
-				t.Errorf("%s: %d of %d clean chunks found byte for byte in the re-chunked page", run.names[ev.Column], kept, clean)
-			}
-		})
+		}
 	}
 	for _, c := range checks {
 		c()
 	}
-	keys := make([]key, 0, len(got))
+	checkRechunkPathsPerEncoding(t, got)
+	if run.res.Paths.Rechunked.Pages == 0 || run.res.Paths.Rechunked.Bytes == 0 {
+		t.Errorf("stats: %+v", run.res.Paths)
+	}
+}
+
+// rechunkKey is a source and the encoding of its pages that lost rows.
+type rechunkKey struct {
+	src int
+	enc string
+}
+
+// rechunkSrcPage is a source page of an output column (a split page's
+// clean chunks may land in any of its output pages).
+type rechunkSrcPage struct{ col, src, page int }
+
+// rechunkCheck checks re-chunked pages of one FilterConcat run against
+// their source pages.
+type rechunkCheck struct {
+	t       *testing.T
+	run     filterRunOut
+	srcs    []*openSource
+	outData map[rechunkSrcPage][]byte // data buffers of the output pages made of each source page
+}
+
+func (rc *rechunkCheck) readBuf(s *openSource, b lancefile.Buffer) []byte {
+	out := make([]byte, b.Size)
+	if _, err := s.R.ReadAt(out, int64(b.Offset)); err != nil {
+		rc.t.Fatal(err)
+	}
+	return out
+}
+
+func (rc *rechunkCheck) outBuf(b lancefile.Buffer) []byte {
+	return rc.run.out[b.Offset : b.Offset+b.Size]
+}
+
+// page checks output page op, re-chunked from source page sp (layout spl):
+// it keeps the source's compression and dictionary; the check it returns,
+// run once every output page is seen, finds every chunk of sp that lost no
+// rows byte for byte in the output.
+func (rc *rechunkCheck) page(ev PageEvent, sp *file2pb.ColumnMetadata_Page, spl *enc21pb.PageLayout, op *file2pb.ColumnMetadata_Page) func() {
+	t, run := rc.t, rc.run
+	s := rc.srcs[ev.Source]
+	smb, omb := spl.GetMiniBlockLayout(), pageLayoutOf(t, op).GetMiniBlockLayout()
+	if omb == nil || !proto.Equal(smb.GetValueCompression(), omb.GetValueCompression()) || !proto.Equal(smb.GetDictionary(), omb.GetDictionary()) ||
+		smb.GetNumDictionaryItems() != omb.GetNumDictionaryItems() || omb.GetNumItems() != ev.Rows {
+		t.Errorf("%s: re-chunked page %d of source %d: layout %v, source %v", run.names[ev.Column], ev.SourcePage, ev.Source, omb, smb)
+		return nil
+	}
+	sb, ob := lancefile.PageBuffers(sp), lancefile.PageBuffers(op)
+	if smb.GetDictionary() != nil && !bytes.Equal(rc.readBuf(s, sb[2]), rc.outBuf(ob[2])) {
+		t.Errorf("%s: re-chunked page lost its dictionary bytes", run.names[ev.Column])
+	}
+	schunks, err := lancefile.MiniBlockChunks(smb, rc.readBuf(s, sb[0]), int(sb[1].Size))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp2 := rechunkSrcPage{ev.Column, ev.Source, ev.SourcePage}
+	rc.outData[sp2] = append(rc.outData[sp2], rc.outBuf(ob[1])...)
+	sdata := rc.readBuf(s, sb[1])
+	return func() {
+		odata := rc.outData[sp2]
+		var kept, clean int
+		for _, c := range schunks {
+			lo := sp.GetPriority() + uint64(c.First)
+			if run.srcs[ev.Source].Deleted.IntersectsWithInterval(lo, lo+uint64(c.Values)) {
+				continue
+			}
+			clean++
+			if bytes.Contains(odata, sdata[c.Off:c.Off+c.Size]) {
+				kept++
+			}
+		}
+		if kept != clean {
+			t.Errorf("%s: %d of %d clean chunks found byte for byte in the re-chunked page", run.names[ev.Column], kept, clean)
+		}
+	}
+}
+
+// checkRechunkPathsPerEncoding: mini-block pages without repetition that
+// lost rows are re-chunked (bit-packed ones at least under clustered
+// deletions), pages with repetition never; every encoding the test data
+// should cover lost rows somewhere.
+func checkRechunkPathsPerEncoding(t *testing.T, got map[rechunkKey]map[PagePath]int) {
+	keys := make([]rechunkKey, 0, len(got))
 	for k := range got {
 		keys = append(keys, k)
 	}
@@ -218,15 +253,8 @@ func TestFilterConcatRechunkPaths(t *testing.T) {
 			t.Errorf("no page of encoding %s lost rows: the test data no longer covers it", enc)
 		}
 	}
-	if run.res.Paths.Rechunked.Pages == 0 || run.res.Paths.Rechunked.Bytes == 0 {
-		t.Errorf("stats: %+v", run.res.Paths)
-	}
 }
 
-// TestFilterConcatRechunkSplits: a bit-packed page of 8 chunks. Rows lost in
-// two chunks: the page is re-chunked into three output pages (each damaged
-// chunk ends one), the other chunks kept. Rows lost in most chunks: the page
-// is re-encoded whole.
 func TestFilterConcatRechunkSplits(t *testing.T) {
 	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
 	fields, err := FieldsFromArrow(schema, 0)
