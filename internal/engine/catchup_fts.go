@@ -25,17 +25,12 @@ const MaxFTSCatchUpBytes = 256 << 20
 // and covering its fragments and the task's. Lance keeps one segment per
 // FTS index; an index of several segments is refused. Memory: the new
 // rows' postings (bounded by MaxFTSCatchUpBytes) plus one copy buffer.
-func catchUpFTS(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *catchUpInput) (out *job.CatchUpOutput, err error) {
-	c, err := newOneSegmentCatchUp(ctx, b, t, in, false, "adds a partition to an FTS index of one segment", "catchup.file")
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			c.abort(ctx)
-			out = nil
-		}
-	}()
+func catchUpFTS(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *catchUpInput) (*job.CatchUpOutput, error) {
+	return runOneSegmentCatchUp(ctx, b, t, in, false, "adds a partition to an FTS index of one segment", "catchup.file", buildFTSCatchUp)
+}
+
+// buildFTSCatchUp writes the new FTS segment of catchUpFTS into c.out.
+func buildFTSCatchUp(ctx context.Context, c *oneSegmentCatchUp, t *job.CatchUpTask, in *catchUpInput) error {
 	old := c.old
 	rows := c.rows(func(values arrow.Array, _ []uint64) uint64 { return uint64(values.Len() - values.NullN()) })
 	res, err := text.CatchUp(ctx, old, c.oldReader(), c.w, rows, MaxFTSCatchUpBytes)
@@ -43,10 +38,10 @@ func catchUpFTS(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *ca
 		if errors.Is(err, text.ErrTooLarge) || errors.Is(err, text.ErrUnsupported) {
 			err = fmt.Errorf("%w: %w", job.ErrUnsupported, err)
 		}
-		return c.out, fmt.Errorf("catch-up of %q (fts): %w", t.Index, err)
+		return fmt.Errorf("catch-up of %q (fts): %w", t.Index, err)
 	}
 	if res.Docs != c.added {
-		return c.out, fmt.Errorf("catch-up of %q: the new partition holds %d documents, %d rows were read", t.Index, res.Docs, c.added)
+		return fmt.Errorf("catch-up of %q: the new partition holds %d documents, %d rows were read", t.Index, res.Docs, c.added)
 	}
 	sizes, names := c.written()
 	// Lance lists the partitions' files in partition order (invert, tokens,
@@ -57,21 +52,21 @@ func catchUpFTS(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *ca
 	}
 	order = append(order, text.MetadataFileName)
 	if len(order) != len(names) {
-		return c.out, fmt.Errorf("catch-up of %q: wrote files %v, want %v", t.Index, names, order)
+		return fmt.Errorf("catch-up of %q: wrote files %v, want %v", t.Index, names, order)
 	}
 	// The entry lists the new segment's files in that order (the old
 	// entry lists only the old partitions'), or none if the old listed none.
 	model := &catchUpInput{m: in.m, segs: []*tablepb.IndexMetadata{withoutFiles(old)}, frags: in.frags}
 	seg, err := catchUpSegment(t, model, c.id, in.segs, order, sizes)
 	if err != nil {
-		return c.out, err
+		return err
 	}
 	if len(old.GetFiles()) == 0 {
 		seg.Files = nil
 	}
 	c.out.Segment = seg
 	c.out.Merged = "lance keeps one segment per FTS index: the new rows are a new partition of it"
-	return c.out, nil
+	return nil
 }
 
 // withoutFiles is seg without its file list.

@@ -65,6 +65,21 @@ func newOneSegmentCatchUp(ctx context.Context, b *store.Bucket, t *job.CatchUpTa
 	return c, nil
 }
 
+// runOneSegmentCatchUp starts a one-segment catch-up
+// (newOneSegmentCatchUp) and has build write its output; when build fails,
+// the files written so far are deleted and there is no output.
+func runOneSegmentCatchUp(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *catchUpInput, several bool, what, failpoint string, build func(context.Context, *oneSegmentCatchUp, *job.CatchUpTask, *catchUpInput) error) (*job.CatchUpOutput, error) {
+	c, err := newOneSegmentCatchUp(ctx, b, t, in, several, what, failpoint)
+	if err != nil {
+		return nil, err
+	}
+	if err := build(ctx, c, t, in); err != nil {
+		c.abort(ctx)
+		return nil, err
+	}
+	return c.out, nil
+}
+
 // abort deletes the files written so far (the catch-up failed).
 func (c *oneSegmentCatchUp) abort(ctx context.Context) {
 	deleteKeys(context.WithoutCancel(ctx), c.b, c.w.keys)
@@ -144,17 +159,13 @@ func (c *oneSegmentCatchUp) written() (map[string]int64, []string) {
 // them all.
 // Memory: the new rows (bounded by MaxScalarCatchUpBytes) plus the merge's
 // page or key batch.
-func catchUpScalar(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *catchUpInput) (out *job.CatchUpOutput, err error) {
-	c, err := newOneSegmentCatchUp(ctx, b, t, in, true, "merges a scalar index of one segment", "")
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			c.abort(ctx)
-			out = nil
-		}
-	}()
+func catchUpScalar(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *catchUpInput) (*job.CatchUpOutput, error) {
+	return runOneSegmentCatchUp(ctx, b, t, in, true, "merges a scalar index of one segment", "", buildScalarCatchUp)
+}
+
+// buildScalarCatchUp writes the merged scalar segment of catchUpScalar
+// into c.out.
+func buildScalarCatchUp(ctx context.Context, c *oneSegmentCatchUp, t *job.CatchUpTask, in *catchUpInput) error {
 	old := c.old
 	rows := c.rows(func(_ arrow.Array, ids []uint64) uint64 { return uint64(len(ids)) })
 	res, err := scalar.CatchUp(ctx, old, c.oldReader(), c.otherReaders(), c.w, rows, MaxScalarCatchUpBytes)
@@ -162,21 +173,21 @@ func catchUpScalar(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in 
 		if errors.Is(err, scalar.ErrTooLarge) || errors.Is(err, scalar.ErrUnsupported) || errors.Is(err, index.ErrNoRemapper) {
 			err = fmt.Errorf("%w: %w", job.ErrUnsupported, err)
 		}
-		return c.out, fmt.Errorf("catch-up of %q (%s): %w", t.Index, index.Detect(old), err)
+		return fmt.Errorf("catch-up of %q (%s): %w", t.Index, index.Detect(old), err)
 	}
 	if res.Rows < c.added {
-		return c.out, fmt.Errorf("catch-up of %q: the merged segment holds %d rows, fewer than the %d added", t.Index, res.Rows, c.added)
+		return fmt.Errorf("catch-up of %q: the merged segment holds %d rows, fewer than the %d added", t.Index, res.Rows, c.added)
 	}
 	sizes, names := c.written()
 	if len(old.GetFiles()) > 0 && len(old.GetFiles()) != len(names) {
-		return c.out, fmt.Errorf("catch-up of %q: the merge wrote files %v, the old segment lists %d: %w", t.Index, names, len(old.GetFiles()), job.ErrUnsupported)
+		return fmt.Errorf("catch-up of %q: the merge wrote files %v, the old segment lists %d: %w", t.Index, names, len(old.GetFiles()), job.ErrUnsupported)
 	}
 	if c.out.Segment, err = catchUpSegment(t, in, c.id, in.segs, names, sizes); err != nil {
-		return c.out, err
+		return err
 	}
 	c.out.Merged = "lance keeps one segment per scalar index: the new rows are merged into it"
 	if len(in.segs) > 1 {
 		c.out.Merged = fmt.Sprintf("lance keeps one segment per scalar index: its %d segments and the new rows are merged into one", len(in.segs))
 	}
-	return c.out, nil
+	return nil
 }
