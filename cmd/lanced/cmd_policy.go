@@ -11,7 +11,6 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
-	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/scheduler/plan"
@@ -126,15 +125,11 @@ func runPolicyExplain(ctx context.Context, args []string, stdout, stderr io.Writ
 	var cfg map[string]string
 	var latest *format.Manifest
 	if !*noTable {
-		b, err := store.Open(ctx, uri)
+		b, tbl, err := openTable(ctx, uri)
 		if err != nil {
 			return err
 		}
 		defer b.Close()
-		tbl, err := table.OpenTable(ctx, b)
-		if err != nil {
-			return err
-		}
 		m, err := tbl.Latest(ctx)
 		if err != nil {
 			return err
