@@ -544,7 +544,7 @@ func (r *Runner) queueRemaps(ctx context.Context, pre *remapPrep, rv uint64, seg
 // more than the rewrites' index.remap_part_bytes (job.RemapParts). The
 // ranges come from the segment's own metadata (index.PartRemapper.Parts:
 // for IVF indices the stored rows per partition, read from
-// auxiliary.idx). A segment that cannot be cut is remapped in one task,
+// auxiliary.idx; for a btree its pages, from page_lookup.lance). A segment that cannot be cut is remapped in one task,
 // which reports what is wrong with it.
 func (r *Runner) splitRemap(ctx context.Context, t *job.RemapTask, u *segUse) {
 	var partBytes uint64

@@ -79,7 +79,6 @@ func TestRemapInPartsOracle(t *testing.T) {
 }
 
 func testRemapInParts(t *testing.T, c remapEngineCase) {
-	ctx := context.Background()
 	path := oracle.Build(t, "sized-4x1000-v32-t0-d0", t.TempDir())
 	oracle.RunOps(t, path, []oracle.Op{
 		{"op": "delete", "where": "id % 10 = 0"},
@@ -87,58 +86,17 @@ func testRemapInParts(t *testing.T, c remapEngineCase) {
 		{"op": "add", "rows": 200, "seed": 5},
 		{"op": "delete", "where": "id % 7 = 3"},
 	})
-	queued := filepath.Join(t.TempDir(), "queued.lance")
-	oneTask := filepath.Join(t.TempDir(), "one.lance")
-	oracle.CopyTree(t, path, queued)
-	oracle.CopyTree(t, path, oneTask)
-	pre := oracle.Inspect(t, path, 0)
-	wantDigest := oracle.Digest(oracle.Scan(t, path, 0, nil))
+	queued, oneTask, pre, wantDigest := partsCopies(t, path)
 	qs := remapQueries(16)
 	recallBefore, _ := recallAt10(t, path, qs, c)
 
-	// lanced compact, in parts.
-	var logs logLines
-	tbl, m := tabletest.Open(t, "file://"+path)
-	p := planFor(t, path, m, smallParts)
-	d := planIndex(p, "vec_idx")
-	if d.Action != plan.IndexRemap || d.RemapParts < 3 || !strings.Contains(d.Reason, "part tasks by IVF partition range") {
-		t.Fatalf("vec_idx decision %+v", d)
-	}
-	sum, err := engine.Compact(ctx, tbl, m, p.Tasks(), engine.CompactOptions{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
-	if err != nil || sum.TasksFailed != 0 || len(sum.Dropped) != 0 {
-		t.Fatalf("compact: %v %+v", err, sum)
-	}
-	split := logs.records("index remap split into parts")
-	joined := logs.records("index remapped")
-	if len(split) != 1 || split[0]["parts"].(float64) < 3 || len(joined) != 1 || joined[0]["parts"] != split[0]["parts"] || !strings.HasPrefix(joined[0]["task_id"].(string), "join/remap/") {
-		t.Fatalf("split %v, remapped %v", split, joined)
-	}
-	parts := int(split[0]["parts"].(float64))
-	if n := len(logs.records("slice written")); n != parts {
-		t.Fatalf("%d parts written, want %d", n, parts)
-	}
-
-	// The daemon's flow: part tasks and the join handed back by commits.
-	queuedParts := commitQueued(t, queued)
-	if queuedParts != parts {
-		t.Fatalf("queued flow ran %d part tasks, lanced compact %d", queuedParts, parts)
-	}
+	parts := compactInParts(t, path, queued, "vec_idx", "IVF partition range")
 
 	// One task (default remap_part_bytes).
 	compactWith(t, oneTask, nil)
 
 	for _, at := range []string{path, queued, oneTask} {
-		post := oracle.Inspect(t, at, 0)
-		if got := oracle.Digest(oracle.Scan(t, at, 0, nil)); post.Rows != pre.Rows || !maps.Equal(got, wantDigest) {
-			t.Fatalf("%s: rows changed (%d -> %d)", at, pre.Rows, post.Rows)
-		}
-		if post.Fragments >= pre.Fragments {
-			t.Fatalf("%s: fragments %d -> %d", at, pre.Fragments, post.Fragments)
-		}
-		b, a := indexByName(t, pre, "vec_idx"), indexByName(t, post, "vec_idx")
-		if a.IndexedRows != b.IndexedRows || a.UnindexedRows != b.UnindexedRows {
-			t.Fatalf("%s: vec_idx indexStats %d/%d before, %d/%d after", at, b.IndexedRows, b.UnindexedRows, a.IndexedRows, a.UnindexedRows)
-		}
+		post, a := checkCompactedIndexed(t, at, pre, wantDigest, "vec_idx")
 		rec, plans := recallAt10(t, at, qs, c)
 		for _, pl := range plans {
 			if !strings.Contains(pl, "ANN") {
@@ -152,6 +110,72 @@ func testRemapInParts(t *testing.T, c remapEngineCase) {
 	}
 	sameVectorSegment(t, oneTask, path)
 	sameVectorSegment(t, oneTask, queued)
+}
+
+// partsCopies copies the table at path twice (queued, oneTask: to be
+// compacted through the daemon's flow and in one task) and returns the
+// copies with real Lance's report and digest of path.
+func partsCopies(t *testing.T, path string) (queued, oneTask string, pre oracle.Report, digest map[string]string) {
+	t.Helper()
+	queued = filepath.Join(t.TempDir(), "queued.lance")
+	oneTask = filepath.Join(t.TempDir(), "one.lance")
+	oracle.CopyTree(t, path, queued)
+	oracle.CopyTree(t, path, oneTask)
+	return queued, oneTask, oracle.Inspect(t, path, 0), oracle.Digest(oracle.Scan(t, path, 0, nil))
+}
+
+// checkCompactedIndexed fails t unless real Lance reads the rows of
+// wantDigest from the table at, in fewer fragments than pre, with index
+// name counting the indexed and unindexed rows it counted in pre. It
+// returns real Lance's report and its index.
+func checkCompactedIndexed(t *testing.T, at string, pre oracle.Report, wantDigest map[string]string, name string) (oracle.Report, oracle.Index) {
+	t.Helper()
+	post := oracle.Inspect(t, at, 0)
+	if got := oracle.Digest(oracle.Scan(t, at, 0, nil)); post.Rows != pre.Rows || !maps.Equal(got, wantDigest) {
+		t.Fatalf("%s: rows changed (%d -> %d)", at, pre.Rows, post.Rows)
+	}
+	if post.Fragments >= pre.Fragments {
+		t.Fatalf("%s: fragments %d -> %d", at, pre.Fragments, post.Fragments)
+	}
+	b, a := indexByName(t, pre, name), indexByName(t, post, name)
+	if a.IndexedRows != b.IndexedRows || a.UnindexedRows != b.UnindexedRows {
+		t.Fatalf("%s: %s indexStats %d/%d before, %d/%d after", at, name, b.IndexedRows, b.UnindexedRows, a.IndexedRows, a.UnindexedRows)
+	}
+	return post, a
+}
+
+// compactInParts compacts the table at path with lanced compact (parts
+// and join in this process) and the one at queued through the daemon's
+// flow (commitQueued), index.remap_part_bytes 16 KiB: the plan must say
+// index's remap runs in at least 3 part tasks by the unit named by, and
+// both must run as many part tasks and one join. It returns the parts.
+func compactInParts(t *testing.T, path, queued, index, by string) int {
+	t.Helper()
+	var logs logLines
+	tbl, m := tabletest.Open(t, "file://"+path)
+	p := planFor(t, path, m, smallParts)
+	d := planIndex(p, index)
+	if d.Action != plan.IndexRemap || d.RemapParts < 3 || !strings.Contains(d.Reason, "part tasks by "+by) {
+		t.Fatalf("%s decision %+v", index, d)
+	}
+	sum, err := engine.Compact(context.Background(), tbl, m, p.Tasks(), engine.CompactOptions{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil || sum.TasksFailed != 0 || len(sum.Dropped) != 0 {
+		t.Fatalf("compact: %v %+v", err, sum)
+	}
+	split := logs.records("index remap split into parts")
+	joined := logs.records("index remapped")
+	if len(split) != 1 || split[0]["parts"].(float64) < 3 || len(joined) != 1 || joined[0]["parts"] != split[0]["parts"] || !strings.HasPrefix(joined[0]["task_id"].(string), "join/remap/") {
+		t.Fatalf("split %v, remapped %v", split, joined)
+	}
+	parts := int(split[0]["parts"].(float64))
+	if n := len(logs.records("slice written")); n != parts {
+		t.Fatalf("%d parts written, want %d", n, parts)
+	}
+	// The daemon's flow: part tasks and the join handed back by commits.
+	if n := commitQueued(t, queued); n != parts {
+		t.Fatalf("queued flow ran %d part tasks, lanced compact %d", n, parts)
+	}
+	return parts
 }
 
 // commitQueued compacts the table at path as the daemon's coordinator

@@ -171,10 +171,10 @@ type Index struct {
 	// Retrain would allow retraining the model (centroids, codebooks)
 	// instead of reusing it; lanced refuses true (it does not retrain).
 	Retrain Setting[bool] `json:"retrain"`
-	// RemapPartBytes: the remap of a vector index segment whose files
-	// hold more than this many bytes runs as part tasks of about this
-	// many bytes each (ranges of its IVF partitions), on any workers,
-	// joined by page copy.
+	// RemapPartBytes: the remap of a vector or btree index segment whose
+	// files hold more than this many bytes runs as part tasks of about
+	// this many bytes each (ranges of its IVF partitions or btree pages),
+	// on any workers, joined by page copy.
 	// 0: one task per segment.
 	RemapPartBytes Setting[uint64] `json:"remap_part_bytes"`
 }
@@ -217,7 +217,7 @@ const (
 	// training distribution are far about 1% of the time).
 	DefaultDriftThreshold = 0.2
 	// DefaultRemapPartBytes is lanced's default index.remap_part_bytes: a
-	// vector index segment of more than 512 MiB of files is remapped in
+	// vector or btree index segment of more than 512 MiB of files is remapped in
 	// parts.
 	DefaultRemapPartBytes = 512 << 20
 )

@@ -37,7 +37,7 @@ type RemapTask struct {
 	Seed uint64 `json:"seed,omitempty"`
 	// Slices, when set (two or more), split the remap into part tasks
 	// (SliceTask), each over a range [Lo, Hi) of the segment's units of
-	// work (IVF partitions, index.PartRemapper), joined by page copy
+	// work (IVF partitions, btree pages: index.PartRemapper), joined by page copy
 	// (JoinTask) into the new segment.
 	Slices []RowRange `json:"slices,omitempty"`
 }

@@ -171,7 +171,7 @@ func CanRemap(seg *tablepb.IndexMetadata) error {
 }
 
 // A PartRemapper is a Remapper that can also remap one segment in parts:
-// the segment's units of work (IVF partitions) are cut into contiguous
+// the segment's units of work (IVF partitions, btree pages) are cut into contiguous
 // ranges, each range is remapped on its own (by any worker, into a
 // directory of its own) as file pieces, and a join concatenates the
 // pieces into the segment's files by copying their pages, never decoding

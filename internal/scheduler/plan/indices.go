@@ -57,7 +57,7 @@ type IndexDecision struct {
 // parts, how many part tasks its segments' remaps are split into: about
 // the files' recorded bytes / index.remap_part_bytes each (the engine
 // makes the same cut at commit time, no more parts than the segment has
-// IVF partitions).
+// IVF partitions or btree pages).
 func noteRemapParts(ic *indexCoverage, ds []IndexDecision, partBytes policy.Setting[uint64]) {
 	_, segs := nameGroups(ic)
 	for i := range ds {
@@ -73,7 +73,11 @@ func noteRemapParts(ic *indexCoverage, ds []IndexDecision, partBytes policy.Sett
 			size := job.SegmentBytes(ic.metas[s])
 			if n := job.RemapParts(size, partBytes.Value); n > 1 {
 				d.RemapParts += n
-				notes = append(notes, fmt.Sprintf("segment %s (%d bytes) in %d part tasks by IVF partition range", (&index.Segment{Meta: ic.metas[s]}).UUID(), size, n))
+				by := "IVF partition range"
+				if ic.kinds[s] == index.KindBTree {
+					by = "page range"
+				}
+				notes = append(notes, fmt.Sprintf("segment %s (%d bytes) in %d part tasks by %s", (&index.Segment{Meta: ic.metas[s]}).UUID(), size, n, by))
 			}
 		}
 		if len(notes) > 0 {

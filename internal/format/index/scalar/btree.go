@@ -171,7 +171,9 @@ func BTreeLookupSchema(dt arrow.DataType) *arrow.Schema {
 	}, nil)
 }
 
-// NewBTreeWriter starts page_data.lance on data.
+// NewBTreeWriter starts page_data.lance on data. With data nil nothing but
+// the lookup is written (a join of pages written elsewhere: Write hands it
+// the rows, Close writes the lookup).
 func NewBTreeWriter(data io.Writer, o BTreeOptions) (*BTreeWriter, error) {
 	sc, err := lancefile.ArrowSchema(o.DataFields)
 	if err != nil {
@@ -187,9 +189,11 @@ func NewBTreeWriter(data io.Writer, o BTreeOptions) (*BTreeWriter, error) {
 	if ls.NumFields() != 4 || !arrow.TypeEqual(ls.Field(0).Type, sc.Field(0).Type) || !arrow.TypeEqual(ls.Field(1).Type, sc.Field(0).Type) {
 		return nil, fmt.Errorf("%w: btree lookup schema %s for pages %s", ErrUnsupported, ls, sc)
 	}
-	w, err := lancewrite.NewWriter(data, o.DataFields, lancewrite.Options{PageBytes: index.FilePageBytes, Version: o.Version, SchemaMetadata: maps.Clone(o.DataMeta)})
-	if err != nil {
-		return nil, err
+	var w *lancewrite.Writer
+	if data != nil {
+		if w, err = lancewrite.NewWriter(data, o.DataFields, lancewrite.Options{PageBytes: index.FilePageBytes, Version: o.Version, SchemaMetadata: maps.Clone(o.DataMeta)}); err != nil {
+			return nil, err
+		}
 	}
 	bw := &BTreeWriter{data: w, lookupF: o.LookupFields, lookupMeta: maps.Clone(o.LookupMeta), version: o.Version, schema: sc, batch: o.BatchSize}
 	if bw.batch == 0 {
@@ -255,8 +259,10 @@ func (bw *BTreeWriter) flushPage() error {
 	}()
 	var nulls int
 	for _, r := range bw.pend {
-		if err := bw.data.Write(r); err != nil {
-			return err
+		if bw.data != nil {
+			if err := bw.data.Write(r); err != nil {
+				return err
+			}
 		}
 		nulls += r.Column(0).NullN()
 	}
@@ -300,11 +306,14 @@ func (bw *BTreeWriter) Close(lookup io.Writer) (BTreeResult, error) {
 	if err := bw.flushPage(); err != nil {
 		return res, err
 	}
-	dr, err := bw.data.Close()
-	if err != nil {
-		return res, err
+	if bw.data != nil {
+		dr, err := bw.data.Close()
+		if err != nil {
+			return res, err
+		}
+		res.DataSize = dr.Size
 	}
-	res.DataSize, res.Rows, res.Pages = dr.Size, bw.rows, len(bw.bounds)
+	res.Rows, res.Pages = bw.rows, len(bw.bounds)
 	ls, err := lancefile.ArrowSchema(bw.lookupF)
 	if err != nil {
 		return res, err

@@ -27,7 +27,10 @@
 // into full pages with a rebuilt lookup (not its old pages shrunk, not the
 // old lookup copied), which is what RemapBTree writes; its remapped bitmaps
 // hold the same keys with the same rows (keys in another order: Lance writes
-// them in hash order, and row order carries no meaning).
+// them in hash order, and row order carries no meaning). A large btree is
+// remapped in parts by page range (parts.go: RemapBTreePages writes a
+// range's pairs as a piece, JoinBTree concatenates the pieces by page copy
+// and rebuilds the lookup), with the same pairs and the same lookup.
 //
 // A catch-up (adding rows written after the index was built, as Lance's
 // optimize does for scalar indices: BTreeIndex::update and

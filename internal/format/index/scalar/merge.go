@@ -29,15 +29,7 @@ import (
 // record and the writer's page.
 func MergeBTree(ctx context.Context, old *BTree, keep index.Mapping, added array.RecordReader, data, lookup io.Writer) (RemapResult, error) {
 	var res RemapResult
-	ver := lancewrite.V2_1
-	if old.Data.Format == lancefile.Format20 {
-		ver = lancewrite.V2_0
-	}
-	bw, err := NewBTreeWriter(data, BTreeOptions{
-		DataFields: old.Data.Fields(), LookupFields: old.Lookup.Fields(),
-		DataMeta: meta(old.Data), LookupMeta: meta(old.Lookup),
-		BatchSize: old.BatchSize, Version: ver,
-	})
+	bw, err := NewBTreeWriter(data, old.writerOptions(meta(old.Data)))
 	if err != nil {
 		return res, err
 	}

@@ -16,7 +16,8 @@ import (
 type remapper struct{}
 
 func init() {
-	for _, k := range []index.Kind{index.KindBTree, index.KindBitmap, index.KindLabelList} {
+	index.RegisterRemapper(index.KindBTree, btreeRemapper{})
+	for _, k := range []index.Kind{index.KindBitmap, index.KindLabelList} {
 		index.RegisterRemapper(k, remapper{})
 	}
 }
@@ -74,15 +75,7 @@ func (r remapper) Remap(ctx context.Context, req index.RemapRequest) (index.Rema
 func openRemap(ctx context.Context, req index.RemapRequest) ([]string, func([]io.Writer) (RemapResult, error), error) {
 	switch req.Kind {
 	case index.KindBTree:
-		lf, err := index.OpenSegmentFile(ctx, req.Old, BTreeLookupFileName)
-		if err != nil {
-			return nil, nil, err
-		}
-		df, err := index.OpenSegmentFile(ctx, req.Old, BTreeDataFileName)
-		if err != nil {
-			return nil, nil, err
-		}
-		bt, err := OpenBTree(lf, df)
+		bt, err := openBTreeSegment(ctx, req.Old)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -103,6 +96,19 @@ func openRemap(ctx context.Context, req index.RemapRequest) ([]string, func([]io
 		}, nil
 	}
 	return nil, nil, fmt.Errorf("%w: scalar kind %s", index.ErrNoRemapper, req.Kind)
+}
+
+// openBTreeSegment opens a btree segment's two files.
+func openBTreeSegment(ctx context.Context, seg index.SegmentReader) (*BTree, error) {
+	lf, err := index.OpenSegmentFile(ctx, seg, BTreeLookupFileName)
+	if err != nil {
+		return nil, err
+	}
+	df, err := index.OpenSegmentFile(ctx, seg, BTreeDataFileName)
+	if err != nil {
+		return nil, err
+	}
+	return OpenBTree(lf, df)
 }
 
 // noRemapper marks the layouts this package, the Lance file reader or the
