@@ -156,6 +156,7 @@ func main() {
 	skipBase := flag.Bool("sized-only", false, "skip the gen.mjs rewrite table and the repack table")
 	indexed := flag.String("indexed", "", "comma-separated FRAGSxROWS indexed tables (BTree, IVF_PQ on 128-d, FTS, 10% deleted) to compact with lanced and with Lance's optimize() (e.g. 25x10000,100x10000)")
 	catchup := flag.String("catchup", "", "comma-separated FRAGSxROWS indexed tables, optimized by Lance, then FRAGS/10 appends of ROWS rows: index catch-up by lanced compact and by Lance's optimize() (e.g. 100x10000)")
+	sliced := flag.Bool("sliced", false, "add row-slice figures: the rewrite of one 400,000-row fragment ("+slicedTable+") and the repack table, unsliced and in slices")
 	catchupVector := flag.Bool("catchup-vector-only", false, "with -catchup, drop the BTree and FTS indices first (lanced catches up vector indices only)")
 	flag.Parse()
 	names := strings.Split(*sized, ",")
@@ -190,9 +191,12 @@ func main() {
 		}
 	}
 	res["sized_rewrites"], res["indexed_rewrites"], res["catchups"] = extra, ix, cu
+	if *sliced {
+		res["sliced_rewrite"] = slicedRewrite(e)
+	}
 	if !*skipBase {
 		maps.Copy(res, e.baseRewrite(*frags, *rows))
-		maps.Copy(res, e.repack(*rfrags, *rrows, *backfills))
+		maps.Copy(res, e.repack(*rfrags, *rrows, *backfills, *sliced))
 	}
 	res["load_average_end"] = loadAvg()
 	enc := json.NewEncoder(os.Stdout)
@@ -234,7 +238,7 @@ func (e env) baseRewrite(frags, rows int) map[string]any {
 // bytes, with and without fsync (lanced makes every data file durable
 // before it commits; the durable physical limit is a copy that fsyncs each
 // file).
-func (e env) repack(frags, rows, backfills int) map[string]any {
+func (e env) repack(frags, rows, backfills int, sliced bool) map[string]any {
 	rbase := filepath.Join(e.work, "rp", "t.lance")
 	log.Printf("building repack table: %d fragments x %d rows, %d backfills", frags, rows, backfills)
 	measure(e.oracleDir, "node", "../bench/gen.mjs", rbase, fmt.Sprint(frags), fmt.Sprint(rows), fmt.Sprint(backfills))
@@ -251,7 +255,7 @@ func (e env) repack(frags, rows, backfills int) map[string]any {
 		copyTree(rbase, c)
 		return measure(e.root, e.bin, "compact", "--scope", "repack", "--policy", e.policies, "--json", "file://"+c)
 	})
-	return map[string]any{
+	res := map[string]any{
 		"repack_table":                  fmt.Sprintf("%d fragments x %d rows, %d backfills, %.1f MiB moved", frags, rows, backfills, float64(dirBytes(data))/(1<<20)),
 		"cp_seconds":                    cp.wall.Seconds(),
 		"cp_fsync_seconds":              cpSync.wall.Seconds(),
@@ -261,4 +265,8 @@ func (e env) repack(frags, rows, backfills int) map[string]any {
 		"repack_vs_cp_time_ratio":       repack.wall.Seconds() / cp.wall.Seconds(),
 		"repack_vs_cp_fsync_time_ratio": repack.wall.Seconds() / cpSync.wall.Seconds(),
 	}
+	if sliced {
+		maps.Copy(res, slicedRepack(e, rbase, repack))
+	}
+	return res
 }
