@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/lanced-dev/lanced/internal/engine/drift"
 	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/engine/scan"
 	"github.com/lanced-dev/lanced/internal/format"
@@ -47,12 +48,10 @@ func catchUpVector(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in 
 	delta := vm.NewDelta()
 	delta.Workers = int(taskWorkers.Load())
 	out := &job.CatchUpOutput{CatchUp: t}
-	ref, err := driftReference(ctx, b, in, vm, fieldID, col)
+	sampled, bound, err := driftBound(ctx, b, t.Index, in, vm, fieldID, col)
 	if err != nil {
 		return nil, fmt.Errorf("catch-up of %q: drift reference: %w", t.Index, err)
 	}
-	sampled := ref.Len()
-	bound := ref.Bound()
 	if sampled > 0 {
 		delta.SetDriftBound(bound)
 	}
@@ -116,7 +115,7 @@ func catchUpVector(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in 
 	}
 	out.Rows, out.Dropped = delta.Rows, delta.Dropped
 	if sampled > 0 {
-		out.Drift = &job.DriftSample{Model: vm.Fingerprint(), Rows: delta.Rows, Far: delta.Far, Bound: float64(bound)}
+		out.Drift = &job.DriftSample{Model: vm.Fingerprint(), Rows: delta.Rows, Far: delta.Far, Bound: float64(bound), Reference: sampled}
 	}
 	if out.Segment, err = catchUpSegment(t, in, id, merged, names, sizes); err != nil {
 		deleteKeys(context.WithoutCancel(ctx), b, keys)
@@ -215,6 +214,25 @@ func openVectorSegment(ctx context.Context, b *store.Bucket, seg *tablepb.IndexM
 		return nil, nil, nil, err
 	}
 	return x, s, closeAll, nil
+}
+
+// driftBound returns the drift reference bound of the model and how many
+// indexed rows it was measured on (0: none, no drift measured). The
+// reference depends only on the trained model: the table's drift record
+// keeps it per model fingerprint, and a catch-up against the same model
+// reuses it; otherwise (the first catch-up, a retrained index, a record
+// that cannot be read) it is measured (driftReference).
+func driftBound(ctx context.Context, b *store.Bucket, name string, in *catchUpInput, vm *vector.Model, fieldID int32, col string) (uint64, float32, error) {
+	if f, err := drift.Load(ctx, b); err == nil {
+		if r, ok := f.Indices[name]; ok && r.Model == vm.Fingerprint() && r.Reference > 0 {
+			return r.Reference, float32(r.Bound), nil
+		}
+	}
+	ref, err := driftReference(ctx, b, in, vm, fieldID, col)
+	if err != nil {
+		return 0, 0, err
+	}
+	return uint64(ref.Len()), ref.Bound(), nil
 }
 
 // driftReference measures the nearest-centroid distances of a sample of

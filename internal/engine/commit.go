@@ -265,7 +265,7 @@ func (c *committer) recordDrift(m *format.Manifest) {
 	for _, j := range c.live {
 		if o, ok := j.(*job.CatchUpOutput); ok && o.Drift != nil {
 			d := o.Drift
-			samples = append(samples, drift.Sample{Index: o.CatchUp.Index, Model: d.Model, Rows: d.Rows, Far: d.Far, Bound: d.Bound})
+			samples = append(samples, drift.Sample{Index: o.CatchUp.Index, Model: d.Model, Rows: d.Rows, Far: d.Far, Bound: d.Bound, Reference: d.Reference})
 		}
 	}
 	if err := drift.Update(context.WithoutCancel(c.ctx), c.tbl.Bucket(), m.Version(), m.Indices.GetIndices(), samples); err != nil {

@@ -74,11 +74,16 @@ type CatchUpOutput struct {
 // Bound, the quantile of the model segment's stored rows' distances
 // (vector.DriftBound); Model fingerprints the trained model they were
 // measured against.
+//
+// Reference is how many indexed rows Bound was measured on (by this task
+// or by an earlier catch-up against the same model, whose bound the table's
+// drift record kept).
 type DriftSample struct {
-	Model string  `json:"model"`
-	Rows  uint64  `json:"rows"`
-	Far   uint64  `json:"far"`
-	Bound float64 `json:"bound"`
+	Model     string  `json:"model"`
+	Rows      uint64  `json:"rows"`
+	Far       uint64  `json:"far"`
+	Bound     float64 `json:"bound"`
+	Reference uint64  `json:"reference_rows,omitempty"`
 }
 
 // Task implements Job.
