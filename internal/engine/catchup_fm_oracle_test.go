@@ -23,13 +23,12 @@ import (
 // the copy's rows, and real Lance's optimize() afterwards indexes every row.
 func TestCatchUpFMOracle(t *testing.T) {
 	oracle.Require(t)
-	path := oracle.Build(t, "sized-4x500-v0-t12-d0", t.TempDir())
-	oracle.RunOps(t, path, []oracle.Op{
-		{"op": "create_index", "column": "body", "type": "fm", "name": "body_idx"},
-		{"op": "add", "rows": 150, "seed": 5},
-		{"op": "add", "rows": 150, "seed": 6},
-		{"op": "delete", "where": "id % 9 = 4"},
-	})
+	path := lanceTable(t, "sized-4x500-v0-t12-d0",
+		oracle.Op{"op": "create_index", "column": "body", "type": "fm", "name": "body_idx"},
+		oracle.Op{"op": "add", "rows": 150, "seed": 5},
+		oracle.Op{"op": "add", "rows": 150, "seed": 6},
+		oracle.Op{"op": "delete", "where": "id % 9 = 4"},
+	)
 	pre := oracle.Inspect(t, path, 0)
 	preIx := indextest.Index(t, indextest.ReadManifest(t, path, pre.Version), "body_idx")
 	if ix := indexByName(t, pre, "body_idx"); ix.UnindexedRows == 0 {

@@ -46,8 +46,8 @@ func TestCatchUpRaceOracle(t *testing.T) {
 			t.Parallel()
 			path := oracle.Build(t, "sized-1x4000-v32-t0-d0", filepath.Join(t.TempDir(), "t"))
 			oracle.RunOps(t, path, []oracle.Op{
-				{"op": "create_index", "column": "vec", "type": "ivf_pq", "name": "vec_idx", "options": map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}},
-				{"op": "create_index", "column": "id", "type": "btree", "name": "id_idx"},
+				createVecIdx,
+				createIDIdx,
 				{"op": "add", "rows": 300, "seed": 11},
 			})
 			control := filepath.Join(t.TempDir(), "control.lance")
@@ -224,13 +224,12 @@ func checkVectorSearchesLive[V float32 | float64](t *testing.T, path string, qs 
 // id_idx with a scan's ids.
 func TestCatchUpOverRemapOracle(t *testing.T) {
 	oracle.Require(t)
-	path := oracle.Build(t, "sized-4x1000-v32-t0-d0", t.TempDir())
-	oracle.RunOps(t, path, []oracle.Op{
-		{"op": "delete", "where": "id % 5 = 0"},
-		{"op": "create_index", "column": "vec", "type": "ivf_pq", "name": "vec_idx", "options": map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}},
-		{"op": "create_index", "column": "id", "type": "btree", "name": "id_idx"},
-		{"op": "add", "rows": 300, "seed": 11},
-	})
+	path := lanceTable(t, "sized-4x1000-v32-t0-d0",
+		oracle.Op{"op": "delete", "where": "id % 5 = 0"},
+		createVecIdx,
+		createIDIdx,
+		oracle.Op{"op": "add", "rows": 300, "seed": 11},
+	)
 	qs := remapQueries(8)
 	control := filepath.Join(t.TempDir(), "control.lance")
 	oracle.CopyTree(t, path, control)

@@ -29,7 +29,7 @@ func testCatchUpStableRowIDs(t *testing.T, c catchUpCase) {
 	oracle.RunOps(t, path, []oracle.Op{
 		{"op": "delete", "where": "id % 10 = 0"},
 		{"op": "create_index", "column": "vec", "type": c.typ, "options": c.options, "name": "vec_idx"},
-		{"op": "create_index", "column": "id", "type": "btree", "name": "id_idx"},
+		createIDIdx,
 		{"op": "create_index", "column": "category", "type": "bitmap", "name": "category_idx"},
 		{"op": "add", "rows": 200, "seed": 5},
 		{"op": "add", "rows": 200, "seed": 6},

@@ -77,17 +77,16 @@ func TestDeferCompactOracle(t *testing.T) {
 }
 
 func testDeferCompact(t *testing.T, c remapEngineCase) {
-	path := oracle.Build(t, "sized-4x1000-v32-t12-d0", t.TempDir())
-	oracle.RunOps(t, path, []oracle.Op{
-		{"op": "delete", "where": "id % 10 = 0"},
-		{"op": "create_index", "column": "id", "type": "btree", "name": "id_idx"},
-		{"op": "create_index", "column": "category", "type": "bitmap", "name": "cat_idx"},
-		{"op": "create_index", "column": "body", "type": "fts", "options": map[string]any{"withPosition": true}, "name": "body_idx"},
-		{"op": "create_index", "column": "vec", "type": c.typ, "options": c.options, "name": "vec_idx"},
-		{"op": "add", "rows": 200, "seed": 5},
-		{"op": "add", "rows": 200, "seed": 6},
-		{"op": "delete", "where": "id % 7 = 3"},
-	})
+	path := lanceTable(t, "sized-4x1000-v32-t12-d0",
+		oracle.Op{"op": "delete", "where": "id % 10 = 0"},
+		createIDIdx,
+		oracle.Op{"op": "create_index", "column": "category", "type": "bitmap", "name": "cat_idx"},
+		oracle.Op{"op": "create_index", "column": "body", "type": "fts", "options": map[string]any{"withPosition": true}, "name": "body_idx"},
+		oracle.Op{"op": "create_index", "column": "vec", "type": c.typ, "options": c.options, "name": "vec_idx"},
+		oracle.Op{"op": "add", "rows": 200, "seed": 5},
+		oracle.Op{"op": "add", "rows": 200, "seed": 6},
+		oracle.Op{"op": "delete", "where": "id % 7 = 3"},
+	)
 	remapped := filepath.Join(t.TempDir(), "remapped.lance")
 	oracle.CopyTree(t, path, remapped)
 	names := []string{"body_idx", "cat_idx", "id_idx", "vec_idx"}

@@ -37,6 +37,23 @@ func runQueries(t *testing.T, path string) []queryResult {
 	return oracle.Queries(t, path, ixQueries())
 }
 
+// lanceTable builds scenario with real Lance in a new temporary directory
+// and applies ops to it with real Lance (deletes, index builds, appends);
+// it returns the table's path.
+func lanceTable(t *testing.T, scenario string, ops ...oracle.Op) string {
+	t.Helper()
+	path := oracle.Build(t, scenario, t.TempDir())
+	oracle.RunOps(t, path, ops)
+	return path
+}
+
+// The indices most oracle tests here build with real Lance: an IVF_PQ on
+// vec (4 partitions, 4 sub-vectors, l2) and a BTree on id.
+var (
+	createVecIdx = oracle.Op{"op": "create_index", "column": "vec", "type": "ivf_pq", "name": "vec_idx", "options": map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}}
+	createIDIdx  = oracle.Op{"op": "create_index", "column": "id", "type": "btree", "name": "id_idx"}
+)
+
 func indexNames(r oracle.Report) []string {
 	var out []string
 	for _, ix := range r.Indices {
@@ -263,11 +280,10 @@ func TestUnindexNeverDropsAnIndex(t *testing.T) {
 // Lance still lists both indices after its next delete.
 func TestCommitRefusesIndexLoss(t *testing.T) {
 	oracle.Require(t)
-	path := oracle.Build(t, "indexed", t.TempDir())
-	oracle.RunOps(t, path, []oracle.Op{
-		{"op": "create_index", "column": "vec", "type": "ivf_pq", "replace": true, "name": "vec_idx",
+	path := lanceTable(t, "indexed",
+		oracle.Op{"op": "create_index", "column": "vec", "type": "ivf_pq", "replace": true, "name": "vec_idx",
 			"options": map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}},
-	})
+	)
 	dataFiles := func() int {
 		n := 0
 		for _, f := range oracle.TreeFiles(t, path) {

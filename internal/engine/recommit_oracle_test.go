@@ -23,13 +23,12 @@ import (
 // Lance reads the same rows after the second commit, both indices intact.
 func TestRecommitOfCommittedResultsKeepsFiles(t *testing.T) {
 	oracle.Require(t)
-	path := oracle.Build(t, "sized-4x1000-v32-t0-d0", t.TempDir())
-	oracle.RunOps(t, path, []oracle.Op{
-		{"op": "delete", "where": "id % 10 = 0"},
-		{"op": "create_index", "column": "vec", "type": "ivf_pq", "name": "vec_idx", "options": map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}},
-		{"op": "create_index", "column": "id", "type": "btree", "name": "id_idx"},
-		{"op": "delete", "where": "id % 7 = 3"},
-	})
+	path := lanceTable(t, "sized-4x1000-v32-t0-d0",
+		oracle.Op{"op": "delete", "where": "id % 10 = 0"},
+		createVecIdx,
+		createIDIdx,
+		oracle.Op{"op": "delete", "where": "id % 7 = 3"},
+	)
 	want := oracle.Digest(oracle.Scan(t, path, 0, nil))
 	ctx := context.Background()
 	tbl, m := tabletest.Open(t, "file://"+path)

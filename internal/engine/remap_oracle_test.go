@@ -255,8 +255,8 @@ func TestRemapConflictsOracle(t *testing.T) {
 			path := oracle.Build(t, "sized-4x1000-v32-t0-d0", t.TempDir())
 			oracle.RunOps(t, path, []oracle.Op{
 				{"op": "delete", "where": "id % 10 = 0"},
-				{"op": "create_index", "column": "vec", "type": "ivf_pq", "name": "vec_idx", "options": map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}},
-				{"op": "create_index", "column": "id", "type": "btree", "name": "id_idx"},
+				createVecIdx,
+				createIDIdx,
 				{"op": "delete", "where": "id % 7 = 3"},
 			})
 			want := []string{"id_idx", "vec_idx"}
@@ -335,11 +335,10 @@ func TestRemapConflictsOracle(t *testing.T) {
 // counts every row indexed and searches through the index.
 func TestRemapInCommitBatches(t *testing.T) {
 	oracle.Require(t)
-	path := oracle.Build(t, "sized-4x1000-v32-t0-d0", t.TempDir())
-	oracle.RunOps(t, path, []oracle.Op{
-		{"op": "delete", "where": "id % 10 = 0"},
-		{"op": "create_index", "column": "vec", "type": "ivf_pq", "name": "vec_idx", "options": map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}},
-	})
+	path := lanceTable(t, "sized-4x1000-v32-t0-d0",
+		oracle.Op{"op": "delete", "where": "id % 10 = 0"},
+		createVecIdx,
+	)
 	pre := oracle.Inspect(t, path, 0)
 	tbl, m := tabletest.Open(t, "file://"+path)
 	p := planFor(t, path, m, func(e *policy.Effective) { e.Compaction.TargetRowsPerFragment.Value = 1800 })

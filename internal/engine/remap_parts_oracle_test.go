@@ -79,13 +79,12 @@ func TestRemapInPartsOracle(t *testing.T) {
 }
 
 func testRemapInParts(t *testing.T, c remapEngineCase) {
-	path := oracle.Build(t, "sized-4x1000-v32-t0-d0", t.TempDir())
-	oracle.RunOps(t, path, []oracle.Op{
-		{"op": "delete", "where": "id % 10 = 0"},
-		{"op": "create_index", "column": "vec", "type": c.typ, "options": c.options, "name": "vec_idx"},
-		{"op": "add", "rows": 200, "seed": 5},
-		{"op": "delete", "where": "id % 7 = 3"},
-	})
+	path := lanceTable(t, "sized-4x1000-v32-t0-d0",
+		oracle.Op{"op": "delete", "where": "id % 10 = 0"},
+		oracle.Op{"op": "create_index", "column": "vec", "type": c.typ, "options": c.options, "name": "vec_idx"},
+		oracle.Op{"op": "add", "rows": 200, "seed": 5},
+		oracle.Op{"op": "delete", "where": "id % 7 = 3"},
+	)
 	queued, oneTask, pre, wantDigest := partsCopies(t, path)
 	qs := remapQueries(16)
 	recallBefore, _ := recallAt10(t, path, qs, c)

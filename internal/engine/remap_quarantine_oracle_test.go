@@ -31,7 +31,7 @@ func TestUnremappableIndexKeepsOnlyItsFragments(t *testing.T) {
 	path := oracle.Build(t, "sized-4x1000-v32-t0-d0", t.TempDir())
 	ops := []oracle.Op{
 		{"op": "delete", "where": "id % 10 = 0"},
-		{"op": "create_index", "column": "id", "type": "btree", "name": "id_idx"},
+		createIDIdx,
 	}
 	for i := range 6 {
 		ops = append(ops, oracle.Op{"op": "add", "rows": 50, "seed": 100 + i, "id_start": 10000 + 50*i})

@@ -55,8 +55,8 @@ func TestRemapRaceAtCommitOracle(t *testing.T) {
 			path := oracle.Build(t, "sized-4x1000-v32-t0-d0", t.TempDir())
 			oracle.RunOps(t, path, []oracle.Op{
 				{"op": "delete", "where": "id < 2000 AND id % 5 = 0"},
-				{"op": "create_index", "column": "vec", "type": "ivf_pq", "name": "vec_idx", "options": map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}},
-				{"op": "create_index", "column": "id", "type": "btree", "name": "id_idx"},
+				createVecIdx,
+				createIDIdx,
 			})
 			control := filepath.Join(t.TempDir(), "control.lance")
 			oracle.CopyTree(t, path, control)

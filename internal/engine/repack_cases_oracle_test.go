@@ -164,11 +164,10 @@ func Test_repack_drops_file_left_with_only_dropped_columns(t *testing.T) {
 // covering fragments 0-1) with two backfills, so every fragment has three
 // files and the indexed columns sit in the first.
 func indexedBackfill(t *testing.T) string {
-	path := oracle.Build(t, "indexed", t.TempDir())
-	oracle.RunOps(t, path, []oracle.Op{
-		{"op": "add_columns", "columns": []map[string]string{{"name": "b1", "value_sql": "id * 2"}}},
-		{"op": "add_columns", "columns": []map[string]string{{"name": "b2", "value_sql": "concat(category, '-x')"}}},
-	})
+	path := lanceTable(t, "indexed",
+		oracle.Op{"op": "add_columns", "columns": []map[string]string{{"name": "b1", "value_sql": "id * 2"}}},
+		oracle.Op{"op": "add_columns", "columns": []map[string]string{{"name": "b2", "value_sql": "concat(category, '-x')"}}},
+	)
 	return path
 }
 

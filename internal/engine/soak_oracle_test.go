@@ -196,7 +196,7 @@ func lastWriterVersion(t *testing.T, path string) uint64 {
 // with these names and options and rebuilt by its writer
 // (createIndex(replace)) in this order.
 var soakIndices = []oracle.Op{
-	{"op": "create_index", "column": "id", "type": "btree", "name": "id_idx"},
+	createIDIdx,
 	{"op": "create_index", "column": "vec", "type": "ivf_pq", "name": "vec_idx",
 		"options": map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}},
 	{"op": "create_index", "column": "body", "type": "fts", "name": "body_idx"},

@@ -48,61 +48,12 @@ func TestRQEncodeOracle(t *testing.T) {
 			path := oracle.Build(t, c.scenario, t.TempDir())
 			oracle.RunOps(t, path, []oracle.Op{{"op": "create_index", "column": "vec", "type": "ivf_rq", "options": map[string]any{"numPartitions": 4, "distanceType": dt, "numBits": c.bits}}})
 			v := oracle.Inspect(t, path, 0).Version
-			ix := indextest.Index(t, indextest.ReadManifest(t, path, v), "vec_idx")
-			u, err := uuid.FromBytes(ix.GetUuid().GetUuid())
-			if err != nil {
-				t.Fatal(err)
-			}
-			dir := filepath.Join(path, format.IndicesDir, u.String())
-			x, err := OpenIndexFile(lancefiletest.Open(t, filepath.Join(dir, IndexFileName)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := OpenStorageFile(lancefiletest.Open(t, filepath.Join(dir, AuxiliaryFileName)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := NewModel(x, s)
-			if err != nil {
-				t.Fatal(err)
-			}
+			m, s := segmentModel(t, path, v)
 			if (m.exWidth > 0) != (c.bits > 1) || m.factors != map[bool]int{true: 5, false: 3}[c.bits > 1] {
 				t.Fatalf("%d bits: model with %d ex-code bytes and %d factors", c.bits, m.exWidth, m.factors)
 			}
-			d := m.NewDelta()
-			tbl := oracle.ScanWith(t, path, oracle.ScanOptions{Version: v, Columns: []string{"vec"}, WithRowAddr: true})
-			defer tbl.Release()
-			tr := array.NewTableReader(tbl, 1000)
-			defer tr.Release()
-			for tr.Next() {
-				rec := tr.RecordBatch()
-				var addrs []uint64
-				vi := -1
-				for i, f := range rec.Schema().Fields() {
-					switch f.Name {
-					case "_rowaddr":
-						addrs = rec.Column(i).(*array.Uint64).Uint64Values()
-					case "vec":
-						vi = i
-					}
-				}
-				if err := d.Add(addrs, rec.Column(vi)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			type enc struct {
-				part    int
-				code    []byte
-				factors []float32
-			}
+			ours := encodeVectors(t, m, path, v)
 			nf, ew := m.factors, m.exWidth
-			ours := map[uint64]enc{}
-			for p := range d.ids {
-				for i, id := range d.ids[p] {
-					code := append(slices.Clone(d.codes[p][i*m.codeWidth:(i+1)*m.codeWidth]), d.ex[p][i*ew:(i+1)*ew]...)
-					ours[id] = enc{p, code, d.factors[p][i*nf : (i+1)*nf]}
-				}
-			}
 			var rows, samePart, sameCode, closeFactors int
 			var worst float64
 			for p := 0; p < s.NumPartitions(); p++ {
@@ -147,4 +98,73 @@ func TestRQEncodeOracle(t *testing.T) {
 			}
 		})
 	}
+}
+
+// segmentModel loads lanced's Model of the vec_idx segment of the table at
+// path, version v, and the segment's storage.
+func segmentModel(t *testing.T, path string, v uint64) (*Model, *StorageFile) {
+	t.Helper()
+	ix := indextest.Index(t, indextest.ReadManifest(t, path, v), "vec_idx")
+	u, err := uuid.FromBytes(ix.GetUuid().GetUuid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(path, format.IndicesDir, u.String())
+	x, err := OpenIndexFile(lancefiletest.Open(t, filepath.Join(dir, IndexFileName)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenStorageFile(lancefiletest.Open(t, filepath.Join(dir, AuxiliaryFileName)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewModel(x, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, s
+}
+
+// rqEncoding is one row as an IVF_RQ index holds it: its partition, its
+// code (sign code then ex code) and its factors.
+type rqEncoding struct {
+	part    int
+	code    []byte
+	factors []float32
+}
+
+// encodeVectors encodes every row of vec in the table at path, version v,
+// with m, by row address.
+func encodeVectors(t *testing.T, m *Model, path string, v uint64) map[uint64]rqEncoding {
+	t.Helper()
+	d := m.NewDelta()
+	tbl := oracle.ScanWith(t, path, oracle.ScanOptions{Version: v, Columns: []string{"vec"}, WithRowAddr: true})
+	defer tbl.Release()
+	tr := array.NewTableReader(tbl, 1000)
+	defer tr.Release()
+	for tr.Next() {
+		rec := tr.RecordBatch()
+		var addrs []uint64
+		vi := -1
+		for i, f := range rec.Schema().Fields() {
+			switch f.Name {
+			case "_rowaddr":
+				addrs = rec.Column(i).(*array.Uint64).Uint64Values()
+			case "vec":
+				vi = i
+			}
+		}
+		if err := d.Add(addrs, rec.Column(vi)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nf, ew := m.factors, m.exWidth
+	ours := map[uint64]rqEncoding{}
+	for p := range d.ids {
+		for i, id := range d.ids[p] {
+			code := append(slices.Clone(d.codes[p][i*m.codeWidth:(i+1)*m.codeWidth]), d.ex[p][i*ew:(i+1)*ew]...)
+			ours[id] = rqEncoding{p, code, d.factors[p][i*nf : (i+1)*nf]}
+		}
+	}
+	return ours
 }
