@@ -13,20 +13,20 @@ import (
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
-// TestDaemonRemapsVectorIndexInPartsAcrossWorkers: three daemon processes
+// TestDaemonRemapsIndicesInPartsAcrossWorkers: three daemon processes
 // (a: embedded NATS, one worker; b: two workers; c: one worker) maintain
 // a table real Lance built with an IVF_PQ of 8 partitions on vec and a
-// BTree on id, then appended to and deleted from. With
-// index.remap_part_bytes = 16 KiB the vector segment's remap runs as at
-// least three part tasks (slice/remap/...) on more than one process, then
-// one join task (join/remap/...); the rewrites wait for the parts and the
-// join and commit with the joined segment and the BTree's remap in one
-// Rewrite. No task is dropped at commit, no commit abandoned. Real Lance
+// BTree on id (3 pages), then appended to and deleted from. With
+// index.remap_part_bytes = 16 KiB each segment's remap runs as at least
+// three part tasks (slice/remap/..., IVF partition ranges and btree page
+// ranges) on more than one process, then one join task each
+// (join/remap/...); the rewrites wait for the parts and the joins and
+// commit with both joined segments in one Rewrite. No task is dropped at commit, no commit abandoned. Real Lance
 // then reads the same rows, lists both indices with no indexed row lost,
 // finds the same ids through the BTree, and searches through the vector
 // index (every partition probed) with recall@10 against an exact search
 // no worse than before.
-func TestDaemonRemapsVectorIndexInPartsAcrossWorkers(t *testing.T) {
+func TestDaemonRemapsIndicesInPartsAcrossWorkers(t *testing.T) {
 	bin, root := daemonProcsTest(t, "tables", "stage")
 	tables, stage := filepath.Join(root, "tables"), filepath.Join(root, "stage")
 	src := remapPartsTable(t, stage)
@@ -64,7 +64,7 @@ func TestDaemonRemapsVectorIndexInPartsAcrossWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	procs := []*daemonProc{a, b, c}
-	parts, join := waitPartsCommitted(t, procs)
+	segs := waitPartsCommitted(t, procs)
 	stopByTERM(t, 120*time.Second, procs...)
 
 	// Real Lance judges.
@@ -80,22 +80,29 @@ func TestDaemonRemapsVectorIndexInPartsAcrossWorkers(t *testing.T) {
 	if recallAfter < recallBefore {
 		t.Fatalf("recall@10 %.4f after the daemons, %.4f before", recallAfter, recallBefore)
 	}
-	t.Logf("fragments %d -> %d; vec_idx remapped in %d parts (done on %v), joined on %s; recall@10 (nprobes 8, %d queries) %.4f -> %.4f",
-		pre.Fragments, post.Fragments, partsCount(parts), parts, join, len(qs), recallBefore, recallAfter)
+	var remaps []string
+	for uuid, sp := range segs {
+		remaps = append(remaps, fmt.Sprintf("segment %s: %d parts (done on %v), joined on %s", uuid, partsCount(sp.parts), sp.parts, sp.join))
+	}
+	slices.Sort(remaps)
+	t.Logf("fragments %d -> %d; %s; recall@10 (nprobes 8, %d queries) %.4f -> %.4f",
+		pre.Fragments, post.Fragments, strings.Join(remaps, "; "), len(qs), recallBefore, recallAfter)
 }
 
-// partsPolicy splits the remap of a vector segment of over 16 KiB, and
+// partsPolicy splits the remap of a vector or btree segment of over 16
+// KiB, and
 // keeps the appended rows out of a catch-up, so the recall compared is the
 // remapped segment's (a catch-up would encode the rows real Lance now
 // searches exactly).
 const partsPolicy = "defaults {\n  index {\n    remap_part_bytes = 16384\n    max_unindexed_rows = 1000000\n  }\n}\n"
 
-// remapPartsTable has real Lance write, in dir, 4 fragments of 1,000
+// remapPartsTable has real Lance write, in dir, 4 fragments of 3,000
 // rows with every 10th deleted, an IVF_PQ of 8 partitions on vec and a
-// BTree on id, then two appends of 200 rows and a delete of every 7th.
+// BTree on id (3 pages of 4,096 rows), then two appends of 200 rows and a
+// delete of every 7th.
 func remapPartsTable(t *testing.T, dir string) string {
 	t.Helper()
-	path := oracle.Build(t, "sized-4x1000-v32-t0-d0", dir)
+	path := oracle.Build(t, oracle.Sized{Fragments: 4, RowsPerFragment: 3000, VectorDim: 32}.Scenario(), dir)
 	oracle.RunOps(t, path, []oracle.Op{
 		{"op": "delete", "where": "id % 10 = 0"},
 		{"op": "create_index", "column": "vec", "type": "ivf_pq", "name": "vec_idx", "options": map[string]any{"numPartitions": 8, "numSubVectors": 4, "distanceType": "l2"}},
@@ -119,7 +126,7 @@ func partsQueries() ([][]float32, []oracle.Op) {
 		}
 	}
 	var ops []oracle.Op
-	for _, w := range []string{"id = 1234", "id >= 500 AND id < 620", "id IN (1, 7, 333, 1999, 2101, 3999)"} {
+	for _, w := range []string{"id = 1234", "id >= 500 AND id < 620", "id > 11990", "id IN (1, 7, 333, 4097, 8193, 11999, 12101)"} {
 		ops = append(ops, oracle.Op{"op": "query", "where": w, "columns": []string{"id"}, "explain": true})
 	}
 	return qs, ops
@@ -153,62 +160,48 @@ func partsRecall(t *testing.T, path string, qs [][]float32) float64 {
 	return sum / float64(len(qs))
 }
 
-// waitPartsCommitted waits until a Rewrite commit carried the join of
-// vec_idx's parts and every task the daemons started ended, and checks
-// the daemons' logs: at least three part tasks done, on more than one
-// process, one join done, nothing dropped at commit, no commit abandoned,
-// no error. It returns how many part tasks each process did and the
-// process that did the join.
-func waitPartsCommitted(t *testing.T, procs []*daemonProc) (parts map[string]int, join string) {
+// waitPartsCommitted waits until a Rewrite commit followed the joins of
+// both indices' parts and every task the daemons started ended, and
+// checks the daemons' logs: for each of the two segments (vec_idx's and
+// id_idx's) at least three part tasks and exactly one join done, the
+// parts on more than one process, nothing dropped at commit, no commit
+// abandoned, no error. It returns, per segment, how many part tasks each
+// process did and the process that did the join.
+func waitPartsCommitted(t *testing.T, procs []*daemonProc) map[string]segmentParts {
 	t.Helper()
-	scan := func() (parts map[string]string, joins []string, open int) {
-		parts = map[string]string{}
-		started := map[string]int{}
-		joins = nil
-		for _, p := range procs {
-			for _, l := range p.snapshot() {
-				k, _ := l["task_id"].(string)
-				switch l["msg"] {
-				case "task started":
-					started[k]++
-				case "task done", "task handed back":
-					started[k]--
-					if l["msg"] == "task done" && strings.HasPrefix(k, "slice/remap/") {
-						parts[k] = p.name
-					}
-					if l["msg"] == "task done" && strings.HasPrefix(k, "join/remap/") {
-						joins = append(joins, p.name)
-					}
-				}
-			}
-		}
-		for _, n := range started {
-			open += n
-		}
-		return parts, joins, open
-	}
 	committed := func() bool {
 		for _, p := range procs {
 			for _, l := range p.snapshot() {
-				if l["msg"] == "version committed" && l["kind"] == "rewrite" {
-					if _, joins, _ := scan(); len(joins) > 0 {
-						return true
-					}
+				if l["msg"] != "version committed" || l["kind"] != "rewrite" {
+					continue
+				}
+				segs, _ := scanParts(procs)
+				joined := 0
+				for _, sp := range segs {
+					joined += min(sp.joins, 1)
+				}
+				if joined == 2 {
+					return true
 				}
 			}
 		}
 		return false
 	}
-	waitUntil(t, 300*time.Second, "a rewrite committed after the join of the parts", committed)
-	waitUntil(t, 120*time.Second, "every task ended", func() bool { _, _, open := scan(); return open == 0 })
+	waitUntil(t, 300*time.Second, "a rewrite committed after the joins of both indices' parts", committed)
+	waitUntil(t, 120*time.Second, "every task ended", func() bool { _, open := scanParts(procs); return open == 0 })
 	time.Sleep(3 * time.Second) // let the coordinator commit what the last tasks returned
-	byKey, joins, _ := scan()
-	parts = map[string]int{}
-	for _, p := range byKey {
-		parts[p]++
+	segs, _ := scanParts(procs)
+	on := map[string]bool{}
+	for _, sp := range segs {
+		for p := range sp.parts {
+			on[p] = true
+		}
+		if partsCount(sp.parts) < 3 || sp.joins != 1 {
+			t.Fatalf("segments' part tasks and joins %+v: want at least 3 parts and one join each", segs)
+		}
 	}
-	if partsCount(parts) < 3 || len(parts) < 2 || len(joins) != 1 {
-		t.Fatalf("part tasks done %v, joins on %v: want at least 3 parts on 2 processes and one join", byKey, joins)
+	if len(segs) != 2 || len(on) < 2 {
+		t.Fatalf("segments' part tasks and joins %+v: want two segments, parts on at least 2 processes", segs)
 	}
 	for _, p := range procs {
 		for _, l := range p.snapshot() {
@@ -218,7 +211,61 @@ func waitPartsCommitted(t *testing.T, procs []*daemonProc) (parts map[string]int
 			}
 		}
 	}
-	return parts, joins[0]
+	return segs
+}
+
+// segmentParts are the part tasks of one segment's remap done on each
+// process, and its joins (the process of the last).
+type segmentParts struct {
+	parts map[string]int
+	joins int
+	join  string
+}
+
+// scanParts reads the daemons' logs: per remapped segment (by uuid) the
+// part tasks and joins done, and how many started tasks have not ended.
+func scanParts(procs []*daemonProc) (map[string]segmentParts, int) {
+	segs := map[string]segmentParts{}
+	started := map[string]int{}
+	seg := func(uuid string) segmentParts {
+		sp, ok := segs[uuid]
+		if !ok {
+			sp = segmentParts{parts: map[string]int{}}
+		}
+		return sp
+	}
+	for _, p := range procs {
+		for _, l := range p.snapshot() {
+			k, _ := l["task_id"].(string)
+			switch l["msg"] {
+			case "task started":
+				started[k]++
+			case "task done", "task handed back":
+				started[k]--
+				if l["msg"] != "task done" {
+					continue
+				}
+				if rest, ok := strings.CutPrefix(k, "slice/remap/"); ok {
+					uuid, _, _ := strings.Cut(rest, "/")
+					sp := seg(uuid)
+					sp.parts[p.name]++
+					segs[uuid] = sp
+				}
+				if rest, ok := strings.CutPrefix(k, "join/remap/"); ok {
+					uuid, _, _ := strings.Cut(rest, ":")
+					sp := seg(uuid)
+					sp.joins++
+					sp.join = p.name
+					segs[uuid] = sp
+				}
+			}
+		}
+	}
+	open := 0
+	for _, n := range started {
+		open += n
+	}
+	return segs, open
 }
 
 // partsCount is the part tasks done on every process.
