@@ -129,13 +129,19 @@ func (in *remapIn) request(w index.SegmentWriter, seed uint64) index.RemapReques
 	return index.RemapRequest{Segment: in.seg, Kind: in.kind, Mapping: in.mapping, Groups: in.groups, Old: in.old, New: w, Seed: seed}
 }
 
-// partRemapper is the kind's index.PartRemapper.
-func (in *remapIn) partRemapper() (index.PartRemapper, error) {
+// partRemapInputs reads the inputs of t, a remap planned in parts
+// (remapInputs; withMapping for a part), and its kind's
+// index.PartRemapper.
+func partRemapInputs(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, t *job.RemapTask, withMapping bool) (*remapIn, index.PartRemapper, error) {
+	in, err := remapInputs(ctx, tbl, m, t, withMapping)
+	if err != nil {
+		return nil, nil, err
+	}
 	pr, ok := index.PartRemapperFor(in.kind)
 	if !ok {
-		return nil, fmt.Errorf("index %q (%s) does not remap in parts: %w", in.seg.GetName(), in.kind, index.ErrNoRemapper)
+		return nil, nil, fmt.Errorf("index %q (%s) does not remap in parts: %w", in.seg.GetName(), in.kind, index.ErrNoRemapper)
 	}
-	return pr, nil
+	return in, pr, nil
 }
 
 // ExecuteRemapPart runs one part of a remap planned in parts (a
@@ -144,11 +150,7 @@ func (in *remapIn) partRemapper() (index.PartRemapper, error) {
 // every file journaled before it is written. On error they are deleted.
 func ExecuteRemapPart(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, s *job.SliceTask) (out *job.SliceOutput, err error) {
 	t := s.Remap
-	in, err := remapInputs(ctx, tbl, m, t, true)
-	if err != nil {
-		return nil, err
-	}
-	pr, err := in.partRemapper()
+	in, pr, err := partRemapInputs(ctx, tbl, m, t, true)
 	if err != nil {
 		return nil, err
 	}
@@ -182,11 +184,7 @@ func ExecuteRemapPart(ctx context.Context, tbl *table.Table, m *tablepb.Manifest
 // stale.
 func ExecuteRemapJoin(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, jt *job.JoinTask) (out *job.RemapOutput, err error) {
 	t := jt.Remap
-	in, err := remapInputs(ctx, tbl, m, t, false)
-	if err != nil {
-		return nil, err
-	}
-	pr, err := in.partRemapper()
+	in, pr, err := partRemapInputs(ctx, tbl, m, t, false)
 	if err != nil {
 		return nil, err
 	}
