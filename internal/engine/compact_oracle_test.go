@@ -128,25 +128,30 @@ func TestCompactOracleScenarios(t *testing.T) {
 					t.Fatalf("version %d opened as %d", v, r.Version)
 				}
 			}
-			// Real Lance keeps writing, indexing and optimizing the table.
-			ops := []oracle.Op{
-				{"op": "add", "rows": 50, "seed": 7},
-				{"op": "delete", "where": "id % 11 = 3"},
-				{"op": "create_index", "column": "id", "type": "btree", "replace": true},
-				{"op": "optimize"},
-				{"op": "count_rows"},
-			}
-			res := oracle.RunOps(t, path, ops)
-			if len(res) != len(ops) {
-				t.Fatalf("ops: %d results", len(res))
-			}
-			final := oracle.Inspect(t, path, 0)
-			if final.Rows <= 0 {
-				t.Fatalf("final rows %d", final.Rows)
-			}
+			checkLanceKeepsWriting(t, path)
 			t.Logf("%s: v%d→v%d, fragments %d→%d, files %d→%d, %s", c.scenario, before.Version, after.Version,
 				before.Fragments, after.Fragments, before.DataFiles, after.DataFiles, fmt.Sprintf("copied %d reencoded %d", sum.FilesCopied, sum.FilesReencoded))
 		})
+	}
+}
+
+// checkLanceKeepsWriting: real Lance keeps writing (append, delete),
+// indexing (a BTree on id, replaced), optimizing and counting the table at
+// path, and counts some rows.
+func checkLanceKeepsWriting(t *testing.T, path string) {
+	t.Helper()
+	ops := []oracle.Op{
+		{"op": "add", "rows": 50, "seed": 7},
+		{"op": "delete", "where": "id % 11 = 3"},
+		{"op": "create_index", "column": "id", "type": "btree", "replace": true},
+		{"op": "optimize"},
+		{"op": "count_rows"},
+	}
+	if res := oracle.RunOps(t, path, ops); len(res) != len(ops) {
+		t.Fatalf("ops: %d results", len(res))
+	}
+	if final := oracle.Inspect(t, path, 0); final.Rows <= 0 {
+		t.Fatalf("final rows %d", final.Rows)
 	}
 }
 
