@@ -346,39 +346,58 @@ func ExecuteJoin(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, t *
 			deleteKeys(context.WithoutCancel(ctx), tbl.Bucket(), outputs)
 		}
 	}()
+	jf, err := joinFiles(ctx, tbl.Bucket(), frag, t.Pieces, &outputs)
+	if err != nil {
+		return nil, err
+	}
+	if t.Repack != nil {
+		return joinedRepack(frag, t, jf, outputs)
+	}
+	return joinedRewrite(ctx, tbl, m, frag, t, jf, outputs)
+}
+
+// joinedFiles are the files a join made, one per file index of the
+// parent, in file order, with their row counts and the join's I/O.
+type joinedFiles struct {
+	made          []*tablepb.DataFile
+	rows          []uint64
+	paths         lancewrite.PathStats
+	read, written int64
+}
+
+// joinFiles joins the pieces of each file of frag (by file index, in
+// order) and appends every key it writes or adopts to outputs.
+func joinFiles(ctx context.Context, b *store.Bucket, frag *tablepb.DataFragment, pieces []job.Piece, outputs *[]string) (*joinedFiles, error) {
 	files := map[int][]job.Piece{}
 	var order []int
-	for _, p := range t.Pieces {
+	for _, p := range pieces {
 		if _, ok := files[p.File]; !ok {
 			order = append(order, p.File)
 		}
 		files[p.File] = append(files[p.File], p)
 	}
 	slices.Sort(order)
-	var paths lancewrite.PathStats
-	var read, written int64
+	jf := &joinedFiles{made: make([]*tablepb.DataFile, 0, len(order)), rows: make([]uint64, 0, len(order))}
 	var adopted []string // pieces that are a joined file as they are
-	made := make([]*tablepb.DataFile, 0, len(order))
-	rows := make([]uint64, 0, len(order))
 	for _, f := range order {
-		df, res, n, err := joinPieces(ctx, tbl.Bucket(), files[f], &outputs, &adopted)
+		df, res, n, err := joinPieces(ctx, b, files[f], outputs, &adopted)
 		if err != nil {
 			return nil, fmt.Errorf("join fragment %d file %d: %w", frag.GetId(), f, err)
 		}
-		made = append(made, df)
-		rows = append(rows, res.NumRows)
-		read += n
+		jf.made = append(jf.made, df)
+		jf.rows = append(jf.rows, res.NumRows)
+		jf.read += n
 		if len(files[f]) == 1 {
-			paths.Adopted.Pages++
-			paths.Adopted.Bytes += res.Size
+			jf.paths.Adopted.Pages++
+			jf.paths.Adopted.Bytes += res.Size
 			continue
 		}
-		written += res.Size
-		paths.Copied.Pages += res.PagesCopied
-		paths.Copied.Bytes += res.BytesCopied
-		paths.KernelBytes += res.KernelBytes
+		jf.written += res.Size
+		jf.paths.Copied.Pages += res.PagesCopied
+		jf.paths.Copied.Bytes += res.BytesCopied
+		jf.paths.KernelBytes += res.KernelBytes
 	}
-	paths.ColsCopied = len(order)
+	jf.paths.ColsCopied = len(order)
 	// The adopted pieces become the join's outputs only now that every
 	// file is made: a join that failed before leaves them to their slices
 	// (a rerun can adopt them again).
@@ -386,44 +405,55 @@ func ExecuteJoin(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, t *
 		if err := journal.RecordOutput(ctx, key); err != nil {
 			return nil, err
 		}
-		outputs = append(outputs, key)
+		*outputs = append(*outputs, key)
 	}
-	if t.Repack != nil {
-		if len(made) != len(t.Repack.Files) {
-			return nil, fmt.Errorf("%w: join of fragment %d made %d files, the repack plans %d", job.ErrInvalidTask, frag.GetId(), len(made), len(t.Repack.Files))
-		}
-		for i, n := range rows {
-			if n != frag.GetPhysicalRows() {
-				return nil, fmt.Errorf("%w: joined file %s has %d rows, fragment %d has %d", job.ErrInvariant, made[i].GetPath(), n, frag.GetId(), frag.GetPhysicalRows())
-			}
-		}
-		return &job.RepackOutput{Repack: t.Repack, Join: t, Result: &job.RepackResult{Base: frag, Files: repackedFiles(frag, t.Repack, made)},
-			Outputs: outputs, Copied: len(made), BytesRead: read, BytesWritten: written, Paths: paths}, nil
+	return jf, nil
+}
+
+// joinedRepack is the repack job of a join: the joined files replace the
+// repacked columns of frag.
+func joinedRepack(frag *tablepb.DataFragment, t *job.JoinTask, jf *joinedFiles, outputs []string) (job.Job, error) {
+	if len(jf.made) != len(t.Repack.Files) {
+		return nil, fmt.Errorf("%w: join of fragment %d made %d files, the repack plans %d", job.ErrInvalidTask, frag.GetId(), len(jf.made), len(t.Repack.Files))
 	}
+	for i, n := range jf.rows {
+		if n != frag.GetPhysicalRows() {
+			return nil, fmt.Errorf("%w: joined file %s has %d rows, fragment %d has %d", job.ErrInvariant, jf.made[i].GetPath(), n, frag.GetId(), frag.GetPhysicalRows())
+		}
+	}
+	return &job.RepackOutput{Repack: t.Repack, Join: t, Result: &job.RepackResult{Base: frag, Files: repackedFiles(frag, t.Repack, jf.made)},
+		Outputs: outputs, Copied: len(jf.made), BytesRead: jf.read, BytesWritten: jf.written, Paths: jf.paths}, nil
+}
+
+// joinedRewrite is the rewrite job of a join: one new fragment per joined
+// file replaces frag, with its retained row addresses (deferred index
+// remap) or its stable row ids carried over.
+func joinedRewrite(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, frag *tablepb.DataFragment, t *job.JoinTask, jf *joinedFiles, outputs []string) (job.Job, error) {
 	out := &job.RewriteOutput{Rewrite: t.Rewrite, Join: t, Group: &job.RewriteGroup{Old: []*tablepb.DataFragment{frag}}, Outputs: outputs,
-		RowsRead: format.LiveRows(frag), BytesRead: read, BytesWritten: written, Copied: len(made), Paths: paths}
-	var lin *format.Lineage
-	if !format.StableRowIDs(m) && t.Rewrite.IndexCoverage == job.DeferIndexRemap {
-		// The join's entry in the fragment reuse index: the fragment's
-		// rows but the deleted ones, in order, as the slices wrote them.
-		deleted, err := tbl.ReadDeletions(ctx, frag)
-		if err != nil {
+		RowsRead: format.LiveRows(frag), BytesRead: jf.read, BytesWritten: jf.written, Copied: len(jf.made), Paths: jf.paths}
+	stable := format.StableRowIDs(m)
+	var deleted *roaring.Bitmap
+	if stable || t.Rewrite.IndexCoverage == job.DeferIndexRemap {
+		var err error
+		if deleted, err = tbl.ReadDeletions(ctx, frag); err != nil {
 			return nil, fmt.Errorf("read fragment %d: %w", frag.GetId(), err)
 		}
+	}
+	var lin *format.Lineage
+	if !stable && t.Rewrite.IndexCoverage == job.DeferIndexRemap {
+		// The join's entry in the fragment reuse index: the fragment's
+		// rows but the deleted ones, in order, as the slices wrote them.
 		ra := index.NewRetainedAddrs()
 		ra.AddFragment(frag.GetId(), frag.GetPhysicalRows(), deleted)
 		if ra.Len() != out.RowsRead {
 			return nil, fmt.Errorf("%w: fragment %d keeps %d row addresses for %d live rows", job.ErrInvariant, frag.GetId(), ra.Len(), out.RowsRead)
 		}
+		var err error
 		if out.Retained, err = ra.Bytes(); err != nil {
 			return nil, err
 		}
 	}
-	if format.StableRowIDs(m) {
-		deleted, err := tbl.ReadDeletions(ctx, frag)
-		if err != nil {
-			return nil, fmt.Errorf("read fragment %d: %w", frag.GetId(), err)
-		}
+	if stable {
 		meta, err := format.DecodeRowMeta(frag)
 		if err != nil {
 			return nil, err
@@ -431,15 +461,15 @@ func ExecuteJoin(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, t *
 		lin = &format.Lineage{}
 		lin.Keep(meta, deleted)
 	}
-	for i, df := range made {
-		nf := &tablepb.DataFragment{PhysicalRows: rows[i], Files: []*tablepb.DataFile{df}}
+	for i, df := range jf.made {
+		nf := &tablepb.DataFragment{PhysicalRows: jf.rows[i], Files: []*tablepb.DataFile{df}}
 		if lin != nil {
-			if err := lin.Assign(nf, rows[i]); err != nil {
+			if err := lin.Assign(nf, jf.rows[i]); err != nil {
 				return nil, err
 			}
 		}
 		out.Group.New = append(out.Group.New, nf)
-		out.RowsWritten += rows[i]
+		out.RowsWritten += jf.rows[i]
 	}
 	if out.RowsWritten != out.RowsRead {
 		return nil, fmt.Errorf("%w: fragment %d has %d live rows, its slices joined %d", job.ErrInvariant, frag.GetId(), out.RowsRead, out.RowsWritten)
