@@ -23,17 +23,19 @@ const MaxFTSCatchUpBytes = 256 << 20
 // the old segment's partitions copied and one new partition of the new
 // rows, tokenized with the index's own params, replacing the old segment
 // and covering its fragments and the task's. Lance keeps one segment per
-// FTS index; an index of several segments is refused. Memory: the new
-// rows' postings (bounded by MaxFTSCatchUpBytes) plus one copy buffer.
+// FTS index; an index of several segments (a distributed build's shape) is
+// merged: every segment's partitions are copied into the one new segment,
+// which replaces them all. Memory: the new rows' postings (bounded by
+// MaxFTSCatchUpBytes) plus one copy buffer.
 func catchUpFTS(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *catchUpInput) (*job.CatchUpOutput, error) {
-	return runOneSegmentCatchUp(ctx, b, t, in, false, "adds a partition to an FTS index of one segment", "catchup.file", buildFTSCatchUp)
+	return runOneSegmentCatchUp(ctx, b, t, in, true, "merges an FTS index into one segment", "catchup.file", buildFTSCatchUp)
 }
 
 // buildFTSCatchUp writes the new FTS segment of catchUpFTS into c.out.
 func buildFTSCatchUp(ctx context.Context, c *oneSegmentCatchUp, t *job.CatchUpTask, in *catchUpInput) error {
 	old := c.old
 	rows := c.rows(func(values arrow.Array, _ []uint64) uint64 { return uint64(values.Len() - values.NullN()) })
-	res, err := text.CatchUp(ctx, old, c.oldReader(), c.w, rows, MaxFTSCatchUpBytes)
+	res, err := text.CatchUp(ctx, old, c.oldReader(), c.otherReaders(), c.w, rows, MaxFTSCatchUpBytes)
 	if err != nil {
 		if errors.Is(err, text.ErrTooLarge) || errors.Is(err, text.ErrUnsupported) {
 			err = fmt.Errorf("%w: %w", job.ErrUnsupported, err)
@@ -66,6 +68,9 @@ func buildFTSCatchUp(ctx context.Context, c *oneSegmentCatchUp, t *job.CatchUpTa
 	}
 	c.out.Segment = seg
 	c.out.Merged = "lance keeps one segment per FTS index: the new rows are a new partition of it"
+	if len(in.segs) > 1 {
+		c.out.Merged = fmt.Sprintf("lance keeps one segment per FTS index: %d segments' partitions and the new rows' one merged into one segment", len(in.segs))
+	}
 	return nil
 }
 

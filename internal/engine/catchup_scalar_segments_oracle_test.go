@@ -93,12 +93,12 @@ type scalarSegmentIndex struct{ column, typ, name string }
 // path, has real Lance build ixs, append fragment 1 and, on a copy where
 // fragment 0 is deleted, build ixs again; each segment of the copy is
 // committed into path as a second segment of its index (a distributed
-// build's shape).
-func buildTwoSegmentIndices(t *testing.T, path string, ixs []scalarSegmentIndex) {
+// build's shape). options (if any) are every index's create options.
+func buildTwoSegmentIndices(t *testing.T, path string, ixs []scalarSegmentIndex, options ...map[string]any) {
 	t.Helper()
 	setup := []oracle.Op{{"op": "add_columns", "columns": []map[string]string{{"name": "grp", "value_sql": "id % 50"}}}}
 	for _, ix := range ixs {
-		setup = append(setup, oracle.Op{"op": "create_index", "column": ix.column, "type": ix.typ, "name": ix.name})
+		setup = append(setup, oracle.Op{"op": "create_index", "column": ix.column, "type": ix.typ, "name": ix.name, "options": indexOptions(options)})
 	}
 	oracle.RunOps(t, path, append(setup, oracle.Op{"op": "add", "rows": 1500, "seed": 31}))
 	// A copy with fragment 0 deleted, indexed again by Lance: its segments
@@ -107,7 +107,7 @@ func buildTwoSegmentIndices(t *testing.T, path string, ixs []scalarSegmentIndex)
 	oracle.CopyTree(t, path, b)
 	ops := []oracle.Op{{"op": "delete", "where": "id < 4000"}}
 	for _, ix := range ixs {
-		ops = append(ops, oracle.Op{"op": "create_index", "column": ix.column, "type": ix.typ, "name": ix.name, "replace": true})
+		ops = append(ops, oracle.Op{"op": "create_index", "column": ix.column, "type": ix.typ, "name": ix.name, "options": indexOptions(options), "replace": true})
 	}
 	oracle.RunOps(t, b, ops)
 	bm := readTableManifest(t, b, oracle.Inspect(t, b, 0).Version)
@@ -129,6 +129,14 @@ func buildTwoSegmentIndices(t *testing.T, path string, ixs []scalarSegmentIndex)
 			t.Fatalf("commit segment %s of %s: %v %+v", u, seg.GetName(), err, rep)
 		}
 	}
+}
+
+// indexOptions is the first of options, or none.
+func indexOptions(options []map[string]any) map[string]any {
+	if len(options) == 0 {
+		return map[string]any{}
+	}
+	return options[0]
 }
 
 // scalarSegmentFilters are the filters through id_idx and grp_idx.

@@ -221,8 +221,6 @@ func decideCatchUp(cu *CatchUp, kind index.Kind, segments int, p policy.Index) {
 		blocked = append(blocked, noCatchUp[kind])
 	case !catchUpKinds[kind]:
 		blocked = append(blocked, fmt.Sprintf("lanced cannot catch up %s indices yet", kind))
-	case kind == index.KindFTS && segments != 1:
-		blocked = append(blocked, fmt.Sprintf("%s index of %d segments: lanced catches up an FTS index of one segment", kind, segments))
 	}
 	if len(blocked) > 0 {
 		cu.Action = CatchUpDue

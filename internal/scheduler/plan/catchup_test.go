@@ -286,7 +286,8 @@ func detailsIndex(t *testing.T, name, typeURL string, ids ...uint32) *tablepb.In
 
 // Scalar kinds are caught up, an index of two segments too (its segments
 // and the new rows merged into one: Lance keeps one per scalar index); fm
-// and an FTS index of two segments are due, each with its reason.
+// is due with its reason, and so is an FTS index (of two segments) whose
+// details do not name the params lanced must tokenize with.
 func TestCatchUpScalarKinds(t *testing.T) {
 	m := manifest(3, ab, small(0, 100), small(1, 100))
 	idx := []*tablepb.IndexMetadata{
@@ -314,7 +315,7 @@ func TestCatchUpScalarKinds(t *testing.T) {
 		t.Fatalf("two_idx: %+v", cu)
 	}
 	for name, why := range map[string]string{
-		"text_idx": "fts index of 2 segments",
+		"text_idx": "InvertedIndexDetails without a language",
 		"fm_idx":   "fm: Lance's optimize() rebuilds an FM index from the column",
 	} {
 		if cu := indexDecision(t, p, name).CatchUp; cu.Action != CatchUpDue || !strings.Contains(cu.Reason, why) {
@@ -420,8 +421,8 @@ func ftsIndex(t *testing.T, name, base, language string, stem bool, ids ...uint3
 }
 
 // FTS indices are caught up when lanced tokenizes exactly as Lance does
-// with their params (simple tokenizer, English); others are due with the
-// reason.
+// with their params (simple tokenizer, English), an index of two segments
+// too (merged into one); others are due with the reason.
 func TestCatchUpFTSParams(t *testing.T) {
 	m := manifest(3, ab, small(0, 100), small(1, 100))
 	idx := []*tablepb.IndexMetadata{
@@ -433,13 +434,16 @@ func TestCatchUpFTSParams(t *testing.T) {
 	p := Compute(Input{Table: "t", Manifest: m, Indices: idx, Policy: pol(func(e *policy.Effective) {
 		set(&e.Scope, policy.ScopeIndex)
 	})})
-	if want := []job.CatchUpTask{{Table: "t", ReadVersion: 3, Index: "body_idx", Fragments: []uint64{1}, Rows: 100}}; !reflect.DeepEqual(p.CatchUps, want) {
+	want := []job.CatchUpTask{{Table: "t", ReadVersion: 3, Index: "body_idx", Fragments: []uint64{1}, Rows: 100}, {Table: "t", ReadVersion: 3, Index: "two_idx", Fragments: []uint64{1}, Rows: 100}}
+	if !reflect.DeepEqual(p.CatchUps, want) {
 		t.Fatalf("catch-ups %+v, want %+v", p.CatchUps, want)
+	}
+	if cu := indexDecision(t, p, "two_idx").CatchUp; cu.Action != CatchUpPlanned || !strings.Contains(cu.Reason, "its 2 segments merged into one") {
+		t.Fatalf("two_idx: %+v", cu)
 	}
 	for name, why := range map[string]string{
 		"ngram_idx":  `base_tokenizer "ngram"`,
 		"french_idx": "stemming for language French",
-		"two_idx":    "fts index of 2 segments",
 	} {
 		if cu := indexDecision(t, p, name).CatchUp; cu.Action != CatchUpDue || !strings.Contains(cu.Reason, why) {
 			t.Fatalf("%s: %+v", name, cu)

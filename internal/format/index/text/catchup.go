@@ -31,24 +31,23 @@ type CatchUpResult struct {
 // the old segment's partitions are copied unchanged, the added rows are
 // tokenized with the index's own params into one new partition whose id is
 // one past the largest, and metadata.lance lists every partition. The new
-// segment replaces the old one. Params lanced cannot tokenize exactly
-// (Params.Supported), another layout (CheckSegment) or a character the
-// folding table lacks are ErrUnsupported; more postings than maxBytes are
-// ErrTooLarge. Memory: the added documents' postings.
-func CatchUp(ctx context.Context, seg *tablepb.IndexMetadata, old index.SegmentReader, out index.SegmentWriter, rows index.RowSource, maxBytes int64) (CatchUpResult, error) {
+// segment replaces the old one. An index of several segments (others: the
+// segments after old, as a distributed build leaves them) is merged into
+// the one new segment: their partitions are copied too, each under the
+// next free partition id (a partition's files do not name their id), so
+// that it holds every segment's documents; they must share old's
+// tokenizer params and formats. Params lanced cannot tokenize exactly
+// (Params.Supported), another layout (CheckSegment), segments that differ
+// or a character the folding table lacks are ErrUnsupported; more
+// postings than maxBytes are ErrTooLarge. Memory: the added documents'
+// postings.
+func CatchUp(ctx context.Context, seg *tablepb.IndexMetadata, old index.SegmentReader, others []index.SegmentReader, out index.SegmentWriter, rows index.RowSource, maxBytes int64) (CatchUpResult, error) {
 	var res CatchUpResult
 	if err := (remapper{}).Check(seg); err != nil {
 		return res, fmt.Errorf("%w: %w", ErrUnsupported, err)
 	}
-	mf, err := index.OpenSegmentFile(ctx, old, MetadataFileName)
+	mf, md, err := checkedMetadata(ctx, old)
 	if err != nil {
-		return res, err
-	}
-	md, err := ReadMetadata(ctx, mf)
-	if err != nil {
-		return res, err
-	}
-	if err := CheckSegment(md); err != nil {
 		return res, err
 	}
 	if len(md.Partitions) == 0 {
@@ -70,13 +69,14 @@ func CatchUp(ctx context.Context, seg *tablepb.IndexMetadata, old index.SegmentR
 
 	// The old partitions, byte for byte (lance copies their files).
 	for _, part := range md.Partitions {
-		for _, name := range []string{TokensFileName(part), InvertFileName(part), DocsFileName(part)} {
-			if err := copySegmentFile(ctx, old, out, name); err != nil {
-				return res, err
-			}
+		if err := copyPartition(ctx, old, part, out, part); err != nil {
+			return res, err
 		}
 	}
 	res.Partitions = slices.Clone(md.Partitions)
+	if res.Partitions, err = mergeOthers(ctx, md, others, out, res.Partitions); err != nil {
+		return res, err
+	}
 	if len(b.tokens) > 0 {
 		last := md.Partitions[len(md.Partitions)-1]
 		var tmpl PartitionFiles
@@ -88,7 +88,7 @@ func CatchUp(ctx context.Context, seg *tablepb.IndexMetadata, old index.SegmentR
 				return res, err
 			}
 		}
-		id := slices.Max(md.Partitions) + 1
+		id := slices.Max(res.Partitions) + 1
 		err := index.WriteFiles(ctx, out, []string{DocsFileName(id), InvertFileName(id), TokensFileName(id)}, func(w []io.Writer) error {
 			_, err := b.Write(ctx, tmpl, PartitionWriters{Docs: w[0], Invert: w[1], Tokens: w[2]})
 			return err
@@ -107,13 +107,79 @@ func CatchUp(ctx context.Context, seg *tablepb.IndexMetadata, old index.SegmentR
 	return res, err
 }
 
-// copySegmentFile copies one file of the old segment into the new one.
-func copySegmentFile(ctx context.Context, old index.SegmentReader, out index.SegmentWriter, name string) error {
+// mergeOthers copies the partitions of the other segments into the new
+// one, each under the next free id after partitions (the ids so far), and
+// returns the ids with theirs appended. Every other segment must have the
+// first's (md) params, formats and no deleted fragments of its own.
+func mergeOthers(ctx context.Context, md *Metadata, others []index.SegmentReader, out index.SegmentWriter, partitions []uint64) ([]uint64, error) {
+	for i, o := range others {
+		_, omd, err := checkedMetadata(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case !jsonEqual(omd.Params, md.Params) || omd.WithPosition != md.WithPosition:
+			return nil, fmt.Errorf("%w: segment %d of the index has other tokenizer params than the first (%s, %s): merging needs a rebuild", ErrUnsupported, i+2, omd.Params, md.Params)
+		case omd.TokenSetFormat != md.TokenSetFormat || omd.PostingTailCodec != md.PostingTailCodec:
+			return nil, fmt.Errorf("%w: segment %d of the index has other formats than the first", ErrUnsupported, i+2)
+		case !omd.DeletedFragments.IsEmpty() || !md.DeletedFragments.IsEmpty():
+			return nil, fmt.Errorf("%w: segments with deleted fragments recorded cannot be merged", ErrUnsupported)
+		}
+		for _, part := range omd.Partitions {
+			id := slices.Max(partitions) + 1
+			if err := copyPartition(ctx, o, part, out, id); err != nil {
+				return nil, err
+			}
+			partitions = append(partitions, id)
+		}
+	}
+	return partitions, nil
+}
+
+// checkedMetadata opens a segment's metadata.lance and decodes it, checking
+// that lanced knows its layout (CheckSegment).
+func checkedMetadata(ctx context.Context, r index.SegmentReader) (*lancefile.File, *Metadata, error) {
+	f, err := index.OpenSegmentFile(ctx, r, MetadataFileName)
+	if err != nil {
+		return nil, nil, err
+	}
+	md, err := ReadMetadata(ctx, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, md, CheckSegment(md)
+}
+
+// jsonEqual reports whether a and b are the same JSON value.
+func jsonEqual(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return string(a) == string(b)
+	}
+	xa, _ := json.Marshal(x)
+	ya, _ := json.Marshal(y)
+	return string(xa) == string(ya)
+}
+
+// copyPartition copies partition part's files of segment old into the new
+// segment as partition id.
+func copyPartition(ctx context.Context, old index.SegmentReader, part uint64, out index.SegmentWriter, id uint64) error {
+	for _, name := range []func(uint64) string{TokensFileName, InvertFileName, DocsFileName} {
+		if err := copySegmentFile(ctx, old, out, name(part), name(id)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copySegmentFile copies file name of the old segment into the new one as
+// file to.
+func copySegmentFile(ctx context.Context, old index.SegmentReader, out index.SegmentWriter, name, to string) error {
 	r, size, err := old.Open(ctx, name)
 	if err != nil {
 		return err
 	}
-	return index.WriteFiles(ctx, out, []string{name}, func(w []io.Writer) error {
+	return index.WriteFiles(ctx, out, []string{to}, func(w []io.Writer) error {
 		n, err := io.Copy(w[0], io.NewSectionReader(r, 0, size))
 		if err == nil && n != size {
 			err = fmt.Errorf("copied %d bytes of %s's %d", n, name, size)
