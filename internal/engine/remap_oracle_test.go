@@ -29,6 +29,7 @@ var remapEngineCases = []remapEngineCase{
 	{name: "ivf_pq", typ: "ivf_pq", options: map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}},
 	{name: "ivf_flat", typ: "ivf_flat", options: map[string]any{"numPartitions": 4, "distanceType": "l2"}},
 	{name: "ivf_rq", typ: "ivf_rq", options: map[string]any{"numPartitions": 4, "distanceType": "l2"}},
+	{name: "ivf_rq_3bit", typ: "ivf_rq", options: map[string]any{"numPartitions": 4, "numBits": 3, "distanceType": "l2"}},
 	{name: "hnsw_sq", typ: "hnsw_sq", options: map[string]any{"numPartitions": 4, "distanceType": "l2"}},
 	{name: "hnsw_pq", typ: "hnsw_pq", options: map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}},
 	{name: "ivf_pq+btree", typ: "ivf_pq", options: map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}, btree: true},
