@@ -124,13 +124,7 @@ func treeFiles(t *testing.T, path string) []string {
 func TestCompactRemapSurvivesKill9(t *testing.T) {
 	oracle.Require(t)
 	dir := t.TempDir()
-	polDir := filepath.Join(dir, "policies")
-	if err := os.MkdirAll(polDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(polDir, "p.hcl"), []byte("defaults {\n  compaction {\n    index_coverage = \"remap\"\n  }\n}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	polDir := writePolicy(t, filepath.Join(dir, "policies"), "defaults {\n  compaction {\n    index_coverage = \"remap\"\n  }\n}\n")
 	base := oracle.Build(t, "sized-4x1000-v32-t0-d0", filepath.Join(dir, "base"))
 	oracle.RunOps(t, base, []oracle.Op{
 		{"op": "delete", "where": "id % 10 = 0"},

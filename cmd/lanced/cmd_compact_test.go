@@ -64,6 +64,19 @@ func listData(t *testing.T, path string) []string {
 	return out
 }
 
+// writePolicy creates the policy directory dir with one file, p.hcl,
+// holding hcl; it returns dir.
+func writePolicy(t *testing.T, dir, hcl string) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "p.hcl"), []byte(hcl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // TestCompactSurvivesKill9 kills `lanced compact` with SIGKILL at failpoints
 // across file writes, the .txn and the manifest put, and at random moments.
 // After each kill real Lance opens the table with the same rows, every
@@ -72,13 +85,7 @@ func listData(t *testing.T, path string) []string {
 func TestCompactSurvivesKill9(t *testing.T) {
 	oracle.Require(t)
 	dir := t.TempDir()
-	polDir := filepath.Join(dir, "policies")
-	if err := os.MkdirAll(polDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(polDir, "p.hcl"), []byte(crashPolicy), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	polDir := writePolicy(t, filepath.Join(dir, "policies"), crashPolicy)
 	base := oracle.Build(t, "backfill", filepath.Join(dir, "base"))
 	// Two small appends: the plan has a rewrite (fragments 3, 4) and three
 	// repacks (fragments 0-2, three files each).

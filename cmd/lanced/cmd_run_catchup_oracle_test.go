@@ -145,17 +145,11 @@ func indexedTableWithPolicy(t *testing.T, root string, maxRows int) string {
 		{"op": "create_index", "column": "vec", "type": "ivf_pq", "name": "vec_idx", "options": map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}},
 		{"op": "create_index", "column": "id", "type": "btree", "name": "id_idx"},
 	})
-	pols := filepath.Join(root, "policies")
-	if err := os.MkdirAll(pols, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	hcl := "defaults {\n}\n"
 	if maxRows > 0 {
 		hcl = fmt.Sprintf("defaults {\n  index {\n    max_unindexed_rows = %d\n  }\n}\n", maxRows)
 	}
-	if err := os.WriteFile(filepath.Join(pols, "p.hcl"), []byte(hcl), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writePolicy(t, filepath.Join(root, "policies"), hcl)
 	return path
 }
 

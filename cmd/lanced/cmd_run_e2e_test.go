@@ -162,19 +162,12 @@ func runEmulatorE2E(t *testing.T, emu storetest.Emulator, source string, publish
 // the config's path.
 func writeE2EConfig(t *testing.T, root, tables, source, listen string) string {
 	t.Helper()
-	policies := filepath.Join(root, "policies")
-	if err := os.MkdirAll(policies, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	pol := `
+	writePolicy(t, filepath.Join(root, "policies"), `
 table "**/backfill.lance" {
   scope = "repack"
   repack { max_data_files_per_fragment = 1 }
 }
-`
-	if err := os.WriteFile(filepath.Join(policies, "p.hcl"), []byte(pol), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`)
 	cfgPath := filepath.Join(root, "lanced.hcl")
 	cfg := fmt.Sprintf(`
 state_dir = "state"
