@@ -359,13 +359,14 @@ func (d *daemon) run(ctx context.Context) error {
 	defer stopPolicies()
 	defer stopHUP()
 
-	// Watch: sources → coalescer → scheduler.Submit.
+	// Watch: sources → coalescer → scheduler.SubmitBatch (the tables due
+	// at one tick in one message).
 	wm := watch.NewMetrics(reg)
 
 	wopts := watch.Options{Roots: roots, Logger: log, Metrics: wm}
 	co := watch.NewCoalescer(watch.CoalescerConfig{
 		Debounce: cfg.Debounce, MaxDelay: cfg.MaxDelay, AutoDone: true, Logger: log, Metrics: wm,
-		Timing: d.tableTiming,
+		Timing: d.tableTiming, Batch: node.SubmitBatch,
 	}, func(ctx context.Context, ref format.VersionRef) error {
 		return node.Submit(ctx, ref.Table, ref.Version)
 	})

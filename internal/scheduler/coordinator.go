@@ -103,13 +103,18 @@ func (n *Node) state(table string) *tableState {
 
 // noteVersion records an announced version and marks the table dirty: it
 // goes to the plan queue when its coordinator runs here, to the lease
-// queue otherwise.
+// queue otherwise; a table of a range another node holds (the lease view
+// says so) is left to that node, which heard the same announcement, as a
+// lease attempt would decide, without one.
 func (n *Node) noteVersion(table string, version uint64) {
 	n.traced(table, "poke")
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	st := n.state(table)
 	st.latest = max(st.latest, version)
+	if !st.running && !st.leaseQueued && n.ranges[st.rng] == nil && n.view.heldElsewhere(rangeKey(st.rng), n.cfg.NodeID, n.cfg.Now()) {
+		return
+	}
 	n.markDirtyLocked(st)
 }
 

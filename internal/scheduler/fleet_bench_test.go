@@ -142,7 +142,8 @@ func (c *fleetCommitter) Commit(_ context.Context, _ string, results []Result) (
 // latency after the debounce window (p50, p99, max: per table, from the
 // end of its debounce window — its last event at the coalescer that
 // announces it first, plus the debounce — to its first plan of the
-// burst), tasks/s, heap per table and the JetStream store size. Run with:
+// burst), tasks/s, heap per table and the JetStream store size; each
+// round logs where the time goes (fleetStages). Run with:
 //
 //	go test -run '^$' -bench BenchmarkFleet -benchtime 1x ./internal/scheduler/
 func BenchmarkFleet(b *testing.B) {
@@ -152,165 +153,21 @@ func BenchmarkFleet(b *testing.B) {
 	// LANCED_FLEET_TABLES and LANCED_FLEET_REPLICAS scale it down or
 	// compare replication; events stay at 100 per table.
 	tables, replicas := envInt("LANCED_FLEET_TABLES", 2000), envInt("LANCED_FLEET_REPLICAS", 3)
-	// LANCED_FLEET_SETTLE=1 starts each burst once the previous burst's
-	// tasks are committed; by default bursts follow each other as soon as
-	// every table was planned (work of the previous burst still running).
-	settle := os.Getenv("LANCED_FLEET_SETTLE") == "1"
-	const (
-		rounds   = 5
-		debounce = 200 * time.Millisecond
-	)
-	events := 100 * tables
-	servers := runCluster(b, 3)
-	pl := &fleetPlanner{planned: map[string]time.Time{}, times: map[string][]time.Time{}}
-	ex := &fleetExec{}
-	cm := &fleetCommitter{}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var runs sync.WaitGroup
 	var before runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	coalescers := make([]*watch.Coalescer, 3)
-	nodes := make([]*Node, 3)
-	clock := &stageClock{at: map[[2]string]map[string]time.Time{}}
-	for i, s := range servers {
-		nc := natstest.Connect(b, s)
-		node, err := New(ctx, nc, Config{
-			NodeID: fmt.Sprintf("n%d", i), Workers: 4, Replicas: replicas,
-			AckWait: 10 * time.Second, LeaseTTL: 20 * time.Second, CommitMaxWait: 50 * time.Millisecond,
-			MaxQueueDepth: 100_000, DrainTimeout: 2 * time.Second, Logger: testLogger(b),
-		}, pl, ex, cm)
-		if err != nil {
-			b.Fatal(err)
-		}
-		node.trace = clock.record
-		nodes[i] = node
-		runs.Go(func() { _ = node.Run(ctx) })
-		co := watch.NewCoalescer(watch.CoalescerConfig{Debounce: debounce, MaxDelay: 10 * time.Second, AutoDone: true},
-			func(ctx context.Context, ref format.VersionRef) error {
-				return node.Submit(ctx, ref.Table, ref.Version)
-			})
-		coalescers[i] = co
-		runs.Go(func() { _ = co.Run(ctx) })
-	}
-	defer runs.Wait()
-	defer cancel()
-	for _, n := range nodes {
-		for !n.Ready() {
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	f := startFleet(b, replicas)
+	defer f.stop()
 	names := make([]string, tables)
 	for i := range names {
 		names[i] = fmt.Sprintf("s3://lake/warehouse/t%04d.lance", i)
 	}
-
 	for b.Loop() {
 		cpu0, load0 := processCPU(), loadAvg()
-		var lat []time.Duration
-		var ingest time.Duration
 		start := time.Now()
-		version := uint64(0)
-		for r := range rounds {
-			if settle {
-				// Bursts apart: the previous burst's tasks are committed.
-				for !fleetSettled(ctx, nodes, ex, cm) && time.Since(start) < 5*time.Minute {
-					time.Sleep(10 * time.Millisecond)
-				}
-			}
-			pl.round.Store(int64(r + 1))
-			pl.mu.Lock()
-			clear(pl.planned)
-			clear(pl.times)
-			pl.mu.Unlock()
-			clock.reset()
-			// The burst: every table gets events/rounds/tables versions, in
-			// table-interleaved order, round-robin over the nodes.
-			perTable := events / rounds / tables
-			// lastAdd[c][i]: when coalescer c last got an event of table
-			// i in this burst.
-			var lastAdd [3][]time.Time
-			for c := range lastAdd {
-				lastAdd[c] = make([]time.Time, tables)
-			}
-			sent := time.Now()
-			k := 0
-			for v := range perTable {
-				for i, tb := range names {
-					_ = coalescers[k%3].Add(ctx, format.VersionRef{Table: tb, Version: version + uint64(v) + 1})
-					lastAdd[k%3][i] = time.Now()
-					k++
-				}
-			}
-			lastEvent := time.Now()
-			ingest += lastEvent.Sub(sent)
-			version += uint64(perTable)
-			// A table's debounce window ends debounce after its last event
-			// at the first coalescer whose quiet period runs out (the
-			// coalescer that announces it first); the latency is from then
-			// to the table's first plan at or after it. Plans before it
-			// come from the burst before (each table is announced by every
-			// coalescer that got events of it, the last ones later).
-			dues := make([]time.Time, tables)
-			for i := range names {
-				for c := range lastAdd {
-					if at := lastAdd[c][i]; !at.IsZero() && (dues[i].IsZero() || at.Before(dues[i])) {
-						dues[i] = at
-					}
-				}
-				dues[i] = dues[i].Add(debounce)
-			}
-			planAfter := func(i int) (time.Time, bool) {
-				for _, at := range pl.times[names[i]] {
-					if !at.Before(dues[i]) {
-						return at, true
-					}
-				}
-				return time.Time{}, false
-			}
-			deadline := time.Now().Add(2 * time.Minute)
-			for {
-				pl.mu.Lock()
-				n := 0
-				for i := range names {
-					if _, ok := planAfter(i); ok {
-						n++
-					}
-				}
-				pl.mu.Unlock()
-				if n == tables {
-					break
-				}
-				if time.Now().After(deadline) {
-					b.Logf("round %d: unplanned: %s", r, fleetState(pl, nodes, names, 5))
-					b.Fatalf("round %d: %d of %d tables planned after 2m", r, n, tables)
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-			pl.mu.Lock()
-			var round []time.Duration
-			early := 0
-			for i, tb := range names {
-				if pl.planned[tb].Before(dues[i]) {
-					early++
-				}
-				at, _ := planAfter(i)
-				round = append(round, at.Sub(dues[i]))
-			}
-			pl.mu.Unlock()
-			if early > 0 {
-				b.Logf("round %d: %d tables also planned before their debounce window ended (not counted)", r, early)
-			}
-			slices.Sort(round)
-			b.Logf("round %d: %d events sent in %s, all planned %s after the last; after debounce p50 %s p99 %s",
-				r, perTable*tables, lastEvent.Sub(sent).Round(time.Millisecond), time.Since(lastEvent).Round(time.Millisecond),
-				round[len(round)/2].Round(time.Millisecond), round[len(round)*99/100].Round(time.Millisecond))
-			b.Logf("round %d stages: %s", r, clock.breakdown(lastEvent.Add(debounce)))
-			lat = append(lat, round...)
-		}
+		lat, ingest := f.bursts(b, names)
 		planned := time.Since(start)
-		for !fleetSettled(ctx, nodes, ex, cm) && time.Since(start) < 5*time.Minute {
+		for !fleetSettled(f.ctx, f.nodes, f.ex, f.cm) && time.Since(start) < 5*time.Minute {
 			time.Sleep(10 * time.Millisecond)
 		}
 		elapsed := time.Since(start)
@@ -320,16 +177,17 @@ func BenchmarkFleet(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		var storeBytes uint64
-		for _, s := range servers {
+		for _, s := range f.servers {
 			if st, err := s.Varz(nil); err == nil {
 				storeBytes = max(storeBytes, uint64(st.JetStream.Stats.Store))
 			}
 		}
+		events := 100 * tables
 		b.ReportMetric(float64(events)/ingest.Seconds()/3, "events/s/node")
 		b.ReportMetric(pct(0.5), "p50_ms")
 		b.ReportMetric(pct(0.99), "p99_ms")
 		b.ReportMetric(pct(1), "max_ms")
-		b.ReportMetric(float64(cm.tasks.Load())/elapsed.Seconds(), "tasks/s")
+		b.ReportMetric(float64(f.cm.tasks.Load())/elapsed.Seconds(), "tasks/s")
 		b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(tables)/3, "heap_B/table/node")
 		b.ReportMetric(float64(storeBytes), "js_store_B")
 		// The process's CPU time over the run, as a share of one core:
@@ -338,8 +196,204 @@ func BenchmarkFleet(b *testing.B) {
 		b.ReportMetric((processCPU()-cpu0).Seconds()/elapsed.Seconds(), "cores_used")
 		b.Logf("load average %s at the start, %s at the end", load0, loadAvg())
 		b.Logf("%d tables, %d events in %d bursts: planned in %s, %d tasks committed in %s, %d plans",
-			tables, events, rounds, planned.Round(time.Millisecond), cm.tasks.Load(), elapsed.Round(time.Millisecond), pl.plans.Load())
+			tables, events, fleetRounds, planned.Round(time.Millisecond), f.cm.tasks.Load(), elapsed.Round(time.Millisecond), f.pl.plans.Load())
 	}
+}
+
+const (
+	fleetRounds   = 5
+	fleetDebounce = 200 * time.Millisecond
+)
+
+// fleet is the benchmark's cluster: three servers, a node and a
+// coalescer on each, one planner, executor and committer shared.
+type fleet struct {
+	servers    []*server.Server
+	nodes      []*Node
+	coalescers []*watch.Coalescer
+	pl         *fleetPlanner
+	ex         *fleetExec
+	cm         *fleetCommitter
+	clock      *stageClock
+	ctx        context.Context
+	cancel     context.CancelFunc
+	runs       sync.WaitGroup
+}
+
+// startFleet starts the cluster and waits until every node is ready.
+func startFleet(b *testing.B, replicas int) *fleet {
+	f := &fleet{
+		servers: runCluster(b, 3),
+		pl:      &fleetPlanner{planned: map[string]time.Time{}, times: map[string][]time.Time{}},
+		ex:      &fleetExec{}, cm: &fleetCommitter{},
+		clock:      &stageClock{at: map[[2]string]map[string][]time.Time{}, published: map[string][]time.Time{}},
+		coalescers: make([]*watch.Coalescer, 3), nodes: make([]*Node, 3),
+	}
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+	for i, s := range f.servers {
+		nc := natstest.Connect(b, s)
+		node, err := New(f.ctx, nc, Config{
+			NodeID: fmt.Sprintf("n%d", i), Workers: 4, Replicas: replicas,
+			AckWait: 10 * time.Second, LeaseTTL: 20 * time.Second, CommitMaxWait: 50 * time.Millisecond,
+			MaxQueueDepth: 100_000, DrainTimeout: 2 * time.Second, Logger: testLogger(b),
+		}, f.pl, f.ex, f.cm)
+		if err != nil {
+			b.Fatal(err)
+		}
+		node.trace = f.clock.record
+		f.nodes[i] = node
+		f.runs.Go(func() { _ = node.Run(f.ctx) })
+		cc := watch.CoalescerConfig{Debounce: fleetDebounce, MaxDelay: 10 * time.Second, AutoDone: true}
+		// LANCED_FLEET_POKES=1 announces every table in its own message
+		// (Submit), as before batched announcements (SubmitBatch).
+		if os.Getenv("LANCED_FLEET_POKES") != "1" {
+			cc.Batch = func(ctx context.Context, refs []format.VersionRef) error {
+				for _, r := range refs {
+					f.clock.publish(r.Table)
+				}
+				return node.SubmitBatch(ctx, refs)
+			}
+		}
+		co := watch.NewCoalescer(cc, func(ctx context.Context, ref format.VersionRef) error {
+			f.clock.publish(ref.Table)
+			return node.Submit(ctx, ref.Table, ref.Version)
+		})
+		f.coalescers[i] = co
+		f.runs.Go(func() { _ = co.Run(f.ctx) })
+	}
+	for _, n := range f.nodes {
+		for !n.Ready() {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return f
+}
+
+func (f *fleet) stop() {
+	f.cancel()
+	f.runs.Wait()
+}
+
+// bursts runs the rounds: each a burst of events over every table, then
+// a wait until every table was planned after its debounce window. It
+// returns every table's latency of every round and the time spent
+// sending events.
+func (f *fleet) bursts(b *testing.B, names []string) (lat []time.Duration, ingest time.Duration) {
+	// LANCED_FLEET_SETTLE=1 starts each burst once the previous burst's
+	// tasks are committed; by default bursts follow each other as soon as
+	// every table was planned (work of the previous burst still running).
+	settle := os.Getenv("LANCED_FLEET_SETTLE") == "1"
+	start := time.Now()
+	version := uint64(0)
+	perTable := 100 / fleetRounds
+	for r := range fleetRounds {
+		if settle {
+			// Bursts apart: the previous burst's tasks are committed.
+			for !fleetSettled(f.ctx, f.nodes, f.ex, f.cm) && time.Since(start) < 5*time.Minute {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		f.pl.round.Store(int64(r + 1))
+		f.pl.mu.Lock()
+		clear(f.pl.planned)
+		clear(f.pl.times)
+		f.pl.mu.Unlock()
+		f.clock.reset()
+		sent := time.Now()
+		dues := f.burst(names, version, perTable)
+		lastEvent := time.Now()
+		ingest += lastEvent.Sub(sent)
+		version += uint64(perTable)
+		round := f.waitPlanned(b, r, names, dues)
+		b.Logf("round %d: %d events sent in %s, all planned %s after the last; after debounce p50 %s p99 %s",
+			r, perTable*len(names), lastEvent.Sub(sent).Round(time.Millisecond), time.Since(lastEvent).Round(time.Millisecond),
+			round[len(round)/2].Round(time.Millisecond), round[len(round)*99/100].Round(time.Millisecond))
+		b.Logf("round %d stages: %s", r, f.clock.breakdown(names, dues))
+		lat = append(lat, round...)
+	}
+	return lat, ingest
+}
+
+// burst sends perTable versions of every table after version, in
+// table-interleaved order, round-robin over the nodes' coalescers, and
+// returns when each table's debounce window ends: debounce after its last
+// event at the first coalescer whose quiet period runs out (the coalescer
+// that announces it first).
+func (f *fleet) burst(names []string, version uint64, perTable int) []time.Time {
+	// lastAdd[c][i]: when coalescer c last got an event of table i.
+	var lastAdd [3][]time.Time
+	for c := range lastAdd {
+		lastAdd[c] = make([]time.Time, len(names))
+	}
+	k := 0
+	for v := range perTable {
+		for i, tb := range names {
+			_ = f.coalescers[k%3].Add(f.ctx, format.VersionRef{Table: tb, Version: version + uint64(v) + 1})
+			lastAdd[k%3][i] = time.Now()
+			k++
+		}
+	}
+	dues := make([]time.Time, len(names))
+	for i := range names {
+		for c := range lastAdd {
+			if at := lastAdd[c][i]; !at.IsZero() && (dues[i].IsZero() || at.Before(dues[i])) {
+				dues[i] = at
+			}
+		}
+		dues[i] = dues[i].Add(fleetDebounce)
+	}
+	return dues
+}
+
+// waitPlanned waits until every table was planned at or after the end of
+// its debounce window and returns the latencies, sorted. Plans before it
+// come from the burst before (each table is announced by every coalescer
+// that got events of it, the last ones later) and are not counted.
+func (f *fleet) waitPlanned(b *testing.B, r int, names []string, dues []time.Time) []time.Duration {
+	pl := f.pl
+	planAfter := func(i int) (time.Time, bool) {
+		for _, at := range pl.times[names[i]] {
+			if !at.Before(dues[i]) {
+				return at, true
+			}
+		}
+		return time.Time{}, false
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		pl.mu.Lock()
+		n := 0
+		for i := range names {
+			if _, ok := planAfter(i); ok {
+				n++
+			}
+		}
+		pl.mu.Unlock()
+		if n == len(names) {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Logf("round %d: unplanned: %s", r, fleetState(pl, f.nodes, names, 5))
+			b.Fatalf("round %d: %d of %d tables planned after 2m", r, n, len(names))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	var round []time.Duration
+	early := 0
+	for i, tb := range names {
+		if pl.planned[tb].Before(dues[i]) {
+			early++
+		}
+		at, _ := planAfter(i)
+		round = append(round, at.Sub(dues[i]))
+	}
+	if early > 0 {
+		b.Logf("round %d: %d tables also planned before their debounce window ended (not counted)", r, early)
+	}
+	slices.Sort(round)
+	return round
 }
 
 // fleetSettled reports whether every task executed was committed and no
@@ -391,12 +445,14 @@ func loadAvg() string {
 	return strings.Join(f[:3], " ")
 }
 
-// stageClock records, per node and table, when a table passed each stage
-// of the announcement-to-plan path in the current burst: the first poke
-// and plan, the last lease attempt and acquisition.
+// stageClock records, per node and table, every time a table passed a
+// stage of the announcement-to-plan path in the current burst (poke,
+// lease, leased, plan), and per table when coalescers handed it to
+// Submit (published).
 type stageClock struct {
-	mu sync.Mutex
-	at map[[2]string]map[string]time.Time // {node, table} → stage → time
+	mu        sync.Mutex
+	at        map[[2]string]map[string][]time.Time // {node, table} → stage → times
+	published map[string][]time.Time               // table → every hand-off to Submit
 }
 
 func (c *stageClock) record(node, table, stage string) {
@@ -406,52 +462,90 @@ func (c *stageClock) record(node, table, stage string) {
 	k := [2]string{node, table}
 	m := c.at[k]
 	if m == nil {
-		m = map[string]time.Time{}
+		m = map[string][]time.Time{}
 		c.at[k] = m
 	}
-	if _, seen := m[stage]; seen && (stage == "poke" || stage == "plan") {
-		return
-	}
-	m[stage] = now
+	m[stage] = append(m[stage], now)
+}
+
+// publish records a hand-off of table to Submit.
+func (c *stageClock) publish(table string) {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.published[table] = append(c.published[table], now)
 }
 
 func (c *stageClock) reset() {
 	c.mu.Lock()
 	clear(c.at)
+	clear(c.published)
 	c.mu.Unlock()
 }
 
-// breakdown splits each table's announcement-to-plan time, on the node
-// that planned it, into: delivery (debounce end to the poke reaching the
-// node), queue (poke to lease attempt), lease (the attempt's round trips),
-// start (lease to plan) and, for tables whose coordinator already ran,
-// wake (poke to plan). It returns one line of p50/p99 per stage.
-func (c *stageClock) breakdown(due time.Time) string {
+// firstFrom is the first of times at or after t; lastUntil the last at
+// or before t (zero if none).
+func firstFrom(times []time.Time, t time.Time) time.Time {
+	if i := slices.IndexFunc(times, func(at time.Time) bool { return !at.Before(t) }); i >= 0 {
+		return times[i]
+	}
+	return time.Time{}
+}
+
+func lastUntil(times []time.Time, t time.Time) time.Time {
+	var out time.Time
+	for _, at := range times {
+		if !at.After(t) {
+			out = at
+		}
+	}
+	return out
+}
+
+// breakdown splits each table's debounce-end-to-plan time, on each node
+// that planned it after its window ended (its first such plan), into:
+// timer (the window's end to the first coalescer handing it to Submit at
+// or after it: the coalescer's timer and loop), deliver (that to the poke
+// that led to the plan reaching the node: NATS and the poke handler; 0
+// when an earlier poke did) and plan (that poke to the planner's call);
+// plan is split further into queue (poke to lease attempt), lease (the
+// attempt's round trips) and start (lease to plan) when the table's
+// coordinator started after the poke, and wake (poke to plan) when it
+// already ran. It returns one line of p50/p99 per stage.
+func (c *stageClock) breakdown(names []string, dues []time.Time) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	due := make(map[string]time.Time, len(names))
+	for i, t := range names {
+		due[t] = dues[i]
+	}
 	stages := map[string][]time.Duration{}
 	add := func(name string, from, to time.Time) {
 		if !from.IsZero() && !to.IsZero() {
 			stages[name] = append(stages[name], max(0, to.Sub(from)))
 		}
 	}
-	for _, m := range c.at {
-		plan, ok := m["plan"]
-		if !ok {
+	for k, m := range c.at {
+		table := k[1]
+		plan := firstFrom(m["plan"], due[table])
+		if plan.IsZero() {
 			continue
 		}
-		poke := m["poke"]
-		add("delivery", due, poke)
-		if leased, ok := m["leased"]; ok && !leased.After(plan) {
-			add("queue", poke, m["lease"])
-			add("lease", m["lease"], leased)
+		pub, poke := firstFrom(c.published[table], due[table]), lastUntil(m["poke"], plan)
+		add("timer", due[table], pub)
+		add("deliver", pub, poke)
+		add("plan", poke, plan)
+		if leased := lastUntil(m["leased"], plan); !leased.IsZero() && !leased.Before(poke) {
+			lease := lastUntil(m["lease"], leased)
+			add("queue", poke, lease)
+			add("lease", lease, leased)
 			add("start", leased, plan)
 		} else {
 			add("wake", poke, plan)
 		}
 	}
 	var out []string
-	for _, name := range []string{"delivery", "queue", "lease", "start", "wake"} {
+	for _, name := range []string{"timer", "deliver", "plan", "queue", "lease", "start", "wake"} {
 		d := stages[name]
 		if len(d) == 0 {
 			continue

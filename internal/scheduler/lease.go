@@ -59,6 +59,9 @@ type leaseRecord struct {
 	HandOffTo    string `json:"hand_off_to,omitempty"`
 	HandOffFrom  string `json:"hand_off_from,omitempty"`
 	HandOffUntil int64  `json:"hand_off_until_unix_nano,omitempty"`
+	// BatchPokes, in a node record, says that the node hears batched
+	// announcements (lanced.pokes).
+	BatchPokes bool `json:"batch_pokes,omitempty"`
 }
 
 // lease is a held coordinator lease of one range. The renewal loop

@@ -42,7 +42,7 @@ func (n *Node) handOffDeadline() time.Duration { return n.cfg.LeaseTTL / 2 }
 
 // putNodeRecord writes (or refreshes) this node's record.
 func (n *Node) putNodeRecord(ctx context.Context) error {
-	b, _ := json.Marshal(leaseRecord{Holder: n.cfg.NodeID, Expires: n.cfg.Now().Add(n.cfg.LeaseTTL).UnixNano()})
+	b, _ := json.Marshal(leaseRecord{Holder: n.cfg.NodeID, Expires: n.cfg.Now().Add(n.cfg.LeaseTTL).UnixNano(), BatchPokes: true})
 	_, err := n.q.leases.Put(ctx, nodeKey(n.cfg.NodeID), b)
 	return err
 }
@@ -78,6 +78,29 @@ func (v *leaseView) loads(now time.Time) map[string]int {
 		}
 	}
 	return out
+}
+
+// batchPokes reports whether every live node hears batched announcements:
+// every unexpired node record says so, and every holder of an unexpired
+// range lease has such a record (a node without one runs an earlier
+// version).
+func (v *leaseView) batchPokes(now time.Time) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	t := now.UnixNano()
+	for k, r := range v.recs {
+		switch {
+		case strings.HasPrefix(k, nodeKeyPrefix):
+			if r.Holder != "" && t < r.Expires && !r.BatchPokes {
+				return false
+			}
+		case k == rangeKey(r.Range) && r.Holder != "" && t < r.Expires:
+			if n, ok := v.recs[nodeKey(r.Holder)]; !ok || !n.BatchPokes {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // live reports whether the view has an unexpired record of node.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/lanced-dev/lanced/testenv/natstest"
@@ -86,6 +87,110 @@ func rangesHeld(n *Node) int {
 	return held
 }
 
+// rangeNode is one node of TestRangesMoveToANodeThatJoins.
+type rangeNode struct {
+	n      *Node
+	nc     *nats.Conn
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startRangeNode starts a node with range-lease settings for the test on
+// server s, traced by tracker, and waits until it is ready.
+func startRangeNode(t *testing.T, id string, s *server.Server, p Planner, out string, c Committer, tracker *coordTracker) rangeNode {
+	nc := natstest.Connect(t, s)
+	cfg := fastConfig(t, id)
+	cfg.Replicas = 3
+	cfg.LeaseTTL = 6 * time.Second
+	cfg.LeaseLinger = 5 * time.Minute // ranges stay held while their tables idle
+	cfg.AckWait = 5 * time.Second
+	n, err := New(context.Background(), nc, cfg, p, newFileExecutor(out, id), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.trace = tracker.hook
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = n.Run(ctx); close(done) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Errorf("node %s did not stop", id)
+		}
+	})
+	waitFor(t, 30*time.Second, id+" ready", n.Ready)
+	return rangeNode{n, nc, cancel, done}
+}
+
+// twoTablesPerRange names two tables in every lease range.
+func twoTablesPerRange() []string {
+	perRange := map[int]int{}
+	var tables []string
+	for i := 0; len(tables) < 2*leaseRanges; i++ {
+		tb := fmt.Sprintf("s3://lake/t%05d.lance", i)
+		if r := rangeOf(tb); perRange[r] < 2 {
+			perRange[r]++
+			tables = append(tables, tb)
+		}
+	}
+	return tables
+}
+
+// announceRounds is the writer: every table announced again every 2 s (a
+// new round, a new task per table) through node, as a shared
+// notification queue would. The returned stop ends it and waits for it.
+func announceRounds(node *Node, planner *roundPlanner, tables []string) (stop func()) {
+	quit := make(chan struct{})
+	var writer sync.WaitGroup
+	writer.Go(func() {
+		for {
+			r := planner.round.Add(1)
+			for _, tb := range tables {
+				_ = node.Submit(context.Background(), tb, uint64(r))
+			}
+			select {
+			case <-quit:
+				return
+			case <-time.After(2 * time.Second):
+			}
+		}
+	})
+	var once sync.Once
+	return func() { once.Do(func() { close(quit); writer.Wait() }) }
+}
+
+// checkEveryRoundCommittedOnce waits until every table's last round was
+// committed and checks that no task was committed twice, no two commits
+// of one table overlapped, and no table or range was coordinated by two
+// nodes at once.
+func checkEveryRoundCommittedOnce(t *testing.T, tables []string, last int64, committer *logCommitter, tracker *coordTracker) {
+	waitFor(t, 90*time.Second, "every table's last round committed", func() bool {
+		for _, tb := range tables {
+			if !slices.Contains(committer.committed(tb), fmt.Sprintf("%s@%d", tb, last)) {
+				return false
+			}
+		}
+		return true
+	})
+	for _, tb := range tables {
+		keys := committer.committed(tb)
+		if len(slices.Compact(slices.Clone(keys))) != len(keys) {
+			t.Errorf("%s: a task committed twice: %v", tb, keys)
+		}
+	}
+	committer.mu.Lock()
+	overlap := committer.overlap
+	committer.mu.Unlock()
+	if overlap {
+		t.Error("two commits of one table ran at once")
+	}
+	for _, v := range tracker.failures() {
+		t.Error(v)
+	}
+}
+
 // On a three-server JetStream cluster (R3), two nodes coordinate every
 // range while tables keep being announced; a third node joins and gets a
 // fair share of the ranges, handed over by their holders while the tables
@@ -102,84 +207,20 @@ func TestRangesMoveToANodeThatJoins(t *testing.T) {
 	planner := &roundPlanner{}
 	committer := newLogCommitter(logs)
 	tracker := &coordTracker{table: map[string]string{}, rng: map[string]string{}}
-
-	// Two tables in every range.
-	perRange := map[int]int{}
-	var tables []string
-	for i := 0; len(tables) < 2*leaseRanges; i++ {
-		tb := fmt.Sprintf("s3://lake/t%05d.lance", i)
-		if r := rangeOf(tb); perRange[r] < 2 {
-			perRange[r]++
-			tables = append(tables, tb)
-		}
-	}
-
-	type node struct {
-		n      *Node
-		nc     *nats.Conn
-		cancel context.CancelFunc
-		done   chan struct{}
-	}
-	start := func(id string, s int) node {
-		nc := natstest.Connect(t, servers[s])
-		cfg := fastConfig(t, id)
-		cfg.Replicas = 3
-		cfg.LeaseTTL = 6 * time.Second
-		cfg.LeaseLinger = 5 * time.Minute // ranges stay held while their tables idle
-		cfg.AckWait = 5 * time.Second
-		n, err := New(context.Background(), nc, cfg, planner, newFileExecutor(out, id), committer)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.trace = tracker.hook
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { _ = n.Run(ctx); close(done) }()
-		t.Cleanup(func() {
-			cancel()
-			select {
-			case <-done:
-			case <-time.After(30 * time.Second):
-				t.Errorf("node %s did not stop", id)
-			}
-		})
-		waitFor(t, 30*time.Second, id+" ready", n.Ready)
-		return node{n, nc, cancel, done}
+	tables := twoTablesPerRange()
+	start := func(id string, s int) rangeNode {
+		return startRangeNode(t, id, servers[s], planner, out, committer, tracker)
 	}
 
 	a, b := start("a", 0), start("b", 1)
-	// The writer: every table announced again every 2 s (a new round,
-	// a new task per table), to every node, as a shared notification
-	// queue would.
-	stopWriter := make(chan struct{})
-	var writer sync.WaitGroup
-	writer.Go(func() {
-		for {
-			r := planner.round.Add(1)
-			for _, tb := range tables {
-				_ = a.n.Submit(context.Background(), tb, uint64(r))
-			}
-			select {
-			case <-stopWriter:
-				return
-			case <-time.After(2 * time.Second):
-			}
-		}
-	})
-	defer func() {
-		select {
-		case <-stopWriter:
-		default:
-			close(stopWriter)
-		}
-		writer.Wait()
-	}()
+	stopWriter := announceRounds(a.n, planner, tables)
+	defer stopWriter()
 	// Whichever node hears of a free range first takes it; the ranges are
 	// then spread over a and b (32/32).
 	waitFor(t, 2*time.Minute, "a and b hold every range, 32 each", func() bool {
 		return rangesHeld(a.n) == leaseRanges/2 && rangesHeld(b.n) == leaseRanges/2
 	})
-	handOffs := func(nodes ...node) float64 {
+	handOffs := func(nodes ...rangeNode) float64 {
 		var sum float64
 		for _, n := range nodes {
 			sum += metricValue(t, n.n.m.handOffs)
@@ -227,30 +268,6 @@ func TestRangesMoveToANodeThatJoins(t *testing.T) {
 		return rangesHeld(a.n) == leaseRanges/2 && rangesHeld(b.n) == leaseRanges/2
 	})
 
-	close(stopWriter)
-	writer.Wait()
-	last := planner.round.Load()
-	waitFor(t, 90*time.Second, "every table's last round committed", func() bool {
-		for _, tb := range tables {
-			if !slices.Contains(committer.committed(tb), fmt.Sprintf("%s@%d", tb, last)) {
-				return false
-			}
-		}
-		return true
-	})
-	for _, tb := range tables {
-		keys := committer.committed(tb)
-		if len(slices.Compact(slices.Clone(keys))) != len(keys) {
-			t.Errorf("%s: a task committed twice: %v", tb, keys)
-		}
-	}
-	committer.mu.Lock()
-	overlap := committer.overlap
-	committer.mu.Unlock()
-	if overlap {
-		t.Error("two commits of one table ran at once")
-	}
-	for _, v := range tracker.failures() {
-		t.Error(v)
-	}
+	stopWriter()
+	checkEveryRoundCommittedOnce(t, tables, planner.round.Load(), committer, tracker)
 }

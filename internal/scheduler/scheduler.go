@@ -15,6 +15,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lanced-dev/lanced/internal/format"
 )
 
 // Plan is what a Planner returns for one table.
@@ -193,6 +195,51 @@ func (n *Node) Submit(_ context.Context, table string, version uint64) error {
 	return nil
 }
 
+// pokeBatch bounds the announcements of one lanced.pokes message (a few
+// hundred bytes each, well under the server's default 1 MiB payload).
+const pokeBatch = 512
+
+// SubmitBatch is Submit for many tables at once (the coalescer's batch
+// sink): a table whose range this node holds is noted here without a
+// message (only the holder plans it); the others go out in
+// lanced.pokes messages of up to pokeBatch announcements, which every
+// node hears. Nodes of earlier versions do not subscribe to
+// lanced.pokes: while the lease view shows a live node that does not say
+// it hears them (node record BatchPokes), every table is announced on its
+// own subject, as Submit does.
+func (n *Node) SubmitBatch(ctx context.Context, refs []format.VersionRef) error {
+	var out []poke
+	now := n.cfg.Now()
+	if !n.view.batchPokes(now) {
+		for _, r := range refs {
+			if err := n.Submit(ctx, r.Table, r.Version); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, r := range refs {
+		n.mu.Lock()
+		rs := n.ranges[rangeOf(r.Table)]
+		local := rs != nil && rs.lease != nil && rs.lease.valid(now, n.cfg.LeaseTTL/6)
+		n.mu.Unlock()
+		if local {
+			n.noteVersion(r.Table, r.Version)
+			continue
+		}
+		out = append(out, poke{Table: r.Table, Version: r.Version})
+	}
+	for len(out) > 0 {
+		chunk := out[:min(len(out), pokeBatch)]
+		out = out[len(chunk):]
+		b, _ := json.Marshal(chunk)
+		if err := n.nc.Publish(pokeBatchSubject, b); err != nil {
+			return fmt.Errorf("submit %d tables: %w", len(chunk), err)
+		}
+	}
+	return nil
+}
+
 func (n *Node) kick() {
 	select {
 	case n.wake <- struct{}{}:
@@ -216,6 +263,21 @@ func (n *Node) Run(ctx context.Context) error {
 		return fmt.Errorf("subscribe pokes: %w", err)
 	}
 	defer func() { _ = pokes.Unsubscribe() }()
+	batches, err := n.nc.Subscribe(pokeBatchSubject, func(msg *nats.Msg) {
+		var ps []poke
+		if json.Unmarshal(msg.Data, &ps) != nil {
+			return
+		}
+		for _, p := range ps {
+			if p.Table != "" {
+				n.noteVersion(p.Table, p.Version)
+			}
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("subscribe pokes: %w", err)
+	}
+	defer func() { _ = batches.Unsubscribe() }()
 	// Results are published on lanced.result.<table id>: the table's
 	// coordinator, if it runs here, reads them at once.
 	results, err := n.nc.Subscribe(resultSubjectPrefix+"*", func(msg *nats.Msg) {

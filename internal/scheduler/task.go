@@ -25,6 +25,7 @@ const (
 	resultSubjectPrefix = "lanced.result."
 	deadSubjectPrefix   = "lanced.dead."
 	pokeSubjectPrefix   = "lanced.poke."
+	pokeBatchSubject    = "lanced.pokes"
 )
 
 // Message headers carrying the task envelope; the message data is the payload.

@@ -32,6 +32,11 @@ type CoalescerConfig struct {
 	// back to Debounce and MaxDelay. It is called once per burst, when a
 	// table's first pending event arrives.
 	Timing func(table string) Timing
+	// Batch, if set, receives every evaluation that became due at one
+	// tick in one call, instead of one out call each (a consumer that
+	// announces them over the network sends one message, not one per
+	// table). An error retries them all.
+	Batch func(ctx context.Context, refs []format.VersionRef) error
 	// Logger and Metrics as in Options.
 	Logger  *slog.Logger
 	Metrics *Metrics
@@ -227,20 +232,24 @@ func (c *Coalescer) Run(ctx context.Context) error {
 	defer timer.Stop()
 	for {
 		refs, next := c.popDue()
+		if c.cfg.Batch != nil && len(refs) > 0 {
+			c.cfg.Metrics.evaluations.Add(float64(len(refs)))
+			err := c.cfg.Batch(ctx, refs)
+			if ctx.Err() != nil {
+				return nil
+			}
+			for _, ref := range refs {
+				c.handedOn(ref, err)
+			}
+			continue // Batch may have taken a while: re-check the clock
+		}
 		for _, ref := range refs {
 			c.cfg.Metrics.evaluations.Inc()
 			err := c.out(ctx, ref)
 			if ctx.Err() != nil {
 				return nil
 			}
-			if err != nil {
-				c.cfg.Logger.Warn("table evaluation not handed on; retrying", "table", ref.Table, "version", ref.Version, "err", err)
-				c.retry(ref)
-				continue
-			}
-			if c.cfg.AutoDone {
-				c.Done(ref.Table)
-			}
+			c.handedOn(ref, err)
 		}
 		if len(refs) > 0 {
 			continue // out may have taken a while: re-check the clock
@@ -258,6 +267,19 @@ func (c *Coalescer) Run(ctx context.Context) error {
 			timer.Stop()
 		case <-timer.C:
 		}
+	}
+}
+
+// handedOn settles an evaluation the consumer was given: retried when it
+// refused it (err), done at once with AutoDone.
+func (c *Coalescer) handedOn(ref format.VersionRef, err error) {
+	if err != nil {
+		c.cfg.Logger.Warn("table evaluation not handed on; retrying", "table", ref.Table, "version", ref.Version, "err", err)
+		c.retry(ref)
+		return
+	}
+	if c.cfg.AutoDone {
+		c.Done(ref.Table)
 	}
 }
 

@@ -282,3 +282,55 @@ func TestCoalescerFlood(t *testing.T) {
 		t.Logf("%d events -> %d evaluations (%d tables, %v)", events, len(got), tables, elapsed)
 	})
 }
+
+// TestCoalescerBatchHandsOnATickInOneCall: with Batch, the tables due at
+// one tick reach the consumer in one call, a refused call retries them
+// all after the debounce, and AutoDone lets the next burst through.
+func TestCoalescerBatchHandsOnATickInOneCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var calls [][]format.VersionRef
+		fail := 1
+		cfg := CoalescerConfig{Debounce: time.Second, MaxDelay: 10 * time.Second, AutoDone: true,
+			Batch: func(_ context.Context, refs []format.VersionRef) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if fail > 0 {
+					fail--
+					return errors.New("queue unavailable")
+				}
+				calls = append(calls, append([]format.VersionRef(nil), refs...))
+				return nil
+			}}
+		rec := &recorder{}
+		c, stop := startCoalescer(t, cfg, rec)
+		defer stop()
+		ctx := context.Background()
+		tables := []string{"s3://b/a.lance", "s3://b/b.lance", "s3://b/c.lance"}
+		for _, tb := range tables {
+			_ = c.Add(ctx, ref(tb, 1))
+		}
+		time.Sleep(5 * time.Second) // refused once, handed on a debounce later
+		synctest.Wait()
+		for _, tb := range tables {
+			_ = c.Add(ctx, ref(tb, 2))
+		}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(rec.get()) != 0 {
+			t.Fatalf("out called %v with Batch set", rec.get())
+		}
+		if len(calls) != 2 || len(calls[0]) != 3 || len(calls[1]) != 3 {
+			t.Fatalf("batch calls %v, want two of three tables (versions 1, then 2)", calls)
+		}
+		for i, call := range calls {
+			for _, r := range call {
+				if r.Version != uint64(i+1) {
+					t.Fatalf("call %d: %v, want version %d", i, call, i+1)
+				}
+			}
+		}
+	})
+}
