@@ -156,6 +156,9 @@ func printPlan(w io.Writer, p *plan.Plan, eff policy.Effective) error {
 	}
 	for i, t := range p.CatchUps {
 		fmt.Fprintf(w, "catch-up %d: index %s, fragments %v (%d live rows)\n", i, t.Index, t.Fragments, t.Rows)
+		for j, r := range t.Slices {
+			fmt.Fprintf(w, "  delta %d/%d: fragments %v, then merged\n", j+1, len(t.Slices), t.Fragments[r.Lo:r.Hi])
+		}
 	}
 	for _, warning := range append(append([]string(nil), eff.Warnings...), p.Warnings...) {
 		fmt.Fprintf(w, "warning: %s\n", warning)

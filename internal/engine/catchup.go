@@ -36,6 +36,9 @@ type catchUpInput struct {
 	m     *format.Manifest
 	segs  []*tablepb.IndexMetadata
 	frags []*tablepb.DataFragment
+	// delta: one delta of a catch-up run in parts (catchup_parts.go),
+	// written alone whatever the index's layout asks.
+	delta bool
 }
 
 // model is the segment whose trained model the new rows are encoded with.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/google/uuid"
@@ -36,19 +37,15 @@ func catchUpVector(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in 
 	if err != nil {
 		return nil, err
 	}
-	x, s, closeModel, err := openVectorSegment(ctx, b, in.model())
+	vs, err := openVectorModel(ctx, b, t, in)
 	if err != nil {
 		return nil, err
 	}
-	defer closeModel()
-	vm, err := vector.NewModel(x, s)
-	if err != nil {
-		return nil, fmt.Errorf("catch-up of %q: %w", t.Index, err)
-	}
-	delta := vm.NewDelta()
+	defer vs.close()
+	delta := vs.vm.NewDelta()
 	delta.Workers = int(taskWorkers.Load())
 	out := &job.CatchUpOutput{CatchUp: t}
-	sampled, bound, err := driftBound(ctx, b, t.Index, in, vm, fieldID, col)
+	sampled, bound, err := driftBound(ctx, b, t.Index, in, vs.vm, fieldID, col)
 	if err != nil {
 		return nil, fmt.Errorf("catch-up of %q: drift reference: %w", t.Index, err)
 	}
@@ -66,28 +63,65 @@ func catchUpVector(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in 
 		}
 		out.Base = append(out.Base, proto.Clone(f).(*tablepb.DataFragment))
 	}
+	out.Rows, out.Dropped = delta.Rows, delta.Dropped
+	if sampled > 0 {
+		out.Drift = &job.DriftSample{Model: vs.vm.Fingerprint(), Rows: delta.Rows, Far: delta.Far, Bound: float64(bound), Reference: sampled}
+	}
+	return out, writeVectorCatchUp(ctx, b, t, in, vs, delta, nil, out)
+}
+
+// vectorModel is the model segment of a vector index, open.
+type vectorModel struct {
+	vm    *vector.Model
+	s     *vector.StorageFile
+	close func()
+}
+
+func openVectorModel(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *catchUpInput) (*vectorModel, error) {
+	x, s, closeModel, err := openVectorSegment(ctx, b, in.model())
+	if err != nil {
+		return nil, err
+	}
+	vm, err := vector.NewModel(x, s)
+	if err != nil {
+		closeModel()
+		return nil, fmt.Errorf("catch-up of %q: %w", t.Index, err)
+	}
+	return &vectorModel{vm: vm, s: s, close: closeModel}, nil
+}
+
+// writeVectorCatchUp writes the new segment of a vector catch-up: the
+// delta's rows and those of deltas (delta segments on the same model, in
+// order), alone or, where lance's optimize would (vector.Delta.Layout) or
+// t.Merge asks, merged with every segment of the index. in.delta (one
+// delta of a catch-up run in parts) writes a delta segment whatever the
+// layout: the merge task decides. out gets the segment and its files.
+func writeVectorCatchUp(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *catchUpInput, vs *vectorModel, delta *vector.Delta, deltas []*vector.StorageFile, out *job.CatchUpOutput) error {
 	// The model segment is open already; the others are opened for their
 	// partition lengths (and, on a merge, their rows).
 	segIndexes, stores, closeSegs, err := openVectorStorages(ctx, b, in.segs[1:])
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer closeSegs()
-	stores = append([]*vector.StorageFile{s}, stores...)
-	merge, why, err := delta.Layout(vectorPartitionRows(vm.Partitions(), stores))
-	if err != nil {
-		return nil, fmt.Errorf("catch-up of %q: %w", t.Index, err)
-	}
-	if t.Merge && !merge {
-		// The policy's max_segments: every segment and the new rows in
-		// one, as lance's optimize_indices does with num_indices_to_merge
-		// at least the segment count.
-		merge, why = true, fmt.Sprintf("max_segments: %d segment(s) merged into one", len(in.segs))
+	stores = append([]*vector.StorageFile{vs.s}, stores...)
+	merge, why := false, ""
+	if !in.delta {
+		rows := vectorPartitionRows(vs.vm.Partitions(), append(slices.Clone(stores), deltas...))
+		if merge, why, err = delta.Layout(rows); err != nil {
+			return fmt.Errorf("catch-up of %q: %w", t.Index, err)
+		}
+		if t.Merge && !merge {
+			// The policy's max_segments: every segment and the new rows
+			// in one, as lance's optimize_indices does with
+			// num_indices_to_merge at least the segment count.
+			merge, why = true, fmt.Sprintf("max_segments: %d segment(s) merged into one", len(in.segs))
+		}
 	}
 	if merge {
 		for i, x := range segIndexes {
-			if err := vm.Shares(x, stores[i+1]); err != nil {
-				return nil, fmt.Errorf("catch-up of %q: segment %d of %d: %w: %w", t.Index, i+2, len(in.segs), err, job.ErrUnsupported)
+			if err := vs.vm.Shares(x, stores[i+1]); err != nil {
+				return fmt.Errorf("catch-up of %q: segment %d of %d: %w: %w", t.Index, i+2, len(in.segs), err, job.ErrUnsupported)
 			}
 		}
 	}
@@ -97,7 +131,7 @@ func catchUpVector(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in 
 		bases, merged = stores, in.segs
 		out.Merged = why
 	}
-
+	bases = append(bases, deltas...)
 	id := uuid.New()
 	names := []string{vector.AuxiliaryFileName, vector.IndexFileName}
 	keys, sizes, err := segmentFiles(ctx, b, format.IndicesDir+"/"+id.String()+"/", names, func(w []io.Writer) error {
@@ -107,19 +141,15 @@ func catchUpVector(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in 
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	out.Outputs = keys
 	for _, n := range sizes {
 		out.BytesWritten += n
 	}
-	out.Rows, out.Dropped = delta.Rows, delta.Dropped
-	if sampled > 0 {
-		out.Drift = &job.DriftSample{Model: vm.Fingerprint(), Rows: delta.Rows, Far: delta.Far, Bound: float64(bound), Reference: sampled}
-	}
 	if out.Segment, err = catchUpSegment(t, in, id, merged, names, sizes); err != nil {
 		deleteKeys(context.WithoutCancel(ctx), b, keys)
-		return nil, err
+		return err
 	}
 	// lance's optimize commits every vector segment it writes with
 	// VECTOR_INDEX_VERSION (1), whatever the model segment's version (lance
@@ -129,7 +159,7 @@ func catchUpVector(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in 
 	for _, sg := range merged {
 		out.Removed = append(out.Removed, proto.Clone(sg).(*tablepb.IndexMetadata))
 	}
-	return out, nil
+	return nil
 }
 
 // openVectorStorages opens every segment's index.idx and auxiliary.idx
@@ -178,6 +208,11 @@ func openVectorSegment(ctx context.Context, b *store.Bucket, seg *tablepb.IndexM
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("index %q: uuid: %w: %w", seg.GetName(), err, job.ErrUnsupported)
 	}
+	return openVectorFiles(ctx, b, format.IndicesDir+"/"+u.String())
+}
+
+// openVectorFiles opens the index.idx and auxiliary.idx in dir.
+func openVectorFiles(ctx context.Context, b *store.Bucket, dir string) (*vector.IndexFile, *vector.StorageFile, func(), error) {
 	var closers []func()
 	closeAll := func() {
 		for _, c := range closers {
@@ -185,7 +220,7 @@ func openVectorSegment(ctx context.Context, b *store.Bucket, seg *tablepb.IndexM
 		}
 	}
 	open := func(name string) (*lancefile.File, error) {
-		key := format.IndicesDir + "/" + u.String() + "/" + name
+		key := dir + "/" + name
 		ra, err := b.OpenReaderAt(ctx, key)
 		if err != nil {
 			return nil, err

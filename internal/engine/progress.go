@@ -18,6 +18,9 @@ func TaskSize(m *tablepb.Manifest, t job.Task) (rows, bytes int64) {
 	if remapOf(t) != nil || t.Join != nil {
 		return 0, 0
 	}
+	if t.Slice != nil && t.Slice.CatchUp != nil {
+		return TaskSize(m, job.Task{CatchUp: t.Slice.CatchUp.Part(t.Slice.Index)})
+	}
 	if t.Slice != nil {
 		// The slice's share of its parent.
 		rows, bytes = TaskSize(m, t.Slice.Parent())

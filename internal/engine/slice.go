@@ -48,6 +48,9 @@ func ExecuteSlice(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, t 
 	if t.Remap != nil {
 		return ExecuteRemapPart(ctx, tbl, m, t)
 	}
+	if t.CatchUp != nil {
+		return ExecuteCatchUpDelta(ctx, tbl, t)
+	}
 	frag, ver, err := sliceInputs(m, t.Parent())
 	if err != nil {
 		return nil, err
@@ -331,6 +334,13 @@ func (r *Runner) logSliced(j job.Job, d time.Duration) {
 func ExecuteJoin(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, t *job.JoinTask) (j job.Job, err error) {
 	if t.Remap != nil {
 		o, err := ExecuteRemapJoin(ctx, tbl, m, t)
+		if err != nil {
+			return nil, err
+		}
+		return o, nil
+	}
+	if t.CatchUp != nil {
+		o, err := ExecuteCatchUpMerge(ctx, tbl, t)
 		if err != nil {
 			return nil, err
 		}

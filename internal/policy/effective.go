@@ -177,6 +177,11 @@ type Index struct {
 	// on any workers, joined by page copy.
 	// 0: one task per segment.
 	RemapPartBytes Setting[uint64] `json:"remap_part_bytes"`
+	// CatchUpPartRows: a catch-up of more unindexed rows than this (of a
+	// btree, FTS or IVF/HNSW index but IVF_RQ) runs as delta tasks of at
+	// most this many live rows each (whole fragments; a bigger fragment
+	// is a delta of its own), on any workers, merged by one final task.
+	CatchUpPartRows Setting[uint64] `json:"catchup_part_rows"`
 }
 
 // Effective is the resolved policy of one table: every setting with its
@@ -220,6 +225,10 @@ const (
 	// vector or btree index segment of more than 512 MiB of files is remapped in
 	// parts.
 	DefaultRemapPartBytes = 512 << 20
+	// DefaultCatchUpPartRows is lanced's default catchup_part_rows: a
+	// delta task holds at most 262,144 rows' codes (for IVF_FLAT over
+	// 128-d float32 vectors, 128 MiB).
+	DefaultCatchUpPartRows = 256 << 10
 )
 
 func lance[T any](v T) Setting[T] {
@@ -276,6 +285,7 @@ func LanceDefaults(table string) Effective {
 			MaxSegments:          lanced(uint64(0)),
 			DriftThreshold:       lanced(DefaultDriftThreshold),
 			RemapPartBytes:       lanced(uint64(DefaultRemapPartBytes)),
+			CatchUpPartRows:      lanced(uint64(DefaultCatchUpPartRows)),
 			Retrain:              lance(false),
 		},
 	}

@@ -26,7 +26,8 @@ import (
 // segment is fully written and its entry built, not committed), slice.piece
 // (a piece of a row slice was uploaded), slice.done (every piece of a slice
 // is written, its result not yet handed on), join.file (a joined file of a
-// sliced task was uploaded).
+// sliced task was uploaded), catchup.delta (a delta task of a catch-up in
+// parts wrote its delta segment, its result not yet handed on).
 var failpointSpec = sync.OnceValues(func() (string, int) {
 	v := os.Getenv("LANCED_FAILPOINT")
 	if v == "" {

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 )
 
@@ -35,6 +36,27 @@ type CatchUpTask struct {
 	// and the new rows (the policy's max_segments would be passed by a
 	// delta); Fragments may then be empty.
 	Merge bool `json:"merge,omitempty"`
+	// Slices, when set (two or more), split a large backlog into delta
+	// tasks (SliceTask), each over the fragments at positions [Lo, Hi) of
+	// Fragments, each writing a delta segment no manifest references; the
+	// join (JoinTask) merges them into the one segment the catch-up
+	// commits, as if one task had read every fragment.
+	Slices []RowRange `json:"slices,omitempty"`
+}
+
+// CatchUpSplits reports whether a catch-up of an index of kind k may run
+// in parts (Slices): btree, FTS and the IVF and HNSW kinds but IVF_RQ.
+func CatchUpSplits(k index.Kind) bool {
+	return k == index.KindBTree || k == index.KindFTS || k.IsVector() && k != index.KindIVFRQ
+}
+
+// Part is the catch-up of delta i of a catch-up planned in slices: the
+// fragments of its range, neither merging nor sliced.
+func (t *CatchUpTask) Part(i int) *CatchUpTask {
+	p := *t
+	r := t.Slices[i]
+	p.Fragments, p.Slices, p.Merge, p.Rows = t.Fragments[r.Lo:r.Hi], nil, false, 0
+	return &p
 }
 
 // catchUpKeyKind is the kind part of a catch-up task's key: two indices
@@ -47,6 +69,9 @@ func (t *CatchUpTask) keyKind() Kind {
 // the fragments it read.
 type CatchUpOutput struct {
 	CatchUp *CatchUpTask
+	// Join is set when the catch-up ran as delta tasks and this is the
+	// join's output (Task is then the join).
+	Join *JoinTask
 	// Segment is the new segment's entry (uuid, name, fields, fragment
 	// bitmap, details, version, files).
 	Segment *tablepb.IndexMetadata
@@ -87,7 +112,12 @@ type DriftSample struct {
 }
 
 // Task implements Job.
-func (o *CatchUpOutput) Task() Task { return Task{CatchUp: o.CatchUp} }
+func (o *CatchUpOutput) Task() Task {
+	if o.Join != nil {
+		return Task{Join: o.Join}
+	}
+	return Task{CatchUp: o.CatchUp}
+}
 
 // Written implements Job.
 func (o *CatchUpOutput) Written() []string { return o.Outputs }

@@ -165,7 +165,7 @@ func (r *Result) UnmarshalJSON(data []byte) error {
 	// A join's output is its parent's kind of output.
 	join := j.Task.Join
 	if join != nil {
-		j.Task.Rewrite, j.Task.Repack, j.Task.Remap = join.Rewrite, join.Repack, join.Remap
+		j.Task.Rewrite, j.Task.Repack, j.Task.Remap, j.Task.CatchUp = join.Rewrite, join.Repack, join.Remap, join.CatchUp
 	}
 	switch {
 	case j.Task.Slice != nil:
@@ -231,6 +231,8 @@ func (r *Result) UnmarshalJSON(data []byte) error {
 			r.Repack.Join = join
 		case r.Remap != nil:
 			r.Remap.Join = join
+		case r.CatchUp != nil:
+			r.CatchUp.Join = join
 		}
 	}
 	return nil

@@ -36,18 +36,22 @@ type RowRange struct {
 }
 
 // SliceTask runs one row range of a rewrite or repack planned in slices,
-// or one part of an index remap (a range of the segment's units of work):
-// exactly one of Rewrite, Repack and Remap is set (the parent task, whose
+// one part of an index remap (a range of the segment's units of work), or
+// one delta of an index catch-up (a range of its fragments): exactly one
+// of Rewrite, Repack, Remap and CatchUp is set (the parent task, whose
 // Slices list every range), Index picks the range.
 type SliceTask struct {
 	Rewrite *RewriteTask `json:"rewrite,omitempty"`
 	Repack  *RepackTask  `json:"repack,omitempty"`
 	Remap   *RemapTask   `json:"remap,omitempty"`
+	CatchUp *CatchUpTask `json:"catchup,omitempty"`
 	Index   int          `json:"index"`
 }
 
 // Parent is the task the slice is part of.
-func (s *SliceTask) Parent() Task { return Task{Rewrite: s.Rewrite, Repack: s.Repack, Remap: s.Remap} }
+func (s *SliceTask) Parent() Task {
+	return Task{Rewrite: s.Rewrite, Repack: s.Repack, Remap: s.Remap, CatchUp: s.CatchUp}
+}
 
 // Range is the slice's rows.
 func (s *SliceTask) Range() RowRange { return parentSlices(s.Parent())[s.Index] }
@@ -60,6 +64,8 @@ func parentSlices(t Task) []RowRange {
 		return t.Repack.Slices
 	case t.Remap != nil:
 		return t.Remap.Slices
+	case t.CatchUp != nil:
+		return t.CatchUp.Slices
 	}
 	return nil
 }
@@ -68,12 +74,12 @@ func parentSlices(t Task) []RowRange {
 // other task).
 func (t Task) Slices() []Task {
 	n := len(parentSlices(t))
-	if n < 2 || (t.Rewrite == nil && t.Repack == nil && t.Remap == nil) {
+	if n < 2 || (t.Rewrite == nil && t.Repack == nil && t.Remap == nil && t.CatchUp == nil) {
 		return nil
 	}
 	out := make([]Task, n)
 	for i := range out {
-		out[i] = Task{Slice: &SliceTask{Rewrite: t.Rewrite, Repack: t.Repack, Remap: t.Remap, Index: i}}
+		out[i] = Task{Slice: &SliceTask{Rewrite: t.Rewrite, Repack: t.Repack, Remap: t.Remap, CatchUp: t.CatchUp, Index: i}}
 	}
 	return out
 }
@@ -90,23 +96,26 @@ func parentKeyKind(p Task) Kind {
 	if p.Remap != nil {
 		return Kind(string(KindRemap) + "/" + p.Remap.SegmentUUID())
 	}
+	if p.CatchUp != nil {
+		return p.CatchUp.keyKind()
+	}
 	return p.Kind()
 }
 
 func validateParent(kind string, p Task) error {
 	n := 0
-	for _, set := range []bool{p.Rewrite != nil, p.Repack != nil, p.Remap != nil} {
+	for _, set := range []bool{p.Rewrite != nil, p.Repack != nil, p.Remap != nil, p.CatchUp != nil} {
 		if set {
 			n++
 		}
 	}
 	if n != 1 {
-		return fmt.Errorf("%w: a %s names exactly one rewrite, repack or remap", ErrInvalidTask, kind)
+		return fmt.Errorf("%w: a %s names exactly one rewrite, repack, remap or catch-up", ErrInvalidTask, kind)
 	}
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	if p.Remap == nil && len(p.Fragments()) != 1 {
+	if p.Remap == nil && p.CatchUp == nil && len(p.Fragments()) != 1 {
 		return fmt.Errorf("%w: a %s of %s covers %d fragments, not one", ErrInvalidTask, kind, p.Table(), len(p.Fragments()))
 	}
 	rs := parentSlices(p)
@@ -117,6 +126,9 @@ func validateParent(kind string, p Task) error {
 		if r.Hi <= r.Lo || (i > 0 && r.Lo != rs[i-1].Hi) || (i == 0 && r.Lo != 0) {
 			return fmt.Errorf("%w: %s of %s: slice %d [%d,%d) does not follow the one before", ErrInvalidTask, kind, p.Table(), i, r.Lo, r.Hi)
 		}
+	}
+	if p.CatchUp != nil && rs[len(rs)-1].Hi != uint64(len(p.CatchUp.Fragments)) {
+		return fmt.Errorf("%w: %s of %s: the catch-up's deltas end at fragment %d of %d", ErrInvalidTask, kind, p.Table(), rs[len(rs)-1].Hi, len(p.CatchUp.Fragments))
 	}
 	return nil
 }
@@ -136,7 +148,8 @@ func (s *SliceTask) validate() error {
 // its rows and its DataFile entry (protobuf bytes). A remap part's piece
 // is instead the directory its files were written to (Dir, under the
 // table root, and Files), with the index entries it kept (Rows) and
-// dropped.
+// dropped. A catch-up delta's piece is its delta segment's directory and
+// files, with the rows it holds and dropped and the drift it measured.
 type Piece struct {
 	Slice   int                 `json:"slice"`
 	File    int                 `json:"file"`
@@ -145,6 +158,7 @@ type Piece struct {
 	Dir     string              `json:"dir,omitempty"`
 	Files   []index.SegmentFile `json:"files,omitempty"`
 	Dropped uint64              `json:"dropped,omitempty"`
+	Drift   *DriftSample        `json:"drift,omitempty"`
 }
 
 // DataFile decodes the piece's DataFile entry.
@@ -193,6 +207,9 @@ func (o *SliceOutput) Classify(theirs *tablepb.Transaction) (Verdict, string) {
 	if o.Slice.Remap != nil {
 		return (&RemapOutput{Remap: o.Slice.Remap}).Classify(theirs)
 	}
+	if o.Slice.CatchUp != nil {
+		return (&CatchUpOutput{CatchUp: o.Slice.CatchUp.Part(o.Slice.Index)}).Classify(theirs)
+	}
 	if o.Slice.Repack != nil {
 		return ClassifyForRepack(map[uint64]bool{o.Slice.Repack.Fragment: true}, theirs)
 	}
@@ -211,17 +228,22 @@ func (o *SliceOutput) Op() Op { return o.Slice.Parent().Op() }
 func (o *SliceOutput) Bytes() (read, written int64) { return o.BytesRead, o.BytesWritten }
 
 // JoinTask concatenates the pieces of every slice of a parent task (exactly
-// one of Rewrite, Repack and Remap) into the parent's output files.
+// one of Rewrite, Repack, Remap and CatchUp) into the parent's output
+// files; a catch-up's join merges its delta segments into the segment the
+// catch-up commits.
 type JoinTask struct {
 	Rewrite *RewriteTask `json:"rewrite,omitempty"`
 	Repack  *RepackTask  `json:"repack,omitempty"`
 	Remap   *RemapTask   `json:"remap,omitempty"`
+	CatchUp *CatchUpTask `json:"catchup,omitempty"`
 	// Pieces are every slice's pieces, in slice order.
 	Pieces []Piece `json:"pieces"`
 }
 
 // Parent is the task the join finishes.
-func (j *JoinTask) Parent() Task { return Task{Rewrite: j.Rewrite, Repack: j.Repack, Remap: j.Remap} }
+func (j *JoinTask) Parent() Task {
+	return Task{Rewrite: j.Rewrite, Repack: j.Repack, Remap: j.Remap, CatchUp: j.CatchUp}
+}
 
 func (j *JoinTask) keyKind() Kind {
 	return Kind(string(KindJoin) + "/" + string(parentKeyKind(j.Parent())))
@@ -249,7 +271,7 @@ func NewJoin(parent Task, outs []*SliceOutput) (Task, error) {
 		}
 		bySlice[i] = o
 	}
-	jt := &JoinTask{Rewrite: parent.Rewrite, Repack: parent.Repack, Remap: parent.Remap}
+	jt := &JoinTask{Rewrite: parent.Rewrite, Repack: parent.Repack, Remap: parent.Remap, CatchUp: parent.CatchUp}
 	for i, o := range bySlice {
 		if o == nil {
 			return Task{}, fmt.Errorf("%w: join of %s: slice %d missing", ErrInvalidTask, parent.Key(), i)

@@ -426,6 +426,9 @@ func CheckDisjoint(tasks []Task) error {
 			// at its own commit.
 			continue
 		}
+		if t.Slice != nil && t.Slice.CatchUp != nil {
+			continue // a catch-up's delta reads, as a catch-up does
+		}
 		if t.Slice != nil {
 			// The slices of one task share its fragment.
 			pk := t.Slice.Parent().Key()

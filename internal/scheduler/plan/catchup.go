@@ -296,10 +296,12 @@ func catchUpFirst(ic *indexCoverage, frags []*tablepb.DataFragment, pol policy.E
 
 // planCatchUps turns every catch-up decision into one task over the
 // unindexed fragments no rewrite of this plan takes and no task in flight
-// holds (those are caught up once they settle), up to CatchUpMaxRows live
-// rows in fragment order. One task per index: a task may merge the
-// index's segments, which a second one would then miss; the rest is caught
-// up by the next plan.
+// holds (those are caught up once they settle). A kind that runs in parts
+// (job.CatchUpSplits) takes them all, as delta tasks of at most
+// index.catchup_part_rows live rows (Slices) when there are more; other
+// kinds take up to CatchUpMaxRows live rows in fragment order. One task
+// per index: a task may merge the index's segments, which a second one
+// would then miss; the rest is caught up by the next plan.
 func planCatchUps(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []string, inRewrite []bool) {
 	pos := map[uint64]int{}
 	for i, f := range frags {
@@ -324,7 +326,10 @@ func planCatchUps(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []s
 			cu.Reason += fmt.Sprintf("; lanced cannot catch up %s indices of tables with stable row ids yet: run Lance's optimize()", d.Kind)
 			continue
 		}
-		var ids []uint64
+		// A catch-up that may run in parts takes the whole backlog: past
+		// catchup_part_rows it runs as delta tasks merged by one task.
+		split := job.CatchUpSplits(index.Kind(d.Kind)) && (index.Kind(d.Kind).IsVector() || d.Segments == 1) && in.Policy.Index.CatchUpPartRows.Value > 0
+		var ids, lives []uint64
 		var rows uint64
 		var left []string
 		full := 0
@@ -339,20 +344,29 @@ func planCatchUps(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []s
 				continue
 			}
 			ph, del, _ := fragRows(frags[fi])
-			if full > 0 || (len(ids) > 0 && rows+ph-del > CatchUpMaxRows) {
+			if !split && (full > 0 || (len(ids) > 0 && rows+ph-del > CatchUpMaxRows)) {
 				full++
 				continue
 			}
 			ids = append(ids, id)
+			lives = append(lives, ph-del)
 			rows += ph - del
+		}
+		var parts []job.RowRange
+		if split {
+			parts = catchUpParts(lives, in.Policy.Index.CatchUpPartRows.Value)
 		}
 		// A backlog past one task is caught up by delta tasks, one per
 		// plan; the task that takes its last fragments merges.
 		merge := cu.Merge && full == 0
 		switch {
 		case len(ids) > 0 || merge:
-			p.CatchUps = append(p.CatchUps, job.CatchUpTask{Table: in.Table, ReadVersion: in.Manifest.GetVersion(), Index: d.Name, Fragments: ids, Rows: rows, Merge: merge})
+			p.CatchUps = append(p.CatchUps, job.CatchUpTask{Table: in.Table, ReadVersion: in.Manifest.GetVersion(), Index: d.Name, Fragments: ids, Rows: rows, Merge: merge, Slices: parts})
 			cu.Reason += fmt.Sprintf(" (%d row(s) of %d fragment(s) in this plan's task", rows, len(ids))
+			if len(parts) > 0 {
+				cu.Reason += fmt.Sprintf(", run as %d delta tasks of at most %d row(s) (catchup_part_rows, %s; whole fragments) merged by one task",
+					len(parts), in.Policy.Index.CatchUpPartRows.Value, in.Policy.Index.CatchUpPartRows.Source)
+			}
 			if merge {
 				cu.Reason += fmt.Sprintf(", which merges the index's %d segment(s)", d.Segments)
 			}
@@ -368,6 +382,29 @@ func planCatchUps(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []s
 			cu.Reason += "; caught up on a later plan: " + strings.Join(left, "; ")
 		}
 	}
+}
+
+// catchUpParts cuts fragments of lives live rows (in task order) into
+// ranges of at most bound rows of whole fragments (a bigger fragment is a
+// range of its own); nil when that makes one range or bound is 0.
+func catchUpParts(lives []uint64, bound uint64) []job.RowRange {
+	if bound == 0 {
+		return nil
+	}
+	var out []job.RowRange
+	var rows uint64
+	for i, n := range lives {
+		if len(out) == 0 || rows+n > bound && rows > 0 {
+			out = append(out, job.RowRange{Lo: uint64(i), Hi: uint64(i)})
+			rows = 0
+		}
+		out[len(out)-1].Hi = uint64(i + 1)
+		rows += n
+	}
+	if len(out) < 2 {
+		return nil
+	}
+	return out
 }
 
 // remapsInFlight returns the remap and rewrite tasks (slices and joins of

@@ -135,8 +135,41 @@ func TestCatchUpMergeTask(t *testing.T) {
 	}
 }
 
-// A backlog past one task's bound is caught up by delta tasks; only the
-// task that takes its last fragments merges.
+// A backlog past catchup_part_rows is one task of delta parts (whole
+// fragments, at most the bound each) merged by one task, which merges the
+// segments too when max_segments asks.
+func TestCatchUpBacklogInParts(t *testing.T) {
+	big := func(id uint64) *tablepb.DataFragment { return small(id, CatchUpMaxRows/2+1) }
+	m := manifest(5, ab, small(0, 100), big(1), big(2), big(3), small(4, 10))
+	idx := []*tablepb.IndexMetadata{vectorIndex(t, "vec_idx", 0)}
+	p := Compute(Input{Table: "t", Manifest: m, Indices: idx, Policy: pol(func(e *policy.Effective) {
+		set(&e.Scope, policy.ScopeIndex)
+		set(&e.Index.MaxSegments, uint64(1))
+	})})
+	want := []job.RowRange{{Lo: 0, Hi: 1}, {Lo: 1, Hi: 2}, {Lo: 2, Hi: 4}}
+	if len(p.CatchUps) != 1 || !p.CatchUps[0].Merge || !slices.Equal(p.CatchUps[0].Fragments, []uint64{1, 2, 3, 4}) || !slices.Equal(p.CatchUps[0].Slices, want) {
+		t.Fatalf("tasks %+v", p.CatchUps)
+	}
+	if cu := indexDecision(t, p, "vec_idx").CatchUp; !strings.Contains(cu.Reason, "run as 3 delta tasks of at most 262144 row(s)") {
+		t.Fatalf("vec_idx: %+v", cu)
+	}
+	tasks := p.Tasks()
+	if len(tasks) != 3 || tasks[0].Slice == nil || tasks[2].Slice.Index != 2 {
+		t.Fatalf("plan tasks %+v", tasks)
+	}
+	for _, tk := range tasks {
+		if err := tk.Validate(); err != nil {
+			t.Fatalf("%s: %v", tk.Key(), err)
+		}
+	}
+	if got := tasks[2].Slice.CatchUp.Part(2).Fragments; !slices.Equal(got, []uint64{3, 4}) {
+		t.Fatalf("delta 3 fragments %v", got)
+	}
+}
+
+// Without parts (a kind that does not split, here catchup_part_rows 0) a
+// backlog past one task's bound is caught up by delta tasks, one per
+// plan; only the task that takes its last fragments merges.
 func TestCatchUpBacklogMergesLast(t *testing.T) {
 	big := func(id uint64) *tablepb.DataFragment { return small(id, CatchUpMaxRows/2+1) }
 	m := manifest(5, ab, small(0, 100), big(1), big(2), big(3))
@@ -144,6 +177,7 @@ func TestCatchUpBacklogMergesLast(t *testing.T) {
 	policyOf := pol(func(e *policy.Effective) {
 		set(&e.Scope, policy.ScopeIndex)
 		set(&e.Index.MaxSegments, uint64(1))
+		set(&e.Index.CatchUpPartRows, uint64(0))
 	})
 	p := Compute(Input{Table: "t", Manifest: m, Indices: idx, Policy: policyOf})
 	if len(p.CatchUps) != 1 || p.CatchUps[0].Merge || !slices.Equal(p.CatchUps[0].Fragments, []uint64{1}) {

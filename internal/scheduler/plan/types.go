@@ -97,8 +97,8 @@ func (p *Plan) Empty() bool {
 }
 
 // Tasks returns the plan's tasks in execution order: rewrites, then
-// repacks, then index catch-ups; a task planned in row slices comes as its
-// slices (job.Task.Slices).
+// repacks, then index catch-ups; a task planned in row slices (or a
+// catch-up planned in delta parts) comes as its slices (job.Task.Slices).
 func (p *Plan) Tasks() []job.Task {
 	out := make([]job.Task, 0, len(p.Rewrites)+len(p.Repacks)+len(p.CatchUps))
 	add := func(t job.Task) {
@@ -115,7 +115,7 @@ func (p *Plan) Tasks() []job.Task {
 		add(job.Task{Repack: &p.Repacks[i]})
 	}
 	for i := range p.CatchUps {
-		out = append(out, job.Task{CatchUp: &p.CatchUps[i]})
+		add(job.Task{CatchUp: &p.CatchUps[i]})
 	}
 	return out
 }

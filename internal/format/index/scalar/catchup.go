@@ -48,15 +48,7 @@ func CatchUp(ctx context.Context, seg *tablepb.IndexMetadata, old index.SegmentR
 	}
 	switch kind {
 	case index.KindBTree:
-		lf, err := index.OpenSegmentFile(ctx, old, BTreeLookupFileName)
-		if err != nil {
-			return res, err
-		}
-		df, err := index.OpenSegmentFile(ctx, old, BTreeDataFileName)
-		if err != nil {
-			return res, err
-		}
-		bt, err := OpenBTree(lf, df)
+		bt, err := openBTreeSegment(ctx, old)
 		if err != nil {
 			return res, err
 		}
@@ -133,15 +125,7 @@ func CatchUp(ctx context.Context, seg *tablepb.IndexMetadata, old index.SegmentR
 
 // addSegment adds every (value, row id) pair of another btree segment.
 func (a *BTreeAdditions) addSegment(ctx context.Context, seg index.SegmentReader) error {
-	lf, err := index.OpenSegmentFile(ctx, seg, BTreeLookupFileName)
-	if err != nil {
-		return err
-	}
-	df, err := index.OpenSegmentFile(ctx, seg, BTreeDataFileName)
-	if err != nil {
-		return err
-	}
-	bt, err := OpenBTree(lf, df)
+	bt, err := openBTreeSegment(ctx, seg)
 	if err != nil {
 		return err
 	}

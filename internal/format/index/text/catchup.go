@@ -43,26 +43,8 @@ type CatchUpResult struct {
 // postings.
 func CatchUp(ctx context.Context, seg *tablepb.IndexMetadata, old index.SegmentReader, others []index.SegmentReader, out index.SegmentWriter, rows index.RowSource, maxBytes int64) (CatchUpResult, error) {
 	var res CatchUpResult
-	if err := (remapper{}).Check(seg); err != nil {
-		return res, fmt.Errorf("%w: %w", ErrUnsupported, err)
-	}
-	mf, md, err := checkedMetadata(ctx, old)
+	mf, md, b, err := catchUpStart(ctx, seg, old, rows, maxBytes)
 	if err != nil {
-		return res, err
-	}
-	if len(md.Partitions) == 0 {
-		return res, fmt.Errorf("%w: segment without partitions", ErrUnsupported)
-	}
-	p, err := ParseParams(md.Params)
-	if err != nil {
-		return res, err
-	}
-	a, err := NewAnalyzer(p)
-	if err != nil {
-		return res, err
-	}
-	b := NewPartitionBuilder(a, maxBytes)
-	if err := rows(ctx, b.AddColumn); err != nil {
 		return res, err
 	}
 	res.Docs, res.Tokens = uint64(b.Docs()), uint64(len(b.tokens))
@@ -78,33 +60,131 @@ func CatchUp(ctx context.Context, seg *tablepb.IndexMetadata, old index.SegmentR
 		return res, err
 	}
 	if len(b.tokens) > 0 {
-		last := md.Partitions[len(md.Partitions)-1]
-		var tmpl PartitionFiles
-		for _, f := range []struct {
-			dst  **lancefile.File
-			name string
-		}{{&tmpl.Docs, DocsFileName(last)}, {&tmpl.Invert, InvertFileName(last)}, {&tmpl.Tokens, TokensFileName(last)}} {
-			if *f.dst, err = index.OpenSegmentFile(ctx, old, f.name); err != nil {
-				return res, err
-			}
-		}
 		id := slices.Max(res.Partitions) + 1
-		err := index.WriteFiles(ctx, out, []string{DocsFileName(id), InvertFileName(id), TokensFileName(id)}, func(w []io.Writer) error {
-			_, err := b.Write(ctx, tmpl, PartitionWriters{Docs: w[0], Invert: w[1], Tokens: w[2]})
-			return err
-		})
-		if err != nil {
+		if err := writePartition(ctx, old, md, b, out, id); err != nil {
 			return res, err
 		}
 		res.Partitions = append(res.Partitions, id)
 		slices.Sort(res.Partitions)
 		res.NewPartition = true
 	}
-	err = index.WriteFiles(ctx, out, []string{MetadataFileName}, func(w []io.Writer) error {
-		_, err := writeMetadata(ctx, mf, res.Partitions, w[0])
+	return res, writeMetadataFile(ctx, out, mf, res.Partitions)
+}
+
+// writeMetadataFile writes metadata.lance like mf, listing partitions.
+func writeMetadataFile(ctx context.Context, out index.SegmentWriter, mf *lancefile.File, partitions []uint64) error {
+	return index.WriteFiles(ctx, out, []string{MetadataFileName}, func(w []io.Writer) error {
+		_, err := writeMetadata(ctx, mf, partitions, w[0])
 		return err
 	})
-	return res, err
+}
+
+// catchUpStart reads the old segment's metadata, checks it, and tokenizes
+// the added rows (rows, unless nil) with its params.
+func catchUpStart(ctx context.Context, seg *tablepb.IndexMetadata, old index.SegmentReader, rows index.RowSource, maxBytes int64) (*lancefile.File, *Metadata, *PartitionBuilder, error) {
+	if err := (remapper{}).Check(seg); err != nil {
+		return nil, nil, nil, fmt.Errorf("%w: %w", ErrUnsupported, err)
+	}
+	mf, md, err := checkedMetadata(ctx, old)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if len(md.Partitions) == 0 {
+		return nil, nil, nil, fmt.Errorf("%w: segment without partitions", ErrUnsupported)
+	}
+	p, err := ParseParams(md.Params)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	a, err := NewAnalyzer(p)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	b := NewPartitionBuilder(a, maxBytes)
+	if rows != nil {
+		if err := rows(ctx, b.AddColumn); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	return mf, md, b, nil
+}
+
+// writePartition writes b's documents as partition id, its files laid out
+// like the old segment's last partition.
+func writePartition(ctx context.Context, old index.SegmentReader, md *Metadata, b *PartitionBuilder, out index.SegmentWriter, id uint64) error {
+	last := md.Partitions[len(md.Partitions)-1]
+	var tmpl PartitionFiles
+	var err error
+	for _, f := range []struct {
+		dst  **lancefile.File
+		name string
+	}{{&tmpl.Docs, DocsFileName(last)}, {&tmpl.Invert, InvertFileName(last)}, {&tmpl.Tokens, TokensFileName(last)}} {
+		if *f.dst, err = index.OpenSegmentFile(ctx, old, f.name); err != nil {
+			return err
+		}
+	}
+	return index.WriteFiles(ctx, out, []string{DocsFileName(id), InvertFileName(id), TokensFileName(id)}, func(w []io.Writer) error {
+		_, err := b.Write(ctx, tmpl, PartitionWriters{Docs: w[0], Invert: w[1], Tokens: w[2]})
+		return err
+	})
+}
+
+// A catch-up of a large backlog may run as several delta tasks and one
+// merge task. For an FTS index each delta tokenizes its rows into one
+// partition (CatchUpDelta, partition 0 of a directory of its own, nothing
+// else); the merge writes the old segment's partitions and each delta's
+// partition as a partition of its own, numbered on past the largest in
+// delta order, and metadata.lance listing them all (CatchUpMerge). Lance
+// searches every partition of a segment, as in an index its own builder
+// wrote with several workers (one partition each).
+
+// CatchUpDelta tokenizes the added rows with seg's params into partition
+// 0 of out (no file when no row has a token). Memory: the added
+// documents' postings, bounded by maxBytes.
+func CatchUpDelta(ctx context.Context, seg *tablepb.IndexMetadata, old index.SegmentReader, out index.SegmentWriter, rows index.RowSource, maxBytes int64) (CatchUpResult, error) {
+	var res CatchUpResult
+	_, md, b, err := catchUpStart(ctx, seg, old, rows, maxBytes)
+	if err != nil {
+		return res, err
+	}
+	res.Docs, res.Tokens = uint64(b.Docs()), uint64(len(b.tokens))
+	if len(b.tokens) > 0 {
+		if err := writePartition(ctx, old, md, b, out, 0); err != nil {
+			return res, err
+		}
+		res.Partitions, res.NewPartition = []uint64{0}, true
+	}
+	return res, nil
+}
+
+// CatchUpMerge writes the segment of a catch-up run as deltas (each written
+// by CatchUpDelta on seg, nil for one that wrote no partition): old's
+// partitions and each delta's, and metadata.lance. Memory: one copy buffer.
+func CatchUpMerge(ctx context.Context, seg *tablepb.IndexMetadata, old index.SegmentReader, deltas []index.SegmentReader, out index.SegmentWriter) (CatchUpResult, error) {
+	var res CatchUpResult
+	mf, md, _, err := catchUpStart(ctx, seg, old, nil, 0)
+	if err != nil {
+		return res, err
+	}
+	for _, part := range md.Partitions {
+		if err := copyPartition(ctx, old, part, out, part); err != nil {
+			return res, err
+		}
+	}
+	res.Partitions = slices.Clone(md.Partitions)
+	next := slices.Max(md.Partitions) + 1
+	for _, d := range deltas {
+		if d == nil {
+			continue
+		}
+		if err := copyPartition(ctx, d, 0, out, next); err != nil {
+			return res, err
+		}
+		res.Partitions = append(res.Partitions, next)
+		res.NewPartition = true
+		next++
+	}
+	return res, writeMetadataFile(ctx, out, mf, res.Partitions)
 }
 
 // mergeOthers copies the partitions of the other segments into the new

@@ -13,5 +13,6 @@ table "s3://lake/events" {
     retrain            = false
     drift_threshold    = 0.3
     remap_part_bytes   = "64MiB"
+    catchup_part_rows  = 100000
   }
 }

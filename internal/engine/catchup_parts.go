@@ -1,0 +1,263 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/lanced-dev/lanced/internal/engine/failpoint"
+	"github.com/lanced-dev/lanced/internal/engine/job"
+	"github.com/lanced-dev/lanced/internal/engine/table"
+	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/format/index"
+	"github.com/lanced-dev/lanced/internal/format/index/scalar"
+	"github.com/lanced-dev/lanced/internal/format/index/text"
+	"github.com/lanced-dev/lanced/internal/format/index/vector"
+	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
+	"github.com/lanced-dev/lanced/internal/store"
+)
+
+// Catch-up in parts (job.CatchUpTask.Slices): a large backlog is caught up
+// by delta tasks, each over a range of the task's fragments, and one merge
+// task (the join). A delta writes its rows, encoded with the index's
+// trained model, as a delta segment in a directory of its own under
+// _indices/ (journaled; no manifest references it): a btree segment of its
+// rows alone, an FTS partition, a vector delta segment. The merge task
+// writes the segment one catch-up over every fragment would have written
+// (btree: the old pages and a k-way merge of the deltas' pages; FTS: the
+// old partitions and each delta's as one more; vector: the deltas' rows,
+// merged with every segment where lance's optimize would merge), which
+// commits as one CreateIndex like an unsplit catch-up. Memory per task:
+// a delta holds its range's rows (bounded by the planner's part size);
+// the merge holds a page per input (btree), one copy buffer (FTS), or one
+// IVF partition of every input (vector), whatever the backlog.
+
+// ExecuteCatchUpDelta runs delta s.Index of a catch-up run in parts. On
+// error every file it wrote is deleted.
+func ExecuteCatchUpDelta(ctx context.Context, tbl *table.Table, s *job.SliceTask) (*job.SliceOutput, error) {
+	part := s.CatchUp.Part(s.Index)
+	in, err := loadCatchUp(ctx, tbl, part)
+	if err != nil {
+		return nil, err
+	}
+	in.delta = true
+	var o *job.CatchUpOutput
+	switch kind := index.Detect(in.model()); {
+	case !job.CatchUpSplits(kind):
+		return nil, fmt.Errorf("catch-up of %q: %s indices are not caught up in parts: %w", part.Index, kind, job.ErrUnsupported)
+	case kind.IsVector():
+		o, err = catchUpVector(ctx, tbl.Bucket(), part, in)
+	default:
+		o, err = catchUpDeltaFile(ctx, tbl.Bucket(), part, in, kind)
+	}
+	if err != nil {
+		return nil, err
+	}
+	failpoint.Hit("catchup.delta")
+	dir := path.Join(format.IndicesDir, (&index.Segment{Meta: o.Segment}).UUID())
+	p := job.Piece{Slice: s.Index, Rows: o.Rows, Dropped: o.Dropped, Dir: dir, Drift: o.Drift}
+	for _, f := range o.Segment.GetFiles() {
+		p.Files = append(p.Files, index.SegmentFile{Name: f.GetPath(), Size: int64(f.GetSizeBytes())})
+	}
+	return &job.SliceOutput{Slice: s, Pieces: []job.Piece{p}, Outputs: o.Outputs, RowsRead: o.Rows + o.Dropped, RowsWritten: o.Rows,
+		BytesRead: o.BytesRead, BytesWritten: o.BytesWritten}, nil
+}
+
+// catchUpDeltaFile writes a btree or FTS delta: the rows of the part's
+// fragments alone. Its Segment lists the files written (none for an FTS
+// delta whose rows hold no token).
+func catchUpDeltaFile(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *catchUpInput, kind index.Kind) (out *job.CatchUpOutput, err error) {
+	c, err := newOneSegmentCatchUp(ctx, b, t, in, false, "splits the catch-up of an index of one segment", "catchup.file")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			c.abort(ctx)
+			out = nil
+		}
+	}()
+	if kind == index.KindFTS {
+		rows := c.rows(func(values arrow.Array, _ []uint64) uint64 { return uint64(values.Len() - values.NullN()) })
+		_, err = text.CatchUpDelta(ctx, c.old, c.oldReader(), c.w, rows, MaxFTSCatchUpBytes)
+	} else {
+		rows := c.rows(func(_ arrow.Array, ids []uint64) uint64 { return uint64(len(ids)) })
+		_, err = scalar.BTreeDelta(ctx, c.old, c.oldReader(), c.w, rows, MaxScalarCatchUpBytes)
+	}
+	if err != nil {
+		if errors.Is(err, scalar.ErrTooLarge) || errors.Is(err, text.ErrTooLarge) || errors.Is(err, scalar.ErrUnsupported) || errors.Is(err, text.ErrUnsupported) {
+			err = fmt.Errorf("%w: %w", job.ErrUnsupported, err)
+		}
+		return nil, fmt.Errorf("catch-up delta of %q (%s): %w", t.Index, kind, err)
+	}
+	sizes, names := c.written()
+	c.out.Removed = nil
+	c.out.Segment = &tablepb.IndexMetadata{Uuid: &tablepb.UUID{Uuid: c.id[:]}}
+	for _, n := range names {
+		c.out.Segment.Files = append(c.out.Segment.Files, &tablepb.IndexFile{Path: n, SizeBytes: uint64(sizes[n])})
+	}
+	return c.out, nil
+}
+
+// ExecuteCatchUpMerge runs the join of a catch-up run in parts: it merges
+// the deltas (the join's pieces, one per delta) into the segment the
+// catch-up commits and returns the catch-up's job, as one catch-up over
+// every fragment returns it. Deltas gone (an earlier run of this join
+// committed or gave up) make it stale.
+func ExecuteCatchUpMerge(ctx context.Context, tbl *table.Table, jt *job.JoinTask) (*job.CatchUpOutput, error) {
+	t := jt.CatchUp
+	in, err := loadCatchUp(ctx, tbl, t)
+	if err != nil {
+		return nil, err
+	}
+	pieces := slices.Clone(jt.Pieces)
+	slices.SortFunc(pieces, func(a, b job.Piece) int { return a.Slice - b.Slice })
+	if len(pieces) != len(t.Slices) {
+		return nil, fmt.Errorf("%w: merge of %d catch-up deltas has %d pieces", job.ErrInvalidTask, len(t.Slices), len(pieces))
+	}
+	b := tbl.Bucket()
+	deltas := make([]*segmentReader, len(pieces))
+	var rows, dropped uint64
+	for i, p := range pieces {
+		if p.Slice != i || p.Dir == "" || path.Dir(p.Dir) != format.IndicesDir {
+			return nil, fmt.Errorf("%w: piece %d of the merge (delta %d, dir %q)", job.ErrInvalidTask, i, p.Slice, p.Dir)
+		}
+		rows, dropped = rows+p.Rows, dropped+p.Dropped
+		if len(p.Files) == 0 {
+			continue // an FTS delta without a token
+		}
+		meta := &tablepb.IndexMetadata{}
+		for _, f := range p.Files {
+			if _, err := b.Attributes(ctx, p.Dir+"/"+f.Name); errors.Is(err, store.ErrNotFound) {
+				return nil, fmt.Errorf("catch-up delta %s/%s is gone: %w: %w", p.Dir, f.Name, job.ErrStale, err)
+			}
+			meta.Files = append(meta.Files, &tablepb.IndexFile{Path: f.Name, SizeBytes: uint64(f.Size)})
+		}
+		deltas[i] = &segmentReader{b: b, dir: p.Dir, seg: meta}
+	}
+	var out *job.CatchUpOutput
+	switch kind := index.Detect(in.model()); {
+	case !job.CatchUpSplits(kind):
+		return nil, fmt.Errorf("catch-up of %q: %s indices are not caught up in parts: %w", t.Index, kind, job.ErrUnsupported)
+	case kind.IsVector():
+		out, err = mergeVectorDeltas(ctx, b, t, in, deltas)
+	default:
+		out, err = mergeDeltaFiles(ctx, b, t, in, kind, deltas, rows)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out.Join, out.Rows, out.Dropped = jt, rows, dropped
+	out.Base = out.Base[:0]
+	for _, f := range in.frags {
+		out.Base = append(out.Base, proto.Clone(f).(*tablepb.DataFragment))
+	}
+	for _, p := range pieces {
+		out.Drift = addDrift(out.Drift, p.Drift)
+	}
+	failpoint.Hit("catchup.written")
+	return out, nil
+}
+
+// addDrift adds sample to sum (nil: none measured).
+func addDrift(sum, sample *job.DriftSample) *job.DriftSample {
+	if sample == nil {
+		return sum
+	}
+	if sum == nil {
+		c := *sample
+		return &c
+	}
+	sum.Rows += sample.Rows
+	sum.Far += sample.Far
+	return sum
+}
+
+// mergeVectorDeltas writes a vector catch-up's segment from its deltas'
+// rows, partition by partition.
+func mergeVectorDeltas(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *catchUpInput, deltas []*segmentReader) (*job.CatchUpOutput, error) {
+	vs, err := openVectorModel(ctx, b, t, in)
+	if err != nil {
+		return nil, err
+	}
+	defer vs.close()
+	var stores []*vector.StorageFile
+	for _, d := range deltas {
+		if d == nil {
+			return nil, fmt.Errorf("%w: a vector catch-up delta without files", job.ErrInvalidTask)
+		}
+		_, s, closeDelta, err := openVectorFiles(ctx, b, d.dir)
+		if err != nil {
+			return nil, err
+		}
+		defer closeDelta()
+		stores = append(stores, s)
+	}
+	out := &job.CatchUpOutput{CatchUp: t}
+	return out, writeVectorCatchUp(ctx, b, t, in, vs, vs.vm.NewDelta(), stores, out)
+}
+
+// mergeDeltaFiles writes a btree or FTS catch-up's segment from its
+// deltas: the old segment and every delta's rows.
+func mergeDeltaFiles(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *catchUpInput, kind index.Kind, deltas []*segmentReader, rows uint64) (out *job.CatchUpOutput, err error) {
+	c, err := newOneSegmentCatchUp(ctx, b, t, in, false, "splits the catch-up of an index of one segment", "catchup.file")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			c.abort(ctx)
+			out = nil
+		}
+	}()
+	readers := make([]index.SegmentReader, len(deltas))
+	for i, d := range deltas {
+		switch {
+		case d != nil:
+			readers[i] = d
+		case kind != index.KindFTS:
+			return nil, fmt.Errorf("%w: a %s catch-up delta without files", job.ErrInvalidTask, kind)
+		}
+	}
+	var order []string
+	if kind == index.KindFTS {
+		var res text.CatchUpResult
+		if res, err = text.CatchUpMerge(ctx, c.old, c.oldReader(), readers, c.w); err != nil {
+			return nil, fmt.Errorf("catch-up merge of %q (fts): %w", t.Index, err)
+		}
+		for _, p := range res.Partitions {
+			order = append(order, text.InvertFileName(p), text.TokensFileName(p), text.DocsFileName(p))
+		}
+		order = append(order, text.MetadataFileName)
+	} else {
+		var res scalar.RemapResult
+		if res, err = scalar.MergeBTreeDeltas(ctx, c.old, c.oldReader(), readers, c.w); err != nil {
+			return nil, fmt.Errorf("catch-up merge of %q (btree): %w", t.Index, err)
+		}
+		if res.Rows < rows {
+			return nil, fmt.Errorf("%w: catch-up of %q: the merged segment holds %d rows, fewer than the deltas' %d", job.ErrInvariant, t.Index, res.Rows, rows)
+		}
+	}
+	c.added = rows
+	sizes, names := c.written()
+	if order == nil {
+		order = names
+	}
+	model := in
+	if kind == index.KindFTS {
+		model = &catchUpInput{m: in.m, segs: []*tablepb.IndexMetadata{withoutFiles(c.old)}, frags: in.frags}
+	}
+	if c.out.Segment, err = catchUpSegment(t, model, c.id, in.segs, order, sizes); err != nil {
+		return nil, err
+	}
+	if kind == index.KindFTS && len(c.old.GetFiles()) == 0 {
+		c.out.Segment.Files = nil
+	}
+	c.out.Merged = "the catch-up's deltas merged into the index's one segment"
+	return c.out, nil
+}
