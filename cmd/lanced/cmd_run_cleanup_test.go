@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -61,11 +62,11 @@ func pendingEntries(t *testing.T, tableDir string) []journal.PendingEntry {
 
 // journaledOrphansCleaned requires every orphan (a file under the local
 // table path that no version references) to be in a journal entry of a
-// task whose id starts with taskPrefix, then runs one cleanup pass that
+// task whose id starts with one of taskPrefixes, then runs one cleanup pass that
 // treats every daemon's entry as dead (StaleTaskAfter 1ns) and requires
 // every orphan gone. A write a kill interrupted is the local store's
 // temporary ".<name>.<hex>.lanced.tmp"; the journal holds <name>.
-func journaledOrphansCleaned(t *testing.T, path string, orphans []string, taskPrefix string) {
+func journaledOrphansCleaned(t *testing.T, path string, orphans []string, taskPrefixes ...string) {
 	t.Helper()
 	ctx := context.Background()
 	bkt, err := store.Open(ctx, "file://"+path)
@@ -83,9 +84,13 @@ func journaledOrphansCleaned(t *testing.T, path string, orphans []string, taskPr
 			k = filepath.ToSlash(filepath.Join(filepath.Dir(k), name[:max(0, strings.LastIndexByte(name, '.'))]))
 		}
 		if !slices.ContainsFunc(entries, func(e *journal.PendingEntry) bool {
-			return slices.Contains(e.Files, k) && strings.HasPrefix(e.TaskID, taskPrefix)
+			return slices.Contains(e.Files, k) && slices.ContainsFunc(taskPrefixes, func(p string) bool { return strings.HasPrefix(e.TaskID, p) })
 		}) {
-			t.Fatalf("%s: orphan %s is in no journal entry of a %q task: %+v", path, k, taskPrefix, entries)
+			var ids []string
+			for _, e := range entries {
+				ids = append(ids, fmt.Sprintf("%s %v", e.TaskID, e.Files))
+			}
+			t.Fatalf("%s: orphan %s is in no journal entry of a %q task: %v", path, k, taskPrefixes, ids)
 		}
 	}
 	opts, err := cleanup.TableCleanupOptions(ctx, bkt)

@@ -261,3 +261,27 @@ func mergeDeltaFiles(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, i
 	c.out.Merged = "the catch-up's deltas merged into the index's one segment"
 	return c.out, nil
 }
+
+// deleteMergedDeltas deletes the delta segments of every catch-up merge in
+// ps: the merged segment holds their rows, and the deltas' own results may
+// come after the merge's (the daemon keeps them back for it), or never.
+// Their journal entries are settled when those results are discarded, or
+// by cleanup.
+func deleteMergedDeltas(ctx context.Context, b *store.Bucket, ps []Pending) {
+	for _, p := range ps {
+		jt := p.Job.Task().Join
+		if jt == nil || jt.CatchUp == nil {
+			continue
+		}
+		var keys []string
+		for _, pc := range jt.Pieces {
+			if path.Dir(pc.Dir) != format.IndicesDir {
+				continue
+			}
+			for _, f := range pc.Files {
+				keys = append(keys, pc.Dir+"/"+f.Name)
+			}
+		}
+		deleteKeys(context.WithoutCancel(ctx), b, keys)
+	}
+}

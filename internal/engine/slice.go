@@ -580,6 +580,7 @@ func adoptPiece(ctx context.Context, b *store.Bucket, p job.Piece) (*tablepb.Dat
 // run without a queue, they are given up and their pieces deleted (the
 // table is planned again).
 func (r *Runner) prepareSlices(ctx context.Context, ps []Pending) ([]Pending, *CommitReport, error) {
+	deleteMergedDeltas(ctx, r.Table.Bucket(), ps)
 	groups, rest, joined := groupSlices(ps)
 	if len(groups) == 0 {
 		return ps, nil, nil
