@@ -71,37 +71,30 @@ func ExecuteCatchUpDelta(ctx context.Context, tbl *table.Table, s *job.SliceTask
 // catchUpDeltaFile writes a btree or FTS delta: the rows of the part's
 // fragments alone. Its Segment lists the files written (none for an FTS
 // delta whose rows hold no token).
-func catchUpDeltaFile(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *catchUpInput, kind index.Kind) (out *job.CatchUpOutput, err error) {
-	c, err := newOneSegmentCatchUp(ctx, b, t, in, false, "splits the catch-up of an index of one segment", "catchup.file")
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
+func catchUpDeltaFile(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *catchUpInput, kind index.Kind) (*job.CatchUpOutput, error) {
+	return runOneSegmentCatchUp(ctx, b, t, in, false, "splits the catch-up of an index of one segment", "catchup.file", func(ctx context.Context, c *oneSegmentCatchUp, t *job.CatchUpTask, _ *catchUpInput) error {
+		var err error
+		if kind == index.KindFTS {
+			rows := c.rows(func(values arrow.Array, _ []uint64) uint64 { return uint64(values.Len() - values.NullN()) })
+			_, err = text.CatchUpDelta(ctx, c.old, c.oldReader(), c.w, rows, MaxFTSCatchUpBytes)
+		} else {
+			rows := c.rows(func(_ arrow.Array, ids []uint64) uint64 { return uint64(len(ids)) })
+			_, err = scalar.BTreeDelta(ctx, c.old, c.oldReader(), c.w, rows, MaxScalarCatchUpBytes)
+		}
 		if err != nil {
-			c.abort(ctx)
-			out = nil
+			if errors.Is(err, scalar.ErrTooLarge) || errors.Is(err, text.ErrTooLarge) || errors.Is(err, scalar.ErrUnsupported) || errors.Is(err, text.ErrUnsupported) {
+				err = fmt.Errorf("%w: %w", job.ErrUnsupported, err)
+			}
+			return fmt.Errorf("catch-up delta of %q (%s): %w", t.Index, kind, err)
 		}
-	}()
-	if kind == index.KindFTS {
-		rows := c.rows(func(values arrow.Array, _ []uint64) uint64 { return uint64(values.Len() - values.NullN()) })
-		_, err = text.CatchUpDelta(ctx, c.old, c.oldReader(), c.w, rows, MaxFTSCatchUpBytes)
-	} else {
-		rows := c.rows(func(_ arrow.Array, ids []uint64) uint64 { return uint64(len(ids)) })
-		_, err = scalar.BTreeDelta(ctx, c.old, c.oldReader(), c.w, rows, MaxScalarCatchUpBytes)
-	}
-	if err != nil {
-		if errors.Is(err, scalar.ErrTooLarge) || errors.Is(err, text.ErrTooLarge) || errors.Is(err, scalar.ErrUnsupported) || errors.Is(err, text.ErrUnsupported) {
-			err = fmt.Errorf("%w: %w", job.ErrUnsupported, err)
+		sizes, names := c.written()
+		c.out.Removed = nil
+		c.out.Segment = &tablepb.IndexMetadata{Uuid: &tablepb.UUID{Uuid: c.id[:]}}
+		for _, n := range names {
+			c.out.Segment.Files = append(c.out.Segment.Files, &tablepb.IndexFile{Path: n, SizeBytes: uint64(sizes[n])})
 		}
-		return nil, fmt.Errorf("catch-up delta of %q (%s): %w", t.Index, kind, err)
-	}
-	sizes, names := c.written()
-	c.out.Removed = nil
-	c.out.Segment = &tablepb.IndexMetadata{Uuid: &tablepb.UUID{Uuid: c.id[:]}}
-	for _, n := range names {
-		c.out.Segment.Files = append(c.out.Segment.Files, &tablepb.IndexFile{Path: n, SizeBytes: uint64(sizes[n])})
-	}
-	return c.out, nil
+		return nil
+	})
 }
 
 // ExecuteCatchUpMerge runs the join of a catch-up run in parts: it merges
@@ -204,17 +197,7 @@ func mergeVectorDeltas(ctx context.Context, b *store.Bucket, t *job.CatchUpTask,
 
 // mergeDeltaFiles writes a btree or FTS catch-up's segment from its
 // deltas: the old segment and every delta's rows.
-func mergeDeltaFiles(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *catchUpInput, kind index.Kind, deltas []*segmentReader, rows uint64) (out *job.CatchUpOutput, err error) {
-	c, err := newOneSegmentCatchUp(ctx, b, t, in, false, "splits the catch-up of an index of one segment", "catchup.file")
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			c.abort(ctx)
-			out = nil
-		}
-	}()
+func mergeDeltaFiles(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *catchUpInput, kind index.Kind, deltas []*segmentReader, rows uint64) (*job.CatchUpOutput, error) {
 	readers := make([]index.SegmentReader, len(deltas))
 	for i, d := range deltas {
 		switch {
@@ -224,42 +207,45 @@ func mergeDeltaFiles(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, i
 			return nil, fmt.Errorf("%w: a %s catch-up delta without files", job.ErrInvalidTask, kind)
 		}
 	}
-	var order []string
-	if kind == index.KindFTS {
-		var res text.CatchUpResult
-		if res, err = text.CatchUpMerge(ctx, c.old, c.oldReader(), readers, c.w); err != nil {
-			return nil, fmt.Errorf("catch-up merge of %q (fts): %w", t.Index, err)
+	return runOneSegmentCatchUp(ctx, b, t, in, false, "splits the catch-up of an index of one segment", "catchup.file", func(ctx context.Context, c *oneSegmentCatchUp, t *job.CatchUpTask, in *catchUpInput) error {
+		var order []string
+		if kind == index.KindFTS {
+			res, err := text.CatchUpMerge(ctx, c.old, c.oldReader(), readers, c.w)
+			if err != nil {
+				return fmt.Errorf("catch-up merge of %q (fts): %w", t.Index, err)
+			}
+			for _, p := range res.Partitions {
+				order = append(order, text.InvertFileName(p), text.TokensFileName(p), text.DocsFileName(p))
+			}
+			order = append(order, text.MetadataFileName)
+		} else {
+			res, err := scalar.MergeBTreeDeltas(ctx, c.old, c.oldReader(), readers, c.w)
+			if err != nil {
+				return fmt.Errorf("catch-up merge of %q (btree): %w", t.Index, err)
+			}
+			if res.Rows < rows {
+				return fmt.Errorf("%w: catch-up of %q: the merged segment holds %d rows, fewer than the deltas' %d", job.ErrInvariant, t.Index, res.Rows, rows)
+			}
 		}
-		for _, p := range res.Partitions {
-			order = append(order, text.InvertFileName(p), text.TokensFileName(p), text.DocsFileName(p))
+		c.added = rows
+		sizes, names := c.written()
+		if order == nil {
+			order = names
 		}
-		order = append(order, text.MetadataFileName)
-	} else {
-		var res scalar.RemapResult
-		if res, err = scalar.MergeBTreeDeltas(ctx, c.old, c.oldReader(), readers, c.w); err != nil {
-			return nil, fmt.Errorf("catch-up merge of %q (btree): %w", t.Index, err)
+		model := in
+		if kind == index.KindFTS {
+			model = &catchUpInput{m: in.m, segs: []*tablepb.IndexMetadata{withoutFiles(c.old)}, frags: in.frags}
 		}
-		if res.Rows < rows {
-			return nil, fmt.Errorf("%w: catch-up of %q: the merged segment holds %d rows, fewer than the deltas' %d", job.ErrInvariant, t.Index, res.Rows, rows)
+		var err error
+		if c.out.Segment, err = catchUpSegment(t, model, c.id, in.segs, order, sizes); err != nil {
+			return err
 		}
-	}
-	c.added = rows
-	sizes, names := c.written()
-	if order == nil {
-		order = names
-	}
-	model := in
-	if kind == index.KindFTS {
-		model = &catchUpInput{m: in.m, segs: []*tablepb.IndexMetadata{withoutFiles(c.old)}, frags: in.frags}
-	}
-	if c.out.Segment, err = catchUpSegment(t, model, c.id, in.segs, order, sizes); err != nil {
-		return nil, err
-	}
-	if kind == index.KindFTS && len(c.old.GetFiles()) == 0 {
-		c.out.Segment.Files = nil
-	}
-	c.out.Merged = "the catch-up's deltas merged into the index's one segment"
-	return c.out, nil
+		if kind == index.KindFTS && len(c.old.GetFiles()) == 0 {
+			c.out.Segment.Files = nil
+		}
+		c.out.Merged = "the catch-up's deltas merged into the index's one segment"
+		return nil
+	})
 }
 
 // deleteMergedDeltas deletes the delta segments of every catch-up merge in
