@@ -31,37 +31,14 @@ func TestDaemonCatchesUpInPartsAcrossWorkers(t *testing.T) {
 		t.Skip("runs three daemon processes")
 	}
 	oracle.Require(t)
-	bin, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	root := t.TempDir()
-	tables, stage := filepath.Join(root, "tables"), filepath.Join(root, "stage")
-	for _, d := range []string{tables, stage} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
+	stage := filepath.Join(root, "stage")
+	if err := os.MkdirAll(stage, 0o755); err != nil {
+		t.Fatal(err)
 	}
 	src := catchUpPartsTable(t, stage)
-	pol := filepath.Join(root, "policies")
-	if err := os.MkdirAll(pol, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	hcl := "defaults {\n  scope = \"index\"\n  index { catchup_part_rows = 700 }\n}\n"
-	if err := os.WriteFile(filepath.Join(pol, "parts.hcl"), []byte(hcl), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	natsAddr := freeAddr(t)
-	auth := natsAuth(t, root, "catchup-parts-test-password")
-	client := fmt.Sprintf("policies = %q\nnats {\n  url = \"nats://%s\"\n%s}", pol, natsAddr, auth)
-	config := func(name, natsBlock string, workers int) string {
-		return writeWorkersConfig(t, root, name, tables, natsBlock, freeAddr(t), workers)
-	}
-	a := startDaemonProc(t, bin, "a", config("a", fmt.Sprintf("policies = %q\nnats {\n  embedded = true\n  listen = %q\n%s}", pol, natsAddr, auth), 1), filepath.Join(root, "a"))
-	waitUntil(t, 60*time.Second, "a running", func() bool { return a.has("lanced running", "", "") })
-	b := startDaemonProcEnv(t, bin, "b", config("b", client, 2), filepath.Join(root, "b"), "LANCED_FAILPOINT=catchup.delta:1")
-	c := startDaemonProc(t, bin, "c", config("c", client, 1), filepath.Join(root, "c"))
-	waitUntil(t, 60*time.Second, "b and c running", func() bool { return b.has("lanced running", "", "") && c.has("lanced running", "", "") })
+	tables, a, b, c := startThreeWorkers(t, root, hcl, "LANCED_FAILPOINT=catchup.delta:1")
 	path := filepath.Join(tables, "parts.lance")
 	if err := os.Rename(src, path); err != nil {
 		t.Fatal(err)
@@ -116,6 +93,37 @@ func TestDaemonCatchesUpInPartsAcrossWorkers(t *testing.T) {
 	}
 	t.Logf("%d delta tasks started on a and c, on workers %v; b killed after writing the delta of %v; %d orphan file(s) in %d dir(s) journaled and removed",
 		started, workers, victims, len(orphans), len(dirs))
+}
+
+// startThreeWorkers starts daemons a (embedded NATS, one worker), b (two
+// workers, with env) and c (one worker) on root/tables under the policy
+// hcl, and waits until they run.
+func startThreeWorkers(t *testing.T, root, hcl string, env ...string) (tables string, a, b, c *daemonProc) {
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, pol := filepath.Join(root, "tables"), filepath.Join(root, "policies")
+	for _, d := range []string{tables, pol} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(pol, "policy.hcl"), []byte(hcl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	natsAddr := freeAddr(t)
+	auth := natsAuth(t, root, "three-workers-test-password")
+	client := fmt.Sprintf("policies = %q\nnats {\n  url = \"nats://%s\"\n%s}", pol, natsAddr, auth)
+	config := func(name, natsBlock string, workers int) string {
+		return writeWorkersConfig(t, root, name, tables, natsBlock, freeAddr(t), workers)
+	}
+	a = startDaemonProc(t, bin, "a", config("a", fmt.Sprintf("policies = %q\nnats {\n  embedded = true\n  listen = %q\n%s}", pol, natsAddr, auth), 1), filepath.Join(root, "a"))
+	waitUntil(t, 60*time.Second, "a running", func() bool { return a.has("lanced running", "", "") })
+	b = startDaemonProcEnv(t, bin, "b", config("b", client, 2), filepath.Join(root, "b"), env...)
+	c = startDaemonProc(t, bin, "c", config("c", client, 1), filepath.Join(root, "c"))
+	waitUntil(t, 60*time.Second, "b and c running", func() bool { return b.has("lanced running", "", "") && c.has("lanced running", "", "") })
+	return tables, a, b, c
 }
 
 // catchUpPartsTable has real Lance write the test's table in stage: 3,000

@@ -62,16 +62,7 @@ func CatchUp(ctx context.Context, seg *tablepb.IndexMetadata, old index.SegmentR
 		if err := rows(ctx, add.Add); err != nil {
 			return res, err
 		}
-		sorted, err := add.Sorted(int(bt.BatchSize))
-		if err != nil {
-			return res, err
-		}
-		defer sorted.Release()
-		err = index.WriteFiles(ctx, out, []string{BTreeDataFileName, BTreeLookupFileName}, func(w []io.Writer) error {
-			res, err = MergeBTree(ctx, bt, nil, sorted, w[0], w[1])
-			return err
-		})
-		return res, err
+		return writeSortedBTree(ctx, out, bt, add)
 	case index.KindBitmap, index.KindLabelList:
 		f, err := index.OpenSegmentFile(ctx, old, BitmapFileName)
 		if err != nil {

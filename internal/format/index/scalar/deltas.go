@@ -38,31 +38,47 @@ func checkBTree(seg *tablepb.IndexMetadata) error {
 // with the files, schema, metadata and page size of seg (read through
 // old). Memory: the added rows, as in CatchUp; maxBytes bounds them.
 func BTreeDelta(ctx context.Context, seg *tablepb.IndexMetadata, old index.SegmentReader, out index.SegmentWriter, rows index.RowSource, maxBytes int64) (RemapResult, error) {
-	var res RemapResult
-	if err := checkBTree(seg); err != nil {
-		return res, err
-	}
-	bt, err := openBTreeSegment(ctx, old)
+	bt, err := openCheckedBTree(ctx, seg, old)
 	if err != nil {
-		return res, err
+		return RemapResult{}, err
 	}
 	add := NewBTreeAdditions(maxBytes)
 	defer add.Release()
 	if err := rows(ctx, add.Add); err != nil {
-		return res, err
+		return RemapResult{}, err
 	}
-	sorted, err := add.Sorted(int(bt.BatchSize))
-	if err != nil {
-		return res, err
-	}
-	defer sorted.Release()
 	layout := *bt
 	layout.NumPages = 0 // the old segment's layout, none of its pages
+	return writeSortedBTree(ctx, out, &layout, add)
+}
+
+// writeSortedBTree writes the btree segment of old's pages merged with
+// add's rows, sorted (MergeBTree).
+func writeSortedBTree(ctx context.Context, out index.SegmentWriter, old *BTree, add *BTreeAdditions) (RemapResult, error) {
+	sorted, err := add.Sorted(int(old.BatchSize))
+	if err != nil {
+		return RemapResult{}, err
+	}
+	defer sorted.Release()
+	return writeBTree(ctx, out, old, sorted)
+}
+
+// writeBTree writes the btree segment of old's pages merged with the
+// sorted added rows (MergeBTree) through out.
+func writeBTree(ctx context.Context, out index.SegmentWriter, old *BTree, added array.RecordReader) (res RemapResult, err error) {
 	err = index.WriteFiles(ctx, out, []string{BTreeDataFileName, BTreeLookupFileName}, func(w []io.Writer) error {
-		res, err = MergeBTree(ctx, &layout, nil, sorted, w[0], w[1])
+		res, err = MergeBTree(ctx, old, nil, added, w[0], w[1])
 		return err
 	})
 	return res, err
+}
+
+// openCheckedBTree checks seg is a btree lanced writes and opens it.
+func openCheckedBTree(ctx context.Context, seg *tablepb.IndexMetadata, old index.SegmentReader) (*BTree, error) {
+	if err := checkBTree(seg); err != nil {
+		return nil, err
+	}
+	return openBTreeSegment(ctx, old)
 }
 
 // MergeBTreeDeltas writes through out the btree segment holding the pairs
@@ -72,10 +88,7 @@ func BTreeDelta(ctx context.Context, seg *tablepb.IndexMetadata, old index.Segme
 // writer's page.
 func MergeBTreeDeltas(ctx context.Context, seg *tablepb.IndexMetadata, old index.SegmentReader, deltas []index.SegmentReader, out index.SegmentWriter) (RemapResult, error) {
 	var res RemapResult
-	if err := checkBTree(seg); err != nil {
-		return res, err
-	}
-	bt, err := openBTreeSegment(ctx, old)
+	bt, err := openCheckedBTree(ctx, seg, old)
 	if err != nil {
 		return res, err
 	}
@@ -100,11 +113,7 @@ func MergeBTreeDeltas(ctx context.Context, seg *tablepb.IndexMetadata, old index
 	for i, r := range readers {
 		merged.ins[i] = &sortedCursor{r: r}
 	}
-	err = index.WriteFiles(ctx, out, []string{BTreeDataFileName, BTreeLookupFileName}, func(w []io.Writer) error {
-		res, err = MergeBTree(ctx, bt, nil, merged.reader(), w[0], w[1])
-		return err
-	})
-	return res, err
+	return writeBTree(ctx, out, bt, merged.reader())
 }
 
 // sortedCursor is one sorted input of a k-way merge: its current record
