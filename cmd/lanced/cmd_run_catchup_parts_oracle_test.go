@@ -103,15 +103,11 @@ func startThreeWorkers(t *testing.T, root, hcl string, env ...string) (tables st
 	if err != nil {
 		t.Fatal(err)
 	}
-	tables, pol := filepath.Join(root, "tables"), filepath.Join(root, "policies")
-	for _, d := range []string{tables, pol} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(pol, "policy.hcl"), []byte(hcl), 0o644); err != nil {
+	tables = filepath.Join(root, "tables")
+	if err := os.MkdirAll(tables, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	pol := writePolicy(t, filepath.Join(root, "policies"), hcl)
 	natsAddr := freeAddr(t)
 	auth := natsAuth(t, root, "three-workers-test-password")
 	client := fmt.Sprintf("policies = %q\nnats {\n  url = \"nats://%s\"\n%s}", pol, natsAddr, auth)
