@@ -343,6 +343,14 @@ func (b *Bucket) list(ctx context.Context, op, prefix, delim string, fn func(Obj
 	// key delivered, as if the entry had gone before the listing began. A
 	// transient failure (a throttled or failed page) restarts it the same
 	// way, within the retry policy.
+	if b.localDir != "" {
+		err := b.listLocal(prefix, delim != "", fn)
+		if fe, ok := err.(localListError); ok {
+			return done(b.wrap(op, prefix, fe.err))
+		}
+		_ = done(nil) // nil, or fn's error: the listing itself succeeded
+		return err
+	}
 	last, started := "", false
 	failures := 0
 	for restart := 0; ; restart++ {

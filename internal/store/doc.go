@@ -39,7 +39,9 @@
 //     writes stage in a hidden temp file next to the target (".<name>.<rand>
 //     .lanced.tmp", a name Lance ignores) that is renamed or linked into place
 //     and removed on every path. A crash can leave such a temp file; cleanup
-//     removes stale ones (TempSuffix).
+//     removes stale ones (TempSuffix). file:// listings read the directories
+//     themselves (one stat per entry, in key order), not through fileblob,
+//     whose listing tries to open a ".attrs" sidecar for every object.
 //
 // Imports: no internal packages. This is the only package that may import the
 // AWS and GCS SDKs (through gocloud.dev's drivers).
