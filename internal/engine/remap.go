@@ -156,7 +156,7 @@ func ExecuteRemapPart(ctx context.Context, tbl *table.Table, m *tablepb.Manifest
 	}
 	b := tbl.Bucket()
 	dir := path.Join(format.IndicesDir, uuid.NewString())
-	w := &segmentWriter{ctx: ctx, b: b, dir: dir}
+	w := &segmentWriter{ctx: ctx, b: b, dir: dir, failpoint: "slice.piece"}
 	defer func() {
 		if err != nil {
 			deleteKeys(context.WithoutCancel(ctx), b, w.keys)
@@ -213,7 +213,7 @@ func ExecuteRemapJoin(ctx context.Context, tbl *table.Table, m *tablepb.Manifest
 		rows, dropped = rows+p.Rows, dropped+p.Dropped
 	}
 	newID := uuid.New()
-	w := &segmentWriter{ctx: ctx, b: b, dir: path.Join(format.IndicesDir, newID.String())}
+	w := &segmentWriter{ctx: ctx, b: b, dir: path.Join(format.IndicesDir, newID.String()), failpoint: "join.file"}
 	defer func() {
 		if err != nil {
 			deleteKeys(context.WithoutCancel(ctx), b, w.keys)

@@ -24,10 +24,11 @@ import (
 // catchup.start (a catch-up task begins, nothing written), catchup.file (a
 // file of a catch-up segment was uploaded), catchup.written (a catch-up
 // segment is fully written and its entry built, not committed), slice.piece
-// (a piece of a row slice was uploaded), slice.done (every piece of a slice
-// is written, its result not yet handed on), join.file (a joined file of a
-// sliced task was uploaded), catchup.delta (a delta task of a catch-up in
-// parts wrote its delta segment, its result not yet handed on).
+// (a piece file of a row slice or of a remap part was uploaded), slice.done
+// (every piece of a slice is written, its result not yet handed on),
+// join.file (a joined file of a sliced task or of a remap in parts was
+// uploaded), catchup.delta (a delta task of a catch-up in parts wrote its
+// delta segment, its result not yet handed on).
 var failpointSpec = sync.OnceValues(func() (string, int) {
 	v := os.Getenv("LANCED_FAILPOINT")
 	if v == "" {
