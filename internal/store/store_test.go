@@ -410,3 +410,63 @@ func TestOpenLocalPathWithHashAndPercent(t *testing.T) {
 		t.Fatalf("Get k under %s: %q, %v", dir, got, err)
 	}
 }
+
+// A file:// listing gives the keys in key order across directories ("a-b"
+// before "a/b"), skips attribute sidecars, and lists a sub-directory only
+// when it holds a file, like a mem:// bucket holding the same objects.
+func TestLocalListingMatchesMem(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	fb := open(t, "file://"+dir)
+	mb := open(t, "mem://local-listing-"+t.Name())
+	for _, k := range []string{"d/a-b", "d/a/b", "d/a/c/e", "d/z", "dz"} {
+		for _, b := range []*store.Bucket{fb, mb} {
+			if err := b.Put(ctx, k, []byte(k)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "d", "empty", "deeper"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "d", "z.attrs"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	list := func(b *store.Bucket, oneLevel bool, prefix string) []string {
+		var got []string
+		fn := func(o store.Object) error {
+			if !o.IsDir && o.Size != int64(len(o.Key)) {
+				t.Errorf("%s: size %d, want %d", o.Key, o.Size, len(o.Key))
+			}
+			got = append(got, o.Key)
+			return nil
+		}
+		var err error
+		if oneLevel {
+			err = b.ListDir(ctx, prefix, fn)
+		} else {
+			err = b.List(ctx, prefix, fn)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	for _, tc := range []struct {
+		oneLevel bool
+		prefix   string
+		want     []string
+	}{
+		{false, "", []string{"d/a-b", "d/a/b", "d/a/c/e", "d/z", "dz"}},
+		{false, "d/a", []string{"d/a-b", "d/a/b", "d/a/c/e"}},
+		{false, "nothing/", nil},
+		{true, "", []string{"d/", "dz"}},
+		{true, "d", []string{"d/a-b", "d/a/", "d/z"}},
+		{true, "d/a/", []string{"d/a/b", "d/a/c/"}},
+	} {
+		got, mem := list(fb, tc.oneLevel, tc.prefix), list(mb, tc.oneLevel, tc.prefix)
+		if !slices.Equal(got, tc.want) || !slices.Equal(mem, tc.want) {
+			t.Errorf("list(oneLevel=%v, %q): file %q, mem %q, want %q", tc.oneLevel, tc.prefix, got, mem, tc.want)
+		}
+	}
+}
