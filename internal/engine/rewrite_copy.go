@@ -43,39 +43,24 @@ import (
 // same page rule, applied per column. Columns run on the task's workers
 // (SetTaskParallelism).
 //
-// The page rule. A copy keeps every source page, so a column ends up with
-// as many pages as the sources had together, where a re-encode would write
-// about one page per DefaultPageBytes of the column. Readers fetch each page
-// with its own request, so extra pages cost a scan time even when the bytes
-// are the same. We charge every extra page what a request is worth in bytes
-// on the table's store (pageCost) and copy only when those charges add at
-// most copyMaxOverhead to the bytes a full scan of the column reads.
-//
-// The charge is Lance's own: its reader merges two byte ranges into one
-// request when the gap between them is under the store's block size, 4 KiB
-// for local files and 64 KiB for object stores (DEFAULT_LOCAL_BLOCK_SIZE and
-// DEFAULT_CLOUD_BLOCK_SIZE in
-// https://github.com/lancedb/lance/blob/main/rust/lance-io/src/object_store.rs).
-// So on an object store a table of 5000-row fragments of a few scalar columns
+// The page rule (job.PageCost): a copy keeps every source page, so a
+// column ends up with as many pages as the sources had together. So on an
+// object store a table of 5000-row fragments of a few scalar columns
 // (pages of 2-100 KiB) is re-encoded and one with vectors or long text
 // (MiB-sized pages) is copied; on a local disk every column whose pages
-// average more than about 16 KiB is copied too.
+// average more than about 16 KiB is copied too. The planner estimates
+// bytes written by the same rule.
 //
 // Anything the copy itself finds unsafe (blob pages, differing encodings
 // per column, extra global buffers, ...) returns ErrCopyUnsupported and the
 // remaining fragments are re-encoded.
-const (
-	localPageCost   = 4 << 10
-	remotePageCost  = 64 << 10
-	copyMaxOverhead = 0.25
-)
 
 // pageCost is what one page more is worth in bytes read on b's store.
 func pageCost(b *store.Bucket) int64 {
 	if b.Local() {
-		return localPageCost
+		return job.LocalPageCost
 	}
-	return remotePageCost
+	return job.RemotePageCost
 }
 
 // taskWorkers and taskBudget are the worker-level parallelism of one
@@ -186,7 +171,7 @@ func pagesWorthKeeping(files []*lancefile.File, cost int64) bool {
 		}
 		total += float64(bytes)
 	}
-	return extra*float64(cost) <= copyMaxOverhead*total
+	return extra*float64(cost) <= job.CopyMaxOverhead*total
 }
 
 // copyRewrite writes the task's fragments by page copy, group by group, as

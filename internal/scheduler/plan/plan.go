@@ -245,7 +245,7 @@ func planRewrites(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []s
 		for k, i := range task {
 			fs[k] = frags[i]
 		}
-		cost := taskCost(fs, density)
+		cost := taskCost(fs, density, job.PageCost(in.Table))
 		for _, i := range task {
 			inRewrite[i] = true
 			f := frags[i]
@@ -275,7 +275,7 @@ func planRewrites(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []s
 		})
 		for _, i := range task {
 			decided[i] = true
-			fc := taskCost(frags[i:i+1], density)
+			fc := taskCost(frags[i:i+1], density, job.PageCost(in.Table))
 			p.Decisions[i] = Decision{Fragment: frags[i].GetId(), Action: ActionRewrite, Task: n, Reason: reasons[i], Cost: &fc}
 		}
 	}

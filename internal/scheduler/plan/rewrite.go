@@ -10,6 +10,7 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 
+	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 )
@@ -245,14 +246,24 @@ func rowDensity(frags []*tablepb.DataFragment) float64 {
 }
 
 // taskCost estimates a rewrite of the fragments: every file read, the live
-// rows written at the fragment's own density or the table's large-file
-// density (density), whichever is lower.
-func taskCost(fs []*tablepb.DataFragment, density float64) Cost {
+// rows written at the fragment's own density or, when the rewrite will
+// re-encode, at the table's large-file density (density), whichever is
+// lower. pageCost is what an extra page costs on the table's store
+// (job.PageCost): where the page rule lets the rewrite copy the sources'
+// pages, the output keeps their density.
+func taskCost(fs []*tablepb.DataFragment, density float64, pageCost int64) Cost {
 	var c Cost
+	for _, f := range fs {
+		c.add(fragCost(f))
+	}
+	if density <= 0 || pagesCopied(fs, c.Read, pageCost) {
+		return c
+	}
+	c = Cost{}
 	for _, f := range fs {
 		fc := fragCost(f)
 		physical, deleted, _ := fragRows(f)
-		if density > 0 && physical > 0 {
+		if physical > 0 {
 			if w := uint64(math.Round(density * float64(physical-deleted))); w < fc.Write {
 				fc.Write, fc.Reclaimed = w, fc.Read-w
 			}
@@ -260,6 +271,23 @@ func taskCost(fs []*tablepb.DataFragment, density float64) Cost {
 		c.add(fc)
 	}
 	return c
+}
+
+// pagesCopied predicts the rewrite's page rule from the manifest alone: a
+// fragment smaller than a page holds about one page per column, so
+// merging n of them adds about n-1 pages per column, each charged
+// pageCost; the pages are copied when those charges stay within
+// job.CopyMaxOverhead of the bytes read.
+func pagesCopied(fs []*tablepb.DataFragment, read uint64, pageCost int64) bool {
+	if len(fs) <= 1 {
+		return true
+	}
+	cols := 0
+	for _, df := range fs[0].GetFiles() {
+		cols += len(df.GetFields())
+	}
+	extra := float64(cols) * float64(len(fs)-1) * float64(pageCost)
+	return extra <= job.CopyMaxOverhead*float64(read)
 }
 
 func (c *Cost) add(o Cost) {
