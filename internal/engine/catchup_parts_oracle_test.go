@@ -4,10 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"runtime"
 	"runtime/debug"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/policy"
+	"github.com/lanced-dev/lanced/testenv/heapwatch"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
@@ -200,32 +199,7 @@ func checkPartsQueries(t *testing.T, path string, v uint64, control string, cv u
 // what the task holds.
 func heapPeak(fn func()) uint64 {
 	defer debug.SetGCPercent(debug.SetGCPercent(5))
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	base := ms.HeapInuse
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var s runtime.MemStats
-		for {
-			runtime.ReadMemStats(&s)
-			if s.HeapInuse > peak.Load() {
-				peak.Store(s.HeapInuse)
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Millisecond):
-			}
-		}
-	}()
-	fn()
-	close(stop)
-	<-done
-	return peak.Load() - min(peak.Load(), base)
+	return heapwatch.Peak(fn, time.Millisecond, heapwatch.HeapInuse)
 }
 
 // partsPeaks runs every delta task and the merge task of each catch-up

@@ -5,9 +5,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,44 +17,20 @@ import (
 	"github.com/lanced-dev/lanced/internal/format/index/scalar"
 	"github.com/lanced-dev/lanced/internal/format/lancefile/lancefiletest"
 	"github.com/lanced-dev/lanced/internal/format/lancewrite"
+	"github.com/lanced-dev/lanced/testenv/heapwatch"
 )
 
 // peakHeap runs f while sampling the live heap; it returns the peak above
 // the heap before f and f's wall time.
 func peakHeap(t *testing.T, f func()) (uint64, time.Duration) {
 	t.Helper()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	base := ms.HeapAlloc
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		var s runtime.MemStats
-		for {
-			runtime.ReadMemStats(&s)
-			if s.HeapAlloc > peak.Load() {
-				peak.Store(s.HeapAlloc)
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
-		}
-	}()
-	start := time.Now()
-	f()
-	d := time.Since(start)
-	close(stop)
-	wg.Wait()
-	if p := peak.Load(); p > base {
-		return p - base, d
-	}
-	return 0, d
+	var d time.Duration
+	peak := heapwatch.Peak(func() {
+		start := time.Now()
+		f()
+		d = time.Since(start)
+	}, 2*time.Millisecond, heapwatch.HeapAlloc)
+	return peak, d
 }
 
 // writeBTree writes a btree of n int64 values (value i at row i of
