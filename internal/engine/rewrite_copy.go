@@ -55,13 +55,9 @@ import (
 // per column, extra global buffers, ...) returns ErrCopyUnsupported and the
 // remaining fragments are re-encoded.
 
-// pageCost is what one page more is worth in bytes read on b's store.
-func pageCost(b *store.Bucket) int64 {
-	if b.Local() {
-		return job.LocalPageCost
-	}
-	return job.RemotePageCost
-}
+// pageCost is what one page more is worth in bytes read on b's store (the
+// planner charges the same through job.PageCost of the table's URI).
+func pageCost(b *store.Bucket) int64 { return job.PageCost(b.URI()) }
 
 // taskWorkers and taskBudget are the worker-level parallelism of one
 // rewrite task: columns encoded at once and the bytes they may hold.
