@@ -227,7 +227,7 @@ func checkRacedIndices(t *testing.T, path, control string, names []string) {
 	if !slices.Contains(names, "vec_idx") {
 		return
 	}
-	qs := remapQueries(8)
+	qs := remapQueries(40)
 	c := remapEngineCase{typ: "ivf_pq"}
 	recall, plans := recallAt10(t, path, qs, c)
 	recallControl, _ := recallAt10(t, control, qs, c)
@@ -239,7 +239,8 @@ func checkRacedIndices(t *testing.T, path, control string, names []string) {
 	// With the same codes and centroids only ties (broken by storage
 	// order) differ; where real Lance's createIndex(replace) raced, each
 	// table was retrained by Lance's own k-means on its own, so the two
-	// models differ (0.275 vs 0.375 seen once): the bound is 8 of 80 hits.
+	// models differ (0.275 vs 0.375 seen once, and 0.225 vs 0.412 over 8
+	// queries): 40 queries keep that noise under the bound, 40 of 400 hits.
 	if recall+0.1 < recallControl {
 		t.Fatalf("recall@10 %.3f, control %.3f", recall, recallControl)
 	}
