@@ -5,13 +5,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/format/index/indextest"
+	"github.com/lanced-dev/lanced/testenv/heapwatch"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
@@ -47,41 +46,23 @@ func BenchmarkFTSRemap(b *testing.B) {
 	}
 	rm, _ := index.RemapperFor(index.KindFTS)
 	drop := mappingFunc(func(old uint64) (uint64, bool) { return old, old%10 != 0 })
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	go func() {
-		var ms runtime.MemStats
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
-			runtime.ReadMemStats(&ms)
-			if ms.HeapInuse > peak.Load() {
-				peak.Store(ms.HeapInuse)
-			}
-		}
-	}()
-	runtime.GC()
-	var base runtime.MemStats
-	runtime.ReadMemStats(&base)
 	var remapTime, cpTime time.Duration
 	b.SetBytes(size)
 	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		t0 := time.Now()
-		if _, err := rm.Remap(context.Background(), index.RemapRequest{Segment: seg, Kind: index.KindFTS, Mapping: drop, Old: dir, New: discard{}}); err != nil {
-			b.Fatal(err)
+	peak := heapwatch.Peak(func() {
+		for i := 0; i < b.N; i++ {
+			t0 := time.Now()
+			if _, err := rm.Remap(context.Background(), index.RemapRequest{Segment: seg, Kind: index.KindFTS, Mapping: drop, Old: dir, New: discard{}}); err != nil {
+				b.Fatal(err)
+			}
+			remapTime += time.Since(t0)
+			t0 = time.Now()
+			cp()
+			cpTime += time.Since(t0)
 		}
-		remapTime += time.Since(t0)
-		t0 = time.Now()
-		cp()
-		cpTime += time.Since(t0)
-	}
+	}, 2*time.Millisecond, heapwatch.HeapInuse)
 	b.StopTimer()
-	close(stop)
 	b.ReportMetric(float64(remapTime)/float64(cpTime), "x-cp")
 	b.ReportMetric(float64(size)/(1<<20), "segment-MiB")
-	b.ReportMetric(float64(peak.Load()-min(peak.Load(), base.HeapInuse))/(1<<20), "peak-heap-MiB")
+	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
 }
