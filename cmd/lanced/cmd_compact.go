@@ -73,7 +73,9 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := hold.Check(ctx, b, store.CanonicalURI(uri)); err != nil {
 		return err
 	}
-	tbl, err := table.OpenTable(ctx, b)
+	// The run's lookups share a listing of _versions/ while it is a few
+	// seconds old (the plan's, a commit's check, the replan after it).
+	tbl, err := table.OpenShared(ctx, b)
 	if err != nil {
 		return err
 	}

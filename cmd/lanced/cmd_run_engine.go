@@ -66,7 +66,9 @@ func openEngineTable(ctx context.Context, uri, openURI string, reg prometheus.Re
 			return nil, nil, fmt.Errorf("open table %s: %w", uri, err)
 		}
 	}
-	tbl, err := table.OpenTable(ctx, b)
+	// One task's lookups (open, plan or commit checks, the commit) share
+	// a listing of _versions/: a LIST request on an object store.
+	tbl, err := table.OpenShared(ctx, b)
 	if err != nil {
 		_ = b.Close()
 		return nil, nil, fmt.Errorf("open table %s: %w", uri, err)

@@ -82,7 +82,9 @@ func (t *Table) Commit(ctx context.Context, readVersion uint64, txn *tablepb.Tra
 // CommitIndexed is one commit attempt (no retry: the caller classifies a
 // *ConflictError and calls again with a new read version):
 //
-//  1. Load the latest manifest; if it is past readVersion, return a
+//  1. Load the latest manifest (the shared listing's, on a Table that
+//     shares listings: if another writer committed since, the put below
+//     fails and step 4 lists afresh); if it is past readVersion, return a
 //     *ConflictError without writing anything. Refuse a table with unknown
 //     reader or writer flags (format.ErrUnsupportedFeature).
 //  2. build the next manifest from it; then set version = latest+1,
@@ -103,6 +105,11 @@ func (t *Table) CommitIndexed(ctx context.Context, readVersion uint64, txn *tabl
 		return nil, fmt.Errorf("commit on %s: transaction without uuid", t.b.URI())
 	}
 	vi, err := t.latestInfo(ctx)
+	if err == nil && vi.Version < readVersion {
+		// A shared listing older than the caller's read version: list.
+		t.forget()
+		vi, err = t.latestInfo(ctx)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -153,6 +160,7 @@ func (t *Table) CommitIndexed(ctx context.Context, readVersion uint64, txn *tabl
 	failpoint.Hit("commit.txn")
 	key := format.ManifestKey(naming, next.GetVersion())
 	if err := t.b.PutIfAbsent(ctx, key, data); err != nil {
+		t.forget()
 		if !errors.Is(err, store.ErrPreconditionFailed) {
 			return nil, fmt.Errorf("write manifest %s: %w", key, err)
 		}
@@ -166,6 +174,7 @@ func (t *Table) CommitIndexed(ctx context.Context, readVersion uint64, txn *tabl
 		return nil, t.conflict(ctx, readVersion, next.GetVersion(), latestNow)
 	}
 	failpoint.Hit("commit.manifest")
+	t.remember(VersionInfo{Version: next.GetVersion(), Naming: naming, Key: key, Size: int64(len(data)), ModTime: t.Now()})
 	if t.isLocal() {
 		// Best effort, like Lance: readers probe upward from a stale hint.
 		_ = t.b.Put(ctx, format.VersionHintKey, fmt.Appendf(nil, `{"version":%d}`, next.GetVersion()))

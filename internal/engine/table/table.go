@@ -35,8 +35,10 @@ var (
 )
 
 // Table is one Lance table (its root bucket). Reads go straight to the
-// store every time: the latest version is never cached, since other writers
-// commit concurrently. A Table is safe for concurrent use.
+// store every time: the latest version is not cached, since other writers
+// commit concurrently, except for the few seconds a Table opened with
+// OpenShared lets one task's lookups share a listing. A Table is safe for
+// concurrent use.
 type Table struct {
 	b *store.Bucket
 	// naming caches the naming scheme of the newest version seen (0 before
@@ -45,7 +47,23 @@ type Table struct {
 	naming atomic.Int32
 	// Now is the clock used for manifest timestamps (tests replace it).
 	Now func() time.Time
+	// shareWindow, when set (ShareListings), lets latest-version lookups
+	// reuse the newest listing (or this Table's own commit) for that long.
+	shareWindow time.Duration
+	shared      atomic.Pointer[sharedListing]
 }
+
+// sharedListing is the newest version a listing or a commit of this Table
+// found, and when.
+type sharedListing struct {
+	vi VersionInfo
+	at time.Time
+}
+
+// ShareWindow is how long a Table opened with OpenShared reuses a listing:
+// long enough for the lookups of one task (open, plan or commit checks,
+// the commit itself) to share one, short against any cleanup age window.
+const ShareWindow = 10 * time.Second
 
 // VersionInfo is one committed version found in _versions/.
 type VersionInfo struct {
@@ -70,6 +88,53 @@ func OpenTable(ctx context.Context, b *store.Bucket) (*Table, error) {
 // At returns the table rooted at b without checking that it holds a
 // version (Versions then lists none, Latest fails with ErrNoTable).
 func At(b *store.Bucket) *Table { return &Table{b: b, Now: time.Now} }
+
+// OpenShared is OpenTable for one task's worth of lookups: the Table
+// shares listings for ShareWindow (see ShareListings), starting with the
+// listing that checks the table exists.
+func OpenShared(ctx context.Context, b *store.Bucket) (*Table, error) {
+	t := At(b).ShareListings(ShareWindow)
+	if _, err := t.latestInfo(ctx); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// ShareListings makes the latest-version lookups (Latest, LatestVersion,
+// LatestInfo, Naming and the commit's own check) reuse the newest listing
+// of _versions/, or the version this Table last committed, for window
+// after it was made, instead of listing again (on an object store each
+// listing is a LIST request). Sharing is safe for commits: a commit puts
+// its manifest only if that version does not exist yet, so a listing that
+// missed a concurrent commit costs one failed put, after which the commit
+// lists afresh and reports the conflict as usual. Call it before the
+// Table is used concurrently; it returns t.
+func (t *Table) ShareListings(window time.Duration) *Table {
+	t.shareWindow = window
+	return t
+}
+
+// sharedInfo returns the shared newest version while it is fresh.
+func (t *Table) sharedInfo() (VersionInfo, bool) {
+	if t.shareWindow <= 0 {
+		return VersionInfo{}, false
+	}
+	s := t.shared.Load()
+	if s == nil || time.Since(s.at) > t.shareWindow {
+		return VersionInfo{}, false
+	}
+	return s.vi, true
+}
+
+// remember records vi as the newest version known now (when sharing).
+func (t *Table) remember(vi VersionInfo) {
+	if t.shareWindow > 0 {
+		t.shared.Store(&sharedListing{vi: vi, at: time.Now()})
+	}
+}
+
+// forget drops the shared listing: the next lookup lists.
+func (t *Table) forget() { t.shared.Store(nil) }
 
 // Bucket returns the table's root bucket.
 func (t *Table) Bucket() *store.Bucket { return t.b }
@@ -147,6 +212,9 @@ const v2ProbeWindow = 1000
 // stops a window after the first V2 manifest; V1 tables are listed whole.
 // latest_version_hint.json is not consulted: the listing is the truth.
 func (t *Table) latestInfo(ctx context.Context) (VersionInfo, error) {
+	if vi, ok := t.sharedInfo(); ok {
+		return vi, nil
+	}
 	var best VersionInfo
 	var found bool
 	var sinceV2 int
@@ -182,6 +250,7 @@ func (t *Table) latestInfo(ctx context.Context) (VersionInfo, error) {
 		return VersionInfo{}, fmt.Errorf("open %s: %w", t.b.URI(), ErrNoTable)
 	}
 	t.naming.Store(int32(best.Naming))
+	t.remember(best)
 	return best, nil
 }
 
@@ -206,6 +275,7 @@ func (t *Table) Latest(ctx context.Context) (*format.Manifest, error) {
 		// A newer version and a concurrent cleanup can remove the version
 		// we just listed as latest: list again.
 		if errors.Is(err, store.ErrNotFound) && attempt < listAttempts {
+			t.forget()
 			continue
 		}
 		return m, err

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/store"
@@ -348,68 +349,179 @@ func exists(ctx context.Context, b *store.Bucket, key string) (bool, error) {
 // Racing committers on every backend: every acknowledged commit is visible
 // at the version it was acknowledged for, no version is written twice, and
 // losers leave no .txn behind.
+// With shared listings (every committer on one Table that reuses its last
+// listing, so most attempts start from a stale version) the same holds.
 func TestCommitRace(t *testing.T) {
 	for name, open := range map[string]func(*testing.T) *store.Bucket{"file": localBucket, "mem": memBucket, "s3": s3Bucket} {
+		for _, shared := range []bool{false, true} {
+			if shared {
+				name += "/shared"
+			}
+			t.Run(name, func(t *testing.T) { commitRace(t, open, shared) })
+		}
+	}
+}
+
+func commitRace(t *testing.T, open func(*testing.T) *store.Bucket, shared bool) {
+	ctx := context.Background()
+	b := open(t)
+	tbl := openLance(t, b, "appends_v2")
+	if shared {
+		tbl.ShareListings(ShareWindow)
+	}
+	const workers, each = 6, 3
+	type ack struct {
+		version uint64
+		uuid    string
+	}
+	var mu sync.Mutex
+	var acks []ack
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				m, err := tbl.SetConfig(ctx, map[string]string{fmt.Sprintf("k%d.%d", w, i): "v"}, nil)
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				acks = append(acks, ack{m.Version(), m.Txn.GetUuid()})
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	vs, err := tbl.Versions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vs) != 6+workers*each {
+		t.Fatalf("%d versions, want %d", len(vs), 6+workers*each)
+	}
+	seen := map[uint64]bool{}
+	for _, a := range acks {
+		if seen[a.version] {
+			t.Fatalf("version %d acknowledged twice", a.version)
+		}
+		seen[a.version] = true
+		m, err := tbl.Load(ctx, a.version)
+		if err != nil || m.Txn.GetUuid() != a.uuid {
+			t.Fatalf("version %d does not hold the acknowledged commit %s (%v)", a.version, a.uuid, err)
+		}
+	}
+	latest, _ := tbl.Latest(ctx)
+	if len(latest.PB.GetConfig()) != workers*each {
+		t.Fatalf("final config has %d keys", len(latest.PB.GetConfig()))
+	}
+	var txns int
+	_ = b.List(ctx, "_transactions/", func(store.Object) error { txns++; return nil })
+	if txns != 1+workers*each {
+		t.Fatalf("%d .txn files, want %d (losers must delete theirs)", txns, 1+workers*each)
+	}
+}
+
+// listings counts the _versions/ listings (list_dir calls) of an
+// instrumented bucket.
+func listings(t *testing.T, reg *prometheus.Registry) int {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "lanced_store_operations_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "op" && l.GetValue() == "list_dir" {
+					return int(m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// A Table opened with OpenShared lists _versions/ once for the lookups of
+// one task (open, latest, the commit's check, a lookup after its own
+// commit); a commit from a listing that missed another writer's commit
+// fails its put, lists again and commits on top of that writer's version
+// without losing it; a plain Table lists on every lookup.
+func TestSharedListings(t *testing.T) {
+	for name, open := range map[string]func(*testing.T) *store.Bucket{"file": localBucket, "s3": s3Bucket} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			b := open(t)
-			tbl := openLance(t, b, "appends_v2")
-			const workers, each = 6, 3
-			type ack struct {
-				version uint64
-				uuid    string
-			}
-			var mu sync.Mutex
-			var acks []ack
-			var wg sync.WaitGroup
-			errs := make(chan error, workers)
-			for w := 0; w < workers; w++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := 0; i < each; i++ {
-						m, err := tbl.SetConfig(ctx, map[string]string{fmt.Sprintf("k%d.%d", w, i): "v"}, nil)
-						if err != nil {
-							errs <- err
-							return
-						}
-						mu.Lock()
-						acks = append(acks, ack{m.Version(), m.Txn.GetUuid()})
-						mu.Unlock()
-					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Fatal(err)
-			}
-			vs, err := tbl.Versions(ctx)
+			reg := prometheus.NewRegistry()
+			b, err := store.Instrument(open(t), reg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(vs) != 6+workers*each {
-				t.Fatalf("%d versions, want %d", len(vs), 6+workers*each)
+			lanceMetadata(t, b, "appends_v2")
+			tbl, err := OpenShared(ctx, b)
+			if err != nil {
+				t.Fatal(err)
 			}
-			seen := map[uint64]bool{}
-			for _, a := range acks {
-				if seen[a.version] {
-					t.Fatalf("version %d acknowledged twice", a.version)
-				}
-				seen[a.version] = true
-				m, err := tbl.Load(ctx, a.version)
-				if err != nil || m.Txn.GetUuid() != a.uuid {
-					t.Fatalf("version %d does not hold the acknowledged commit %s (%v)", a.version, a.uuid, err)
-				}
+			m, err := tbl.Latest(ctx)
+			if err != nil || m.Version() != 6 {
+				t.Fatalf("latest %v, %v", m, err)
 			}
-			latest, _ := tbl.Latest(ctx)
-			if len(latest.PB.GetConfig()) != workers*each {
-				t.Fatalf("final config has %d keys", len(latest.PB.GetConfig()))
+			if _, err := tbl.SetConfig(ctx, map[string]string{"ours.1": "v"}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if v, err := tbl.LatestVersion(ctx); err != nil || v != 7 {
+				t.Fatalf("latest after our commit %d, %v", v, err)
+			}
+			if n := listings(t, reg); n != 1 {
+				t.Fatalf("%d listings for open, latest, commit and a lookup after it; want 1", n)
+			}
+			// Another writer commits version 8; our shared listing says 7.
+			if _, err := At(b).SetConfig(ctx, map[string]string{"theirs": "v"}, nil); err != nil {
+				t.Fatal(err)
+			}
+			before := listings(t, reg)
+			m, err = tbl.SetConfig(ctx, map[string]string{"ours.2": "v"}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Version() != 9 {
+				t.Fatalf("committed version %d from a stale listing, want 9", m.Version())
+			}
+			if n := listings(t, reg) - before; n != 1 {
+				t.Fatalf("%d listings for a commit from a stale listing; want 1 (after the failed put)", n)
+			}
+			latest, err := At(b).Latest(ctx)
+			if err != nil || latest.Version() != 9 || latest.Txn.GetUuid() != m.Txn.GetUuid() {
+				t.Fatalf("latest %v, %v: not our commit", latest, err)
+			}
+			for _, k := range []string{"ours.1", "theirs", "ours.2"} {
+				if _, ok := latest.PB.GetConfig()[k]; !ok {
+					t.Fatalf("config key %s lost: %v", k, latest.PB.GetConfig())
+				}
 			}
 			var txns int
 			_ = b.List(ctx, "_transactions/", func(store.Object) error { txns++; return nil })
-			if txns != 1+workers*each {
-				t.Fatalf("%d .txn files, want %d (losers must delete theirs)", txns, 1+workers*each)
+			if txns != 4 {
+				t.Fatalf("%d .txn files, want 4 (the failed attempt's deleted)", txns)
+			}
+			// Without sharing every lookup lists.
+			plain := At(b)
+			before = listings(t, reg)
+			for i := 0; i < 3; i++ {
+				if _, err := plain.LatestVersion(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := listings(t, reg) - before; n != 3 {
+				t.Fatalf("%d listings for 3 lookups without sharing", n)
 			}
 		})
 	}
