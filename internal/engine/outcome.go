@@ -12,6 +12,7 @@ import (
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/codec"
 	"github.com/lanced-dev/lanced/internal/format/index"
+	"github.com/lanced-dev/lanced/internal/format/index/fm"
 	"github.com/lanced-dev/lanced/internal/format/index/scalar"
 	"github.com/lanced-dev/lanced/internal/format/index/text"
 	"github.com/lanced-dev/lanced/internal/format/index/vector"
@@ -76,7 +77,7 @@ func Classify(err error) Outcome {
 	case errors.Is(err, job.ErrInvariant), errors.Is(err, hold.ErrHeld):
 		return Hold
 	case errors.Is(err, format.ErrCorrupt), errors.Is(err, lancefile.ErrCorrupt), errors.Is(err, codec.ErrCorrupt),
-		errors.Is(err, vector.ErrCorrupt), errors.Is(err, text.ErrCorrupt), errors.Is(err, scalar.ErrCorrupt), errors.Is(err, lancefile.ErrRowOutOfRange),
+		errors.Is(err, vector.ErrCorrupt), errors.Is(err, text.ErrCorrupt), errors.Is(err, scalar.ErrCorrupt), errors.Is(err, fm.ErrCorrupt), errors.Is(err, lancefile.ErrRowOutOfRange),
 		errors.Is(err, cleanup.ErrCleanupManifestUnreadable):
 		return Quarantine
 	case errors.Is(err, job.ErrUnsupported), errors.Is(err, format.ErrUnsupportedFeature), errors.Is(err, format.ErrMixedNaming),
@@ -84,6 +85,7 @@ func Classify(err error) Outcome {
 		errors.Is(err, lancefile.ErrUnsupportedVersion), errors.Is(err, lancefile.ErrUnsupportedEncoding),
 		errors.Is(err, lancewrite.ErrUnsupportedType), errors.Is(err, lancewrite.ErrCopyUnsupported),
 		errors.Is(err, vector.ErrUnsupported), errors.Is(err, vector.ErrSplit), errors.Is(err, text.ErrUnsupported), errors.Is(err, text.ErrTooLarge), errors.Is(err, scalar.ErrUnsupported), errors.Is(err, scalar.ErrTooLarge),
+		errors.Is(err, fm.ErrUnsupported), errors.Is(err, fm.ErrTooLarge),
 		errors.Is(err, index.ErrNoRemapper), errors.Is(err, index.ErrReuseExternal), errors.Is(err, index.ErrReuseTooLarge),
 		errors.Is(err, cleanup.ErrCleanupBranches), errors.Is(err, cleanup.ErrCleanupBasePaths), errors.Is(err, cleanup.ErrCleanupTaggedOld):
 		return Skip

@@ -20,6 +20,7 @@ import (
 	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/codec"
 	"github.com/lanced-dev/lanced/internal/format/index"
+	"github.com/lanced-dev/lanced/internal/format/index/fm"
 	"github.com/lanced-dev/lanced/internal/format/index/scalar"
 	"github.com/lanced-dev/lanced/internal/format/index/text"
 	"github.com/lanced-dev/lanced/internal/format/index/vector"
@@ -63,6 +64,9 @@ func TestEveryErrorHasOneOutcome(t *testing.T) {
 		"format/index/scalar.ErrCorrupt":              {scalar.ErrCorrupt, engine.Quarantine},
 		"format/index/scalar.ErrUnsupported":          {scalar.ErrUnsupported, engine.Skip},
 		"format/index/scalar.ErrTooLarge":             {scalar.ErrTooLarge, engine.Skip},
+		"format/index/fm.ErrCorrupt":                  {fm.ErrCorrupt, engine.Quarantine},
+		"format/index/fm.ErrUnsupported":              {fm.ErrUnsupported, engine.Skip},
+		"format/index/fm.ErrTooLarge":                 {fm.ErrTooLarge, engine.Skip},
 		"format/index.ErrNoRemapper":                  {index.ErrNoRemapper, engine.Skip},
 		"format/index.ErrReuseExternal":               {index.ErrReuseExternal, engine.Skip},
 		"format/index.ErrReuseTooLarge":               {index.ErrReuseTooLarge, engine.Skip},
