@@ -71,10 +71,16 @@ func loadAvg() string {
 	return strings.Join(f[:3], " ")
 }
 
+// copyTree copies src to dst and flushes the copy to disk (sync(2)), so
+// the writeback of a fresh table copy is not charged to whichever
+// process is measured on it next (the kernel starts writing dirty pages
+// back 30 s after they were written, during that process's run or the cp
+// measured after it).
 func copyTree(src, dst string) {
 	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
 		log.Fatal(err)
 	}
+	syscall.Sync()
 }
 
 func dirBytes(dir string) int64 {
@@ -157,6 +163,7 @@ func main() {
 	indexed := flag.String("indexed", "", "comma-separated FRAGSxROWS indexed tables (BTree, IVF_PQ on 128-d, FTS, 10% deleted) to compact with lanced and with Lance's optimize() (e.g. 25x10000,100x10000)")
 	catchup := flag.String("catchup", "", "comma-separated FRAGSxROWS indexed tables, optimized by Lance, then FRAGS/10 appends of ROWS rows: index catch-up by lanced compact and by Lance's optimize() (e.g. 100x10000)")
 	sliced := flag.Bool("sliced", false, "add row-slice figures: the rewrite of one 400,000-row fragment ("+slicedTable+") and the repack table, unsliced and in slices")
+	slicedDaemons := flag.String("sliced-workers", "", "a one-fragment Sized table (e.g. "+slicedTable+"): its rewrite by one `lanced run` daemon, unsliced and in row slices with 1 and with 3 task workers")
 	catchupVector := flag.Bool("catchup-vector-only", false, "with -catchup, drop the BTree and FTS indices first (lanced catches up vector indices only)")
 	flag.Parse()
 	names := strings.Split(*sized, ",")
@@ -193,6 +200,9 @@ func main() {
 	res["sized_rewrites"], res["indexed_rewrites"], res["catchups"] = extra, ix, cu
 	if *sliced {
 		res["sliced_rewrite"] = slicedRewrite(e)
+	}
+	if *slicedDaemons != "" {
+		res["sliced_workers"] = slicedWorkers(e, *slicedDaemons)
 	}
 	if !*skipBase {
 		maps.Copy(res, e.baseRewrite(*frags, *rows))
