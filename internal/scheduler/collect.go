@@ -2,9 +2,8 @@ package scheduler
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -79,7 +78,11 @@ func (n *Node) collect(ctx context.Context, table string, batch []batchMsg, prob
 				st.ended = map[string]bool{}
 			}
 			st.ended[res.Task.Key] = true
-			n.noteRedoLocked(st, res.Task.Key, res.taskSeq)
+			if outcome == OutcomeAbandoned.String() {
+				n.noteAbandonedLocked(st, res.Task.Key, res.Task.ReadVersion)
+			} else {
+				n.noteRedoLocked(st, res.Task.Key, res.taskSeq)
+			}
 			n.mu.Unlock()
 			log.Info("task result", "outcome", outcome, "err", m.Header.Get(hdrError))
 			n.settle(ctx, table, m.Sequence)
@@ -180,7 +183,7 @@ func (n *Node) maybeCommit(ctx context.Context, table string, batch []batchMsg) 
 	case OutcomeDone:
 		n.m.commitBatch.Observe(float64(len(take)))
 		n.forgetKept(table, take)
-		n.keep(ctx, table, rep)
+		n.keep(ctx, table, take, rep)
 		for _, b := range take {
 			n.settle(ctx, table, b.seq)
 		}
@@ -364,19 +367,15 @@ func (n *Node) forgetKept(table string, batch []batchMsg) {
 	}
 }
 
-// keptMsgID deduplicates a kept result's publication: the same task kept
-// with the same payload for the same tasks (a retried publish) is one
-// message. A result kept again for other tasks is a new message although
-// its payload did not change (a rewrite waits for its remap's parts, then
-// for their join).
-func keptMsgID(r Result) string {
-	h := sha256.New()
-	h.Write(r.Payload)
-	for _, k := range r.After {
-		h.Write([]byte{0})
-		h.Write([]byte(k))
-	}
-	return "kept:" + r.Task.Key + ":" + hex.EncodeToString(h.Sum(nil)[:8])
+// keptMsgID is the Nats-Msg-Id of a kept result's publication: the task
+// and the results stream sequence of the message it is published from
+// (the result being committed), so publishing one result again twice (a
+// publish retried, two coordinators racing over one batch at a lease
+// takeover) stores it once, while a result kept again later (a rewrite
+// waits for its remap's parts, then for their join) is published from
+// its new message and is a new publication.
+func keptMsgID(key string, from uint64) string {
+	return "kept:" + key + ":" + strconv.FormatUint(from, 10)
 }
 
 // keep publishes the results a commit kept back (CommitReport.Kept) as new
@@ -387,17 +386,25 @@ func keptMsgID(r Result) string {
 // message may be removed already), is lost to this batch (its outputs are
 // recorded in the journal, which cleanup settles), is not planned around,
 // and the table is planned again.
-func (n *Node) keep(ctx context.Context, table string, rep CommitReport) {
+// take are the batch's messages, which the kept results are published
+// from (keptMsgID).
+func (n *Node) keep(ctx context.Context, table string, take []batchMsg, rep CommitReport) {
 	if len(rep.Kept) == 0 && len(rep.Followups) == 0 {
 		return
 	}
 	lost := false
 	var published []string
 	for _, r := range rep.Kept {
+		i := slices.IndexFunc(take, func(b batchMsg) bool { return b.res.Task.Key == r.Task.Key })
+		if i < 0 {
+			lost = true
+			n.log.Error("keep result", "table", table, "task_id", r.Task.Key, "err", "the committer kept a result that is not in the batch")
+			continue
+		}
 		msg := resultMsg(r)
 		msg.Header.Set(hdrOutcome, OutcomeDone.String())
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		ack, err := n.q.js.PublishMsg(pctx, msg, jetstream.WithMsgID(keptMsgID(r)), jetstream.WithExpectStream(ResultsStream))
+		ack, err := n.q.js.PublishMsg(pctx, msg, jetstream.WithMsgID(keptMsgID(r.Task.Key, take[i].seq)), jetstream.WithExpectStream(ResultsStream))
 		cancel()
 		switch {
 		case err != nil:

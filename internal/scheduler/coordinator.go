@@ -77,11 +77,19 @@ type tableState struct {
 	wake chan struct{}
 	// redo holds the keys of tasks whose copy ended without being
 	// committed (failed, given up, dropped at commit) inside the task
-	// stream's duplicate window, with when: planned again, such a task
-	// is queued again rather than deduplicated against that copy
-	// (queue.requeueEnded). It outlives the coordinator and is recorded in
-	// the range's lease, so a node that takes the range over knows it.
+	// stream's duplicate window, with that copy's task stream sequence:
+	// planned again, such a task is published as a new attempt named
+	// after that copy (attemptID), not deduplicated against it. It
+	// outlives the coordinator and is recorded in the range's lease, so a
+	// node that takes the range over publishes the same attempt.
 	redo map[string]endedCopy
+	// abandoned holds the keys of tasks whose copy was abandoned (the
+	// executor's ErrIncompatible or ErrInvalidTask, the engine's Skip and
+	// Abandon, deliveries exhausted: dead-lettered, a held table) with
+	// their read version: such a task is not queued again at that read
+	// version; the table's next version is planned afresh. Recorded in the
+	// range's lease like redo.
+	abandoned map[string]uint64
 	// heldCheckedAt is when the table was last found not held; a
 	// coordinator that keeps its lease checks again after holdRecheck.
 	heldCheckedAt time.Time
@@ -311,11 +319,7 @@ func (n *Node) tryCoordinate(ctx context.Context, wg *sync.WaitGroup, table stri
 		for t := range prev.Tables {
 			n.markDirtyLocked(n.state(t))
 		}
-		for t, keys := range prev.Redo {
-			for k, seq := range keys {
-				n.noteRedoLocked(n.state(t), k, seq)
-			}
-		}
+		n.inheritEndedLocked(prev.endedTasks)
 		for _, o := range n.tables {
 			if o.rng == st.rng && !o.leaseQueued {
 				n.markDirtyLocked(o)
@@ -381,8 +385,7 @@ func (n *Node) dispatch(ctx context.Context) {
 		if len(tasks) == 0 {
 			return
 		}
-		again := n.redoOf(tasks)
-		results := n.q.publishAll(ctx, tasks, again)
+		results := n.q.publishAll(ctx, tasks, n.attemptsOf(tasks))
 		failed := false
 		n.mu.Lock()
 		for i, t := range tasks {
@@ -396,14 +399,11 @@ func (n *Node) dispatch(ctx context.Context) {
 				failed = true
 				continue
 			case r.duplicate:
-				// JetStream already had this key inside its dedup window:
-				// the original is queued, running or done, and its result
+				// JetStream already had this attempt inside its dedup
+				// window: it is queued, running or done, and its result
 				// (if any) reaches us through the results stream. Nothing
 				// new is in flight.
 				delete(st.inflight, t.Key)
-			}
-			if again[i].ok {
-				delete(st.redo, t.Key) // queued again, or a copy queued since is
 			}
 		}
 		n.mu.Unlock()
@@ -434,25 +434,30 @@ type endedCopy struct {
 	seq uint64
 }
 
-// redoOf reports which tasks had a copy that ended without being
-// committed inside the duplicate window (tableState.redo).
-func (n *Node) redoOf(tasks []Task) []requeue {
+// attemptsOf returns, for each task, the task stream sequence of its copy
+// that ended without being committed inside the duplicate window
+// (tableState.redo), 0 for none: the attempt to publish (attemptID).
+func (n *Node) attemptsOf(tasks []Task) []uint64 {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	again := make([]requeue, len(tasks))
+	after := make([]uint64, len(tasks))
 	for i, t := range tasks {
-		e, ok := n.tables[t.Table].redo[t.Key]
-		if ok && n.cfg.Now().Sub(e.at) < n.cfg.DedupWindow {
-			again[i] = requeue{ok: true, seq: e.seq}
+		if e, ok := n.tables[t.Table].redo[t.Key]; ok && n.cfg.Now().Sub(e.at) < n.cfg.DedupWindow {
+			after[i] = e.seq
 		}
 	}
-	return again
+	return after
 }
 
 // noteRedoLocked records that the copy of the task with key at task
-// stream sequence seq (0: not known) ended without being committed. n.mu
-// is held.
+// stream sequence seq ended without being committed. A copy whose
+// sequence is not known (0: a result of an earlier lanced version, which
+// does not say) cannot be named, and the task is left to the duplicate
+// window. n.mu is held.
 func (n *Node) noteRedoLocked(st *tableState, key string, seq uint64) {
+	if seq == 0 {
+		return
+	}
 	if st.redo == nil {
 		st.redo = map[string]endedCopy{}
 	}
@@ -462,7 +467,34 @@ func (n *Node) noteRedoLocked(st *tableState, key string, seq uint64) {
 			delete(st.redo, k)
 		}
 	}
+	if e, ok := st.redo[key]; ok && e.seq >= seq {
+		return // a later copy's end is known already
+	}
 	st.redo[key] = endedCopy{at: now, seq: seq}
+}
+
+// noteAbandonedLocked records that the task with key at read version
+// version was abandoned (tableState.abandoned). n.mu is held.
+func (n *Node) noteAbandonedLocked(st *tableState, key string, version uint64) {
+	if st.abandoned == nil {
+		st.abandoned = map[string]uint64{}
+	}
+	st.abandoned[key] = version
+}
+
+// inheritEndedLocked takes the ended tasks a range's previous holder
+// recorded in its lease. n.mu is held.
+func (n *Node) inheritEndedLocked(e endedTasks) {
+	for t, keys := range e.Redo {
+		for k, seq := range keys {
+			n.noteRedoLocked(n.state(t), k, seq)
+		}
+	}
+	for t, keys := range e.Abandoned {
+		for k, v := range keys {
+			n.noteAbandonedLocked(n.state(t), k, v)
+		}
+	}
 }
 
 // dispatchBatch bounds the tasks one dispatch turn publishes together.

@@ -3,16 +3,22 @@
 // It owns four things:
 //
 //   - The task queue: a work-queue stream LANCED_TASKS with subjects
-//     lanced.task.<kind>. Every task is published with Nats-Msg-Id set to its
-//     key, so planning the same (table, read version, kind, fragments) twice
-//     inside the stream's duplicate window enqueues it once. A task whose
-//     copy ended without being committed (failed, given up or dropped at
-//     commit: CommitReport.Dropped) is recorded (tableState.redo, and in
-//     the range's lease record, with that copy's stream sequence); planned
-//     again, it is published again under key#<the deduplicating copy's
-//     stream sequence> when that copy is the one that ended, or left the
-//     queue with no result of it stored. A result's Nats-Msg-Id (and
-//     header Lanced-Task-Seq) names its task message, so each copy's
+//     lanced.task.<kind>. Every publication of a task names its attempt
+//     in Nats-Msg-Id: the first attempt is the task's key, so planning the
+//     same (table, read version, kind, fragments) twice inside the
+//     stream's duplicate window, a publish retried after a timeout, or two
+//     coordinators racing at a lease takeover, enqueues it once. A task
+//     whose copy ended without being committed (failed, given up or
+//     dropped at commit: CommitReport.Dropped) is recorded with that
+//     copy's stream sequence (tableState.redo, and in the range's lease
+//     record); planned again, it is a new attempt, key#<that sequence>,
+//     which every node knowing of the ended copy derives alike and which
+//     is enqueued once too. A task that was abandoned (it cannot succeed
+//     on the table, or it exhausted its deliveries) is not queued again at
+//     its read version (tableState.abandoned, also in the lease record);
+//     the table's next version is planned afresh. A result's Nats-Msg-Id
+//     (and header Lanced-Task-Seq) names its task message, so each copy's
+//     result is stored once. One durable pull
 //     result is stored. One durable pull
 //     consumer (lanced-workers) serves every node; AckWait, MaxDeliver and
 //     BackOff come from Config.
@@ -65,7 +71,10 @@
 //     join of a sliced task once its slices are in) and keep
 //     results back for them (CommitReport.Kept): each kept result is
 //     published again with the keys it waits for (Result.After, header
-//     Lanced-After) before the batch's messages are removed, and is left out
+//     Lanced-After; its Nats-Msg-Id names the message it is published
+//     from, so a publish retried is stored once while a result kept
+//     again later is a new message) before the batch's messages are
+//     removed, and is left out
 //     of commits, with the results it names or that name it, while any of
 //     those tasks is pending or in flight; results so linked are committed
 //     together, never cut by the batch size. The planner sees kept results'

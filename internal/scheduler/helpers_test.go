@@ -203,6 +203,8 @@ type listPlanner struct {
 	// failures is how many of the next Plan calls fail with a transient
 	// store error before planning succeeds.
 	failures int
+	// version is the read version planned (0: 1).
+	version uint64
 }
 
 func newListPlanner(tasks int) *listPlanner {
@@ -232,11 +234,13 @@ func (p *listPlanner) Plan(ctx context.Context, table string, inFlight []string)
 		return Plan{}, fmt.Errorf("list %s: %w", table, errThrottled)
 	}
 	var pl Plan
-	pl.ReadVersion = 1
+	p.mu.Lock()
+	pl.ReadVersion = max(p.version, 1)
+	p.mu.Unlock()
 	pl.CommitBatchTasks = p.batch
 	for i := range p.tasks {
-		key := fmt.Sprintf("%s@1/rewrite/%d", table, i)
-		pl.Tasks = append(pl.Tasks, Task{Kind: "rewrite", Key: key, Table: table, ReadVersion: 1, Payload: []byte(key)})
+		key := fmt.Sprintf("%s@%d/rewrite/%d", table, pl.ReadVersion, i)
+		pl.Tasks = append(pl.Tasks, Task{Kind: "rewrite", Key: key, Table: table, ReadVersion: pl.ReadVersion, Payload: []byte(key)})
 	}
 	return pl, nil
 }

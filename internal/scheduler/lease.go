@@ -47,12 +47,9 @@ type leaseRecord struct {
 	// not yet committed, so a node taking over knows which tables to look
 	// at and can tell the planner what is running.
 	Tables map[string][]string `json:"tables,omitempty"`
-	// Redo lists, per table, the keys of tasks whose copy ended without
-	// being committed inside the task stream's duplicate window, each
-	// with that copy's task stream sequence: a node taking over queues
-	// them again if planned (tableState.redo). Nodes of earlier versions
-	// ignore it.
-	Redo map[string]map[string]uint64 `json:"redo,omitempty"`
+	// The tasks of the range's tables whose copies ended without being
+	// committed (endedTasks).
+	endedTasks
 	// A range handed off by its holder (see rebalance.go) has no Holder;
 	// HandOffTo names the node it was handed to, which alone may take it
 	// before HandOffUntil; HandOffFrom names the node that gave it up.
@@ -62,6 +59,22 @@ type leaseRecord struct {
 	// BatchPokes, in a node record, says that the node hears batched
 	// announcements (lanced.pokes).
 	BatchPokes bool `json:"batch_pokes,omitempty"`
+}
+
+// endedTasks is what a range's lease record carries of its tables' tasks
+// that ended without being committed, so a node taking the range over
+// treats them as the holder did.
+type endedTasks struct {
+	// Redo lists, per table, the keys of tasks whose copy ended without
+	// being committed inside the task stream's duplicate window, each
+	// with that copy's task stream sequence: planned again, the task is
+	// published as the attempt named after it (attemptID,
+	// tableState.redo).
+	Redo map[string]map[string]uint64 `json:"redo,omitempty"`
+	// Abandoned lists, per table, the keys of tasks that were abandoned,
+	// each with its read version: not queued again at that version
+	// (tableState.abandoned). Nodes of earlier versions ignore it.
+	Abandoned map[string]map[string]uint64 `json:"abandoned,omitempty"`
 }
 
 // lease is a held coordinator lease of one range. The renewal loop
@@ -112,9 +125,9 @@ type leaser struct {
 	now  func() time.Time
 }
 
-func (l *leaser) record(rng int, tables map[string][]string, redo map[string]map[string]uint64) ([]byte, time.Time) {
+func (l *leaser) record(rng int, tables map[string][]string, ended endedTasks) ([]byte, time.Time) {
 	exp := l.now().Add(l.ttl)
-	b, _ := json.Marshal(leaseRecord{Holder: l.node, Range: rng, Expires: exp.UnixNano(), Tables: tables, Redo: redo})
+	b, _ := json.Marshal(leaseRecord{Holder: l.node, Range: rng, Expires: exp.UnixNano(), Tables: tables, endedTasks: ended})
 	return b, exp
 }
 
@@ -126,7 +139,7 @@ func (l *leaser) record(rng int, tables map[string][]string, redo map[string]map
 // written in one compare-and-set on it.
 func (l *leaser) acquire(ctx context.Context, rng int, freeRev uint64) (*lease, *leaseRecord, error) {
 	key := rangeKey(rng)
-	val, exp := l.record(rng, nil, nil)
+	val, exp := l.record(rng, nil, endedTasks{})
 	if freeRev > 0 {
 		if rev, err := l.kv.Update(ctx, key, val, freeRev); err == nil {
 			return &lease{rng: rng, key: key, rev: rev, expires: exp}, nil, nil
@@ -169,11 +182,11 @@ func (l *leaser) acquire(ctx context.Context, rng int, freeRev uint64) (*lease, 
 
 // renew extends a held lease with a compare-and-set on its revision and
 // records the range's coordinated tables with their in-flight task keys
-// and the keys to queue again (leaseRecord.Redo).
-func (l *leaser) renew(ctx context.Context, ls *lease, tables map[string][]string, redo map[string]map[string]uint64) error {
+// and their ended tasks (endedTasks).
+func (l *leaser) renew(ctx context.Context, ls *lease, tables map[string][]string, ended endedTasks) error {
 	ls.op.Lock()
 	defer ls.op.Unlock()
-	val, exp := l.record(ls.rng, tables, redo)
+	val, exp := l.record(ls.rng, tables, ended)
 	rev, err := l.kv.Update(ctx, ls.key, val, ls.revision())
 	if err != nil {
 		if isWrongRevision(err) || errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -190,10 +203,10 @@ func (l *leaser) renew(ctx context.Context, ls *lease, tables map[string][]strin
 // handOff replaces the held lease's record, if it is still ours, by one
 // naming no holder that reserves the range for node to until until and
 // lists the tables with their tasks in flight.
-func (l *leaser) handOff(ctx context.Context, ls *lease, tables map[string][]string, redo map[string]map[string]uint64, to string, until time.Time) error {
+func (l *leaser) handOff(ctx context.Context, ls *lease, tables map[string][]string, ended endedTasks, to string, until time.Time) error {
 	ls.op.Lock()
 	defer ls.op.Unlock()
-	b, _ := json.Marshal(leaseRecord{Range: ls.rng, Expires: l.now().UnixNano(), Tables: tables, Redo: redo,
+	b, _ := json.Marshal(leaseRecord{Range: ls.rng, Expires: l.now().UnixNano(), Tables: tables, endedTasks: ended,
 		HandOffTo: to, HandOffFrom: l.node, HandOffUntil: until.UnixNano()})
 	if _, err := l.kv.Update(ctx, ls.key, b, ls.revision()); err != nil {
 		return fmt.Errorf("hand off lease %s: %w", ls.key, err)

@@ -47,7 +47,8 @@ func TestLeaseIsTakenOverOnlyAfterExpiry(t *testing.T) {
 		t.Fatalf("b acquired a held lease: lease=%v rec=%v err=%v", lb, rec, err)
 	}
 	clock.Add(20 * time.Second)
-	if err := a.renew(ctx, la, map[string][]string{"s3://lake/events.lance": {"k1"}}, map[string]map[string]uint64{"s3://lake/events.lance": {"k0": 12}}); err != nil {
+	if err := a.renew(ctx, la, map[string][]string{"s3://lake/events.lance": {"k1"}}, endedTasks{Redo: map[string]map[string]uint64{"s3://lake/events.lance": {"k0": 12}},
+		Abandoned: map[string]map[string]uint64{"s3://lake/events.lance": {"k2": 3}}}); err != nil {
 		t.Fatalf("renew: %v", err)
 	}
 	clock.Add(20 * time.Second) // 40s after acquire, 20s after renewal: still held
@@ -68,7 +69,10 @@ func TestLeaseIsTakenOverOnlyAfterExpiry(t *testing.T) {
 	if redo := rec.Redo["s3://lake/events.lance"]; len(redo) != 1 || redo["k0"] != 12 {
 		t.Fatalf("takeover did not hand over the keys to queue again: %+v", rec)
 	}
-	if err := a.renew(ctx, la, nil, nil); !errors.Is(err, ErrLeaseLost) {
+	if ab := rec.Abandoned["s3://lake/events.lance"]; len(ab) != 1 || ab["k2"] != 3 {
+		t.Fatalf("takeover did not hand over the abandoned keys: %+v", rec)
+	}
+	if err := a.renew(ctx, la, nil, endedTasks{}); !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("a renewed a lease b took over: %v", err)
 	}
 	// a's release must not delete b's lease.
@@ -132,7 +136,7 @@ func TestLeaseNeverHeldByTwoNodes(t *testing.T) {
 					}
 				}
 				time.Sleep(time.Duration(rand.IntN(5)) * time.Millisecond)
-				if err := l.renew(ctx, ls, nil, nil); err != nil && ctx.Err() == nil {
+				if err := l.renew(ctx, ls, nil, endedTasks{}); err != nil && ctx.Err() == nil {
 					t.Errorf("renew of a held lease failed: %v", err)
 				}
 				holders.Add(-1)

@@ -230,8 +230,17 @@ func (n *Node) plan(ctx context.Context, table string, extraInFlight []string) {
 	for _, k := range inflight {
 		known[k] = true
 	}
-	added := 0
+	for k, v := range st.abandoned {
+		if v < p.ReadVersion {
+			delete(st.abandoned, k) // the table changed: its keys are new
+		}
+	}
+	added, abandoned := 0, 0
 	for _, t := range p.Tasks {
+		if _, ok := st.abandoned[t.Key]; ok {
+			abandoned++ // not queued again at this read version
+			continue
+		}
 		if known[t.Key] {
 			continue
 		}
@@ -251,6 +260,6 @@ func (n *Node) plan(ctx context.Context, table string, extraInFlight []string) {
 		result = "empty"
 	}
 	n.m.plans.WithLabelValues(result).Inc()
-	log.Info("table planned", "version", p.ReadVersion, "tasks", added, "duration", time.Since(start))
+	log.Info("table planned", "version", p.ReadVersion, "tasks", added, "abandoned", abandoned, "duration", time.Since(start))
 	n.kick()
 }

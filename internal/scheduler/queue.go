@@ -155,29 +155,36 @@ type published struct {
 	err       error
 }
 
-// requeue marks a task whose copy ended without being committed: seq is
-// that copy's task stream sequence (0 when not known).
-type requeue struct {
-	ok  bool
-	seq uint64
+// attemptID is the Nats-Msg-Id of a task's publication. A task's first
+// attempt is published under its key, so planning the same task twice
+// (a plan repeated, a coordinator retrying a publish after a timeout, two
+// coordinators racing at a lease takeover) enqueues it once inside the
+// duplicate window. A task whose attempt ended without being committed
+// and is planned again is a new attempt, named after the copy it
+// replaces: key#<that copy's task stream sequence>. Every node that knows
+// of the ended copy (its coordinator, a node taking the range over from
+// the lease record) derives the same id, so the new attempt is queued
+// once too; after is 0 for a first attempt.
+func attemptID(key string, after uint64) string {
+	if after == 0 {
+		return key
+	}
+	return key + "#" + strconv.FormatUint(after, 10)
 }
 
-// publish enqueues one task; duplicate reports that JetStream had its key
-// inside the duplicate window (see publishAll).
-func (q *queue) publish(ctx context.Context, t Task, again requeue) (duplicate bool, err error) {
-	r := q.publishAll(ctx, []Task{t}, []requeue{again})[0]
+// publish enqueues one task (see publishAll).
+func (q *queue) publish(ctx context.Context, t Task, after uint64) (duplicate bool, err error) {
+	r := q.publishAll(ctx, []Task{t}, []uint64{after})[0]
 	return r.duplicate, r.err
 }
 
 // publishAll enqueues tasks without waiting for each acknowledgement in
 // turn: all are sent, then every acknowledgement is awaited (result i is
-// task i's). A task's message id is its key, so a task planned twice
-// inside the duplicate window is enqueued once: duplicate reports that.
-// A task with again[i].ok had a copy that ended without being committed
-// (failed, given up, dropped at commit); JetStream deduplicating it
-// against that copy would drop the work, so it is published again
-// (requeueEnded). again may be nil.
-func (q *queue) publishAll(ctx context.Context, tasks []Task, again []requeue) []published {
+// task i's). Task i is published under attemptID(key, after[i]); a
+// publication JetStream already had inside the duplicate window is
+// reported as duplicate: the same attempt is queued, running or done.
+// after may be nil (first attempts).
+func (q *queue) publishAll(ctx context.Context, tasks []Task, after []uint64) []published {
 	out := make([]published, len(tasks))
 	futures := make([]jetstream.PubAckFuture, len(tasks))
 	for i, t := range tasks {
@@ -185,7 +192,11 @@ func (q *queue) publishAll(ctx context.Context, tasks []Task, again []requeue) [
 			out[i].err = err
 			continue
 		}
-		f, err := q.js.PublishMsgAsync(taskMsg(t), jetstream.WithMsgID(t.Key), jetstream.WithExpectStream(TasksStream))
+		var prev uint64
+		if i < len(after) {
+			prev = after[i]
+		}
+		f, err := q.js.PublishMsgAsync(taskMsg(t), jetstream.WithMsgID(attemptID(t.Key, prev)), jetstream.WithExpectStream(TasksStream))
 		if err != nil {
 			out[i].err = fmt.Errorf("publish task %s: %w", t.Key, err)
 			continue
@@ -199,9 +210,6 @@ func (q *queue) publishAll(ctx context.Context, tasks []Task, again []requeue) [
 		select {
 		case ack := <-f.Ok():
 			out[i].duplicate = ack.Duplicate
-			if ack.Duplicate && i < len(again) && again[i].ok {
-				out[i].duplicate, out[i].err = q.requeueEnded(ctx, tasks[i], ack.Sequence, again[i].seq)
-			}
 		case err := <-f.Err():
 			out[i].err = fmt.Errorf("publish task %s: %w", tasks[i].Key, err)
 		case <-ctx.Done():
@@ -209,68 +217,6 @@ func (q *queue) publishAll(ctx context.Context, tasks []Task, again []requeue) [
 		}
 	}
 	return out
-}
-
-// maxRequeues bounds the copies of one task requeueEnded walks past: each
-// is a copy that ended inside the duplicate window.
-const maxRequeues = 32
-
-// requeueEnded publishes again a task whose publication JetStream
-// deduplicated against the message at stream sequence seq. ended is the
-// sequence of a copy the caller knows ended (its final result was read;
-// its ack may still be on its way), 0 if not known. Another copy is
-// queued, running or still to be read while its message is in the work
-// queue or a result of it is stored: duplicate. Otherwise (a worker
-// publishes the result before it acks) t is published with a message id
-// naming that copy (key#seq), which every node derives alike, so the
-// copies queued again after one ending are deduplicated among
-// themselves; a publication meeting such a copy is judged the same way.
-func (q *queue) requeueEnded(ctx context.Context, t Task, seq, ended uint64) (duplicate bool, err error) {
-	for range maxRequeues {
-		if seq == 0 {
-			return true, nil // a copy being stored right now
-		}
-		if seq != ended {
-			_, err := q.tasks.GetMsg(ctx, seq)
-			switch {
-			case err == nil:
-				return true, nil
-			case !isNotFound(err):
-				return false, fmt.Errorf("publish task %s: look up its earlier copy: %w", t.Key, err)
-			}
-			if waiting, err := q.resultWaiting(ctx, t, seq); err != nil || waiting {
-				return waiting, err
-			}
-		}
-		ack, err := q.js.PublishMsg(ctx, taskMsg(t), jetstream.WithMsgID(t.Key+"#"+strconv.FormatUint(seq, 10)), jetstream.WithExpectStream(TasksStream))
-		if err != nil {
-			return false, fmt.Errorf("publish task %s again: %w", t.Key, err)
-		}
-		if !ack.Duplicate {
-			return false, nil
-		}
-		seq = ack.Sequence
-	}
-	return false, fmt.Errorf("publish task %s: %d earlier copies ended inside the duplicate window", t.Key, maxRequeues)
-}
-
-// resultWaiting reports whether a result of t's copy at task stream
-// sequence seq (or of a copy whose result does not say) is stored under
-// its table's results subject.
-func (q *queue) resultWaiting(ctx context.Context, t Task, seq uint64) (bool, error) {
-	var from uint64
-	for {
-		m, err := q.nextResult(ctx, t.Table, from)
-		if err != nil || m == nil {
-			return false, err
-		}
-		if m.Header.Get(hdrKey) == t.Key {
-			if s := m.Header.Get(hdrTaskSeq); s == "" || s == strconv.FormatUint(seq, 10) {
-				return true, nil
-			}
-		}
-		from = m.Sequence + 1
-	}
 }
 
 // depth is the number of task messages waiting or unacknowledged.

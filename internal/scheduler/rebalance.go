@@ -237,13 +237,13 @@ func (n *Node) handOff(ctx context.Context, rng int, to string) {
 			tables[w.table] = nil
 		}
 	}
-	redo := n.redoRecordLocked(tables)
+	ended := n.endedRecordLocked(tables)
 	n.mu.Unlock()
 	n.traced(key, "range-")
 	handed := false
 	if ctx.Err() == nil {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		err := n.leases.handOff(wctx, rs.lease, tables, redo, to, n.cfg.Now().Add(n.handOffDeadline()))
+		err := n.leases.handOff(wctx, rs.lease, tables, ended, to, n.cfg.Now().Add(n.handOffDeadline()))
 		cancel()
 		if err != nil {
 			n.log.Warn("hand range off", "range", key, "to", to, "err", err)

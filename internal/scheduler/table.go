@@ -109,7 +109,7 @@ func (n *Node) renewLeases(ctx context.Context) {
 			ctx    context.Context
 			stop   context.CancelCauseFunc
 			tables map[string][]string
-			redo   map[string]map[string]uint64
+			ended  endedTasks
 		}
 		var todo []due
 		now := n.cfg.Now()
@@ -127,13 +127,13 @@ func (n *Node) renewLeases(ctx context.Context) {
 				}
 				tables[name] = keys
 			}
-			todo = append(todo, due{ls: ls, ctx: rs.ctx, stop: rs.stop, tables: tables, redo: n.redoRecordLocked(tables)})
+			todo = append(todo, due{ls: ls, ctx: rs.ctx, stop: rs.stop, tables: tables, ended: n.endedRecordLocked(tables)})
 		}
 		n.mu.Unlock()
 		for _, d := range todo {
 			renewals.Go(func() {
 				defer d.ls.renewing.Store(false)
-				err := n.leases.renew(d.ctx, d.ls, d.tables, d.redo)
+				err := n.leases.renew(d.ctx, d.ls, d.tables, d.ended)
 				if errors.Is(err, ErrLeaseLost) || (err != nil && !d.ls.valid(n.cfg.Now(), 0)) {
 					n.m.leaseLost.Inc()
 					n.log.Error("lease lost", "range", d.ls.key, "tables", len(d.tables), "err", err)
@@ -144,11 +144,11 @@ func (n *Node) renewLeases(ctx context.Context) {
 	}
 }
 
-// redoRecordLocked lists the tables' keys to queue again
-// (tableState.redo) still inside the duplicate window, for a lease record.
-// n.mu is held.
-func (n *Node) redoRecordLocked(tables map[string][]string) map[string]map[string]uint64 {
-	var out map[string]map[string]uint64
+// endedRecordLocked lists the tables' ended tasks for a lease record: the
+// keys to queue again (tableState.redo) still inside the duplicate window
+// and the abandoned keys (tableState.abandoned). n.mu is held.
+func (n *Node) endedRecordLocked(tables map[string][]string) endedTasks {
+	var out endedTasks
 	now := n.cfg.Now()
 	for name := range tables {
 		st := n.tables[name]
@@ -156,19 +156,27 @@ func (n *Node) redoRecordLocked(tables map[string][]string) map[string]map[strin
 			continue
 		}
 		for k, e := range st.redo {
-			if now.Sub(e.at) >= n.cfg.DedupWindow {
-				continue
+			if now.Sub(e.at) < n.cfg.DedupWindow {
+				out.Redo = addEnded(out.Redo, name, k, e.seq)
 			}
-			if out == nil {
-				out = map[string]map[string]uint64{}
-			}
-			if out[name] == nil {
-				out[name] = map[string]uint64{}
-			}
-			out[name][k] = e.seq
+		}
+		for k, v := range st.abandoned {
+			out.Abandoned = addEnded(out.Abandoned, name, k, v)
 		}
 	}
 	return out
+}
+
+// addEnded sets m[table][key] = v, making the maps as needed.
+func addEnded(m map[string]map[string]uint64, table, key string, v uint64) map[string]map[string]uint64 {
+	if m == nil {
+		m = map[string]map[string]uint64{}
+	}
+	if m[table] == nil {
+		m[table] = map[string]uint64{}
+	}
+	m[table][key] = v
+	return m
 }
 
 // nextWait returns how long the coordinator sleeps unless woken: until
