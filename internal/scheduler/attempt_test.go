@@ -74,16 +74,8 @@ func TestAttemptPublishedTwiceRunsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	committer := &racingCommitter{logCommitter: newLogCommitter(logs), q: other.q, givenUp: map[string][]string{}}
-	ex := newFileExecutor(out, "a")
-	n, _, _ := startNode(t, natstest.Connect(t, s), fastConfig(t, "a"), newListPlanner(2), ex, committer)
 	const tb = "file:///tables/raced.lance"
-	if err := n.Submit(context.Background(), tb, 1); err != nil {
-		t.Fatal(err)
-	}
-	want := []string{tb + "@1/rewrite/0", tb + "@1/rewrite/1"}
-	waitFor(t, 30*time.Second, "the given-up tasks run again and committed", func() bool {
-		return slices.Equal(committer.committed(tb), want)
-	})
+	n, ex, want := runUntilRunAgain(t, s, fastConfig(t, "a"), committer, committer.committed, out, tb)
 	// Anything still queued would run now: give it the time to.
 	waitFor(t, 10*time.Second, "an empty queue", func() bool {
 		d, err := n.q.depth(context.Background())
@@ -98,13 +90,7 @@ func TestAttemptPublishedTwiceRunsOnce(t *testing.T) {
 	if got := committer.committed(tb); !slices.Equal(got, want) {
 		t.Errorf("committed %v, want each task once: %v", got, want)
 	}
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	for _, k := range want {
-		if ex.runs[k] != 2 {
-			t.Errorf("task %s ran %d times, want 2 (the given-up attempt and the next one, once)", k, ex.runs[k])
-		}
-	}
+	ranTwice(t, ex, want)
 }
 
 // TestAbandonedTaskIsNotQueuedAgainUntilTheTableChanges: a task the
