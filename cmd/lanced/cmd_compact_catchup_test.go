@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -112,18 +113,7 @@ func killCatchUp(t *testing.T, base string, pre oracle.Report, name string, poin
 // searches keep working.
 func TestCompactFTSCatchUpSurvivesKill9(t *testing.T) {
 	oracle.Require(t)
-	dir := t.TempDir()
-	base := oracle.Build(t, "sized-2x600-v0-t12-d0", filepath.Join(dir, "base"))
-	oracle.RunOps(t, base, []oracle.Op{
-		{"op": "create_index", "column": "body", "type": "fts", "name": "body_idx", "options": map[string]any{"withPosition": true}},
-		{"op": "add", "rows": 200, "seed": 5},
-		{"op": "add", "texts": map[string]any{"body": []string{"Zebra crossing", "naïve café river"}}, "seed": 6},
-		{"op": "delete", "where": "id >= 1200 AND id % 9 = 1"},
-	})
-	pre := oracle.Inspect(t, base, 0)
-	if ix := pre.Index(t, "body_idx"); ix.UnindexedRows == 0 {
-		t.Fatalf("setup: nothing unindexed: %+v", ix)
-	}
+	base, pre := textBacklog(t, "sized-2x600-v0-t12-d0", oracle.Op{"op": "create_index", "column": "body", "type": "fts", "name": "body_idx", "options": map[string]any{"withPosition": true}}, 1200)
 	search := func(path string) {
 		t.Helper()
 		res := oracle.RunOps(t, path, []oracle.Op{{"op": "fts_search", "column": "body", "query": "river zebra", "k": 10000, "columns": []string{"id"}}})
@@ -137,4 +127,44 @@ func TestCompactFTSCatchUpSurvivesKill9(t *testing.T) {
 	points := []string{"catchup.start:1", "catchup.file:1", "catchup.file:4", "catchup.written:1", "commit.txn:1", "commit.manifest:1"}
 	// Partitions 0 and 1 (three files each) and metadata.lance.
 	killCatchUp(t, base, pre, "body_idx", points, 7, search)
+}
+
+// TestCompactFMCatchUpSurvivesKill9 is TestCompactCatchUpSurvivesKill9
+// for an FM index, which a catch-up rebuilds over every fragment: killed
+// before anything is written, after the first of the new segment's two
+// partition files, after the segment is written, and across the commit. A
+// referenced segment holds both partition files; substring queries through
+// the index keep returning the rows.
+func TestCompactFMCatchUpSurvivesKill9(t *testing.T) {
+	oracle.Require(t)
+	base, pre := textBacklog(t, "sized-2x6000-v0-t3-d0", oracle.Op{"op": "create_index", "column": "body", "type": "fm", "name": "body_idx"}, 12000)
+	search := func(path string) {
+		t.Helper()
+		res := oracle.Queries(t, path, []oracle.Op{{"op": "query", "where": "contains(body, 'Zebra cross') OR contains(body, 'café riv')", "columns": []string{"id"}}})
+		if n := len(res[0].IDs()); n != 2 {
+			t.Fatalf("substring query: %d rows, want 2", n)
+		}
+	}
+	points := []string{"catchup.start:1", "catchup.file:1", "catchup.written:1", "commit.txn:1", "commit.manifest:1"}
+	killCatchUp(t, base, pre, "body_idx", points, 2, search)
+}
+
+// textBacklog builds scenario, creates body_idx with create, appends 200
+// generated rows and two with known text ("Zebra crossing", "naïve café
+// river"), and deletes some appended rows (ids from first): the index has
+// unindexed rows.
+func textBacklog(t *testing.T, scenario string, create oracle.Op, first int) (string, oracle.Report) {
+	t.Helper()
+	base := oracle.Build(t, scenario, filepath.Join(t.TempDir(), "base"))
+	oracle.RunOps(t, base, []oracle.Op{
+		create,
+		{"op": "add", "rows": 200, "seed": 5},
+		{"op": "add", "texts": map[string]any{"body": []string{"Zebra crossing", "naïve café river"}}, "seed": 6},
+		{"op": "delete", "where": fmt.Sprintf("id >= %d AND id %% 9 = 1", first)},
+	})
+	pre := oracle.Inspect(t, base, 0)
+	if ix := pre.Index(t, "body_idx"); ix.UnindexedRows == 0 {
+		t.Fatalf("setup: nothing unindexed: %+v", ix)
+	}
+	return base, pre
 }

@@ -61,6 +61,8 @@ func ExecuteCatchUp(ctx context.Context, tbl *table.Table, t *job.CatchUpTask) (
 		out, err = catchUpScalar(ctx, tbl.Bucket(), t, in)
 	case kind == index.KindFTS:
 		out, err = catchUpFTS(ctx, tbl.Bucket(), t, in)
+	case kind == index.KindFM:
+		out, err = catchUpFM(ctx, tbl.Bucket(), t, in)
 	default:
 		out, err = catchUpVector(ctx, tbl.Bucket(), t, in)
 	}

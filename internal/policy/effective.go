@@ -182,6 +182,14 @@ type Index struct {
 	// most this many live rows each (whole fragments; a bigger fragment
 	// is a delta of its own), on any workers, merged by one final task.
 	CatchUpPartRows Setting[uint64] `json:"catchup_part_rows"`
+	// FMMaxBytes bounds the text of one partition (10,000 documents) of an
+	// FM index lanced rebuilds (catch-up, or a rewrite of fragments it
+	// covers): the build holds about 6 bytes per byte of it (text, a
+	// 4-byte suffix array entry and a BWT byte per text byte). Past it the
+	// plan reports the catch-up due and keeps the fragments the index
+	// covers out of rewrites; a build that finds more fails with the
+	// numbers.
+	FMMaxBytes Setting[uint64] `json:"fm_max_bytes"`
 }
 
 // Effective is the resolved policy of one table: every setting with its
@@ -229,6 +237,9 @@ const (
 	// delta task holds at most 262,144 rows' codes (for IVF_FLAT over
 	// 128-d float32 vectors, 128 MiB).
 	DefaultCatchUpPartRows = 256 << 10
+	// DefaultFMMaxBytes is lanced's default index.fm_max_bytes: an FM
+	// partition of 256 MiB of text takes about 1.5 GiB to rebuild.
+	DefaultFMMaxBytes = 256 << 20
 )
 
 func lance[T any](v T) Setting[T] {
@@ -286,6 +297,7 @@ func LanceDefaults(table string) Effective {
 			DriftThreshold:       lanced(DefaultDriftThreshold),
 			RemapPartBytes:       lanced(uint64(DefaultRemapPartBytes)),
 			CatchUpPartRows:      lanced(uint64(DefaultCatchUpPartRows)),
+			FMMaxBytes:           lanced(uint64(DefaultFMMaxBytes)),
 			Retrain:              lance(false),
 		},
 	}

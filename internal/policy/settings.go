@@ -141,6 +141,8 @@ var specs = []*spec{
 		set: setU(func(e *Effective) *Setting[uint64] { return &e.Index.RemapPartBytes })},
 	{section: "index", name: "catchup_part_rows", kind: kCount, min: 1,
 		set: setU(func(e *Effective) *Setting[uint64] { return &e.Index.CatchUpPartRows })},
+	{section: "index", name: "fm_max_bytes", kind: kSize, min: 1,
+		set: setU(func(e *Effective) *Setting[uint64] { return &e.Index.FMMaxBytes })},
 	{section: "index", name: "retrain", kind: kBool,
 		refused: map[string]string{"true": "retrain = true: lanced does not retrain an index's model (IVF k-means, PQ/SQ training); it adds new rows with the trained model and reports drift (lanced_index_drift_ratio, the plan's retrain recommendation past drift_threshold). Retrain with Lance's createIndex(replace: true) and leave retrain unset or false."},
 		set:     setB(func(e *Effective) *Setting[bool] { return &e.Index.Retrain })},

@@ -36,7 +36,7 @@ const (
 var catchUpKinds = map[index.Kind]bool{
 	index.KindIVFPQ: true, index.KindIVFFlat: true, index.KindIVFRQ: true, index.KindHNSWSQ: true, index.KindHNSWPQ: true,
 	index.KindBTree: true, index.KindBitmap: true, index.KindLabelList: true,
-	index.KindFTS: true,
+	index.KindFTS: true, index.KindFM: true,
 }
 
 // stableCatchUpKinds lists the kinds lanced catches up on tables with
@@ -49,9 +49,7 @@ var stableCatchUpKinds = map[index.Kind]bool{
 
 // noCatchUp says why lanced does not catch up an index kind (the plan's
 // reason); kinds not listed get a generic one.
-var noCatchUp = map[index.Kind]string{
-	index.KindFM: "fm: Lance's optimize() rebuilds an FM index from the column (a new segment over every fragment, no delta of the new rows) and lanced builds no FM index",
-}
+var noCatchUp = map[index.Kind]string{}
 
 // CatchUpMaxRows bounds the live rows of one catch-up task: the executor
 // holds a row id and a code per new row (for IVF_FLAT over 128-d float32
@@ -138,6 +136,14 @@ func catchUpDecisions(ic *indexCoverage, frags []*tablepb.DataFragment, decision
 			if err := ftsCatchUpSupported(ic.metas[s[0]]); err != nil {
 				cu.Action = CatchUpDue
 				cu.Reason += "; but lanced cannot tokenize new rows exactly as Lance does for this index (" + err.Error() + "): run Lance's optimize()"
+			}
+		}
+		if kind == index.KindFM && cu.Action == CatchUpPlanned {
+			cu.Reason = strings.Replace(cu.Reason, "rows added with the index's trained model", "the index rebuilt from the column over every fragment it covers and the new ones (as Lance's optimize() rebuilds an FM index)", 1)
+			if est, part := fmPartitionText(ic, s); est > pol.Index.FMMaxBytes.Value {
+				cu.Action = CatchUpDue
+				cu.Reason += fmt.Sprintf("; but its largest partition holds about %d bytes of text (estimated from %s's size), over index.fm_max_bytes %d (%s): run Lance's optimize() or raise the bound",
+					est, part, pol.Index.FMMaxBytes.Value, pol.Index.FMMaxBytes.Source)
 			}
 		}
 		if kind == index.KindIVFRQ && cu.Action == CatchUpPlanned {
@@ -273,7 +279,11 @@ func catchUpFirst(ic *indexCoverage, frags []*tablepb.DataFragment, pol policy.E
 	}
 	out, cloned := excluded, false
 	for _, d := range pre {
-		if d.CatchUp == nil || d.CatchUp.Action != CatchUpPlanned || d.CatchUp.Rows <= minRows {
+		// An FM catch-up rebuilds the whole index, and so does a rewrite
+		// of fragments it covers: the unindexed fragments are compacted
+		// first (untouched by the index), then caught up once, as Lance's
+		// optimize() orders it.
+		if d.CatchUp == nil || d.CatchUp.Action != CatchUpPlanned || d.CatchUp.Rows <= minRows || d.Kind == string(index.KindFM) {
 			continue
 		}
 		reason := d.CatchUp.Reason
@@ -344,7 +354,9 @@ func planCatchUps(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []s
 				continue
 			}
 			ph, del, _ := fragRows(frags[fi])
-			if !split && (full > 0 || (len(ids) > 0 && rows+ph-del > CatchUpMaxRows)) {
+			// An FM catch-up rebuilds the index over every fragment:
+			// bounded by its partitions (index.fm_max_bytes), not rows.
+			if !split && d.Kind != string(index.KindFM) && (full > 0 || (len(ids) > 0 && rows+ph-del > CatchUpMaxRows)) {
 				full++
 				continue
 			}
@@ -361,7 +373,11 @@ func planCatchUps(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []s
 		merge := cu.Merge && full == 0
 		switch {
 		case len(ids) > 0 || merge:
-			p.CatchUps = append(p.CatchUps, job.CatchUpTask{Table: in.Table, ReadVersion: in.Manifest.GetVersion(), Index: d.Name, Fragments: ids, Rows: rows, Merge: merge, Slices: parts})
+			task := job.CatchUpTask{Table: in.Table, ReadVersion: in.Manifest.GetVersion(), Index: d.Name, Fragments: ids, Rows: rows, Merge: merge, Slices: parts}
+			if d.Kind == string(index.KindFM) {
+				task.FMMaxBytes = in.Policy.Index.FMMaxBytes.Value
+			}
+			p.CatchUps = append(p.CatchUps, task)
 			cu.Reason += fmt.Sprintf(" (%d row(s) of %d fragment(s) in this plan's task", rows, len(ids))
 			if len(parts) > 0 {
 				cu.Reason += fmt.Sprintf(", run as %d delta tasks of at most %d row(s) (catchup_part_rows, %s; whole fragments) merged by one task",
@@ -445,6 +461,26 @@ func remapOf(indices []*tablepb.IndexMetadata, name string, remapping []job.Task
 		}
 	}
 	return ""
+}
+
+// fmFileTextRatio: an FM partition file holds about 0.8 bytes per byte of
+// text (wavelet tree bits about 0.55 for text, suffix array samples 0.25).
+const fmFileTextRatio = 0.8
+
+// fmPartitionText estimates the text of the largest partition of the FM
+// segments at segs from their files' recorded sizes, and names that file
+// (0 and "" when no size is recorded).
+func fmPartitionText(ic *indexCoverage, segs []int) (uint64, string) {
+	var est uint64
+	var name string
+	for _, s := range segs {
+		for _, f := range ic.metas[s].GetFiles() {
+			if e := uint64(float64(f.GetSizeBytes()) / fmFileTextRatio); e > est {
+				est, name = e, f.GetPath()
+			}
+		}
+	}
+	return est, name
 }
 
 // ftsCatchUpSupported reports whether lanced tokenizes exactly as Lance does

@@ -319,9 +319,10 @@ func detailsIndex(t *testing.T, name, typeURL string, ids ...uint32) *tablepb.In
 }
 
 // Scalar kinds are caught up, an index of two segments too (its segments
-// and the new rows merged into one: Lance keeps one per scalar index); fm
-// is due with its reason, and so is an FTS index (of two segments) whose
-// details do not name the params lanced must tokenize with.
+// and the new rows merged into one: Lance keeps one per scalar index), fm
+// too (rebuilt from the column, bounded by index.fm_max_bytes); an FTS
+// index (of two segments) whose details do not name the params lanced
+// must tokenize with is due with its reason.
 func TestCatchUpScalarKinds(t *testing.T) {
 	m := manifest(3, ab, small(0, 100), small(1, 100))
 	idx := []*tablepb.IndexMetadata{
@@ -337,20 +338,34 @@ func TestCatchUpScalarKinds(t *testing.T) {
 	})})
 	var planned []string
 	for _, c := range p.CatchUps {
-		if !reflect.DeepEqual(c.Fragments, []uint64{1}) {
+		if !reflect.DeepEqual(c.Fragments, []uint64{1}) || (c.Index == "fm_idx") != (c.FMMaxBytes == policy.DefaultFMMaxBytes) {
 			t.Fatalf("task %+v", c)
 		}
 		planned = append(planned, c.Index)
 	}
-	if want := []string{"cat_idx", "id_idx", "tags_idx", "two_idx"}; !reflect.DeepEqual(slices.Sorted(slices.Values(planned)), want) {
+	if want := []string{"cat_idx", "fm_idx", "id_idx", "tags_idx", "two_idx"}; !reflect.DeepEqual(slices.Sorted(slices.Values(planned)), want) {
 		t.Fatalf("catch-ups of %v, want %v", planned, want)
 	}
 	if cu := indexDecision(t, p, "two_idx").CatchUp; !strings.Contains(cu.Reason, "its 2 segments merged into one") {
 		t.Fatalf("two_idx: %+v", cu)
 	}
+	if cu := indexDecision(t, p, "fm_idx").CatchUp; !strings.Contains(cu.Reason, "rebuilt from the column") {
+		t.Fatalf("fm_idx: %+v", cu)
+	}
+	// A partition file whose text passes index.fm_max_bytes: due, with
+	// the numbers.
+	fmBig := detailsIndex(t, "fm_idx", "/lance.index.pb.FMIndexDetails", 0)
+	fmBig.Files = []*tablepb.IndexFile{{Path: "part_0_fm.lance", SizeBytes: 1 << 20}, {Path: "part_1_fm.lance", SizeBytes: 8 << 20}}
+	big := Compute(Input{Table: "t", Manifest: m, Indices: []*tablepb.IndexMetadata{fmBig}, Policy: pol(func(e *policy.Effective) {
+		set(&e.Scope, policy.ScopeIndex)
+		set(&e.Index.FMMaxBytes, 4<<20)
+	})})
+	if cu := indexDecision(t, big, "fm_idx").CatchUp; cu.Action != CatchUpDue || len(big.CatchUps) != 0 ||
+		!strings.Contains(cu.Reason, "about 10485760 bytes of text (estimated from part_1_fm.lance's size), over index.fm_max_bytes 4194304") {
+		t.Fatalf("fm_idx over fm_max_bytes: %+v", cu)
+	}
 	for name, why := range map[string]string{
 		"text_idx": "InvertedIndexDetails without a language",
-		"fm_idx":   "fm: Lance's optimize() rebuilds an FM index from the column",
 	} {
 		if cu := indexDecision(t, p, name).CatchUp; cu.Action != CatchUpDue || !strings.Contains(cu.Reason, why) {
 			t.Fatalf("%s: %+v", name, cu)
