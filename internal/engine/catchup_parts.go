@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path"
 	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/lanced-dev/lanced/internal/engine/failpoint"
@@ -33,9 +35,14 @@ import (
 // old partitions and each delta's as one more; vector: the deltas' rows,
 // merged with every segment where lance's optimize would merge), which
 // commits as one CreateIndex like an unsplit catch-up. Memory per task:
-// a delta holds its range's rows (bounded by the planner's part size);
-// the merge holds a page per input (btree), one copy buffer (FTS), or one
-// IVF partition of every input (vector), whatever the backlog.
+// a delta holds its range's rows (bounded by the planner's part size); a
+// btree or vector merge reads at most catchUpMergeFanIn deltas at once
+// (more are first folded into intermediate deltas, deltaFold) with a
+// read-ahead budget shared among them (index.MergeReadWindow), and writes
+// through page buffers of index.FilePageBytes per column: a page per
+// input (btree) or one IVF partition of the new rows (vector) besides,
+// whatever the number of deltas; an FTS merge copies each delta's
+// partition through one buffer.
 
 // ExecuteCatchUpDelta runs delta s.Index of a catch-up run in parts. On
 // error every file it wrote is deleted.
@@ -133,18 +140,25 @@ func ExecuteCatchUpMerge(ctx context.Context, tbl *table.Table, jt *job.JoinTask
 		}
 		deltas[i] = &segmentReader{b: b, dir: p.Dir, seg: meta}
 	}
-	var out *job.CatchUpOutput
-	switch kind := index.Detect(in.model()); {
-	case !job.CatchUpSplits(kind):
+	kind := index.Detect(in.model())
+	if !job.CatchUpSplits(kind) {
 		return nil, fmt.Errorf("catch-up of %q: %s indices are not caught up in parts: %w", t.Index, kind, job.ErrUnsupported)
-	case kind.IsVector():
+	}
+	f := &deltaFold{b: b, t: t, in: in, kind: kind}
+	defer f.discard(ctx)
+	if deltas, err = f.fold(ctx, deltas); err != nil {
+		return nil, err
+	}
+	var out *job.CatchUpOutput
+	if kind.IsVector() {
 		out, err = mergeVectorDeltas(ctx, b, t, in, deltas)
-	default:
+	} else {
 		out, err = mergeDeltaFiles(ctx, b, t, in, kind, deltas, rows)
 	}
 	if err != nil {
 		return nil, err
 	}
+	out.BytesRead, out.BytesWritten = out.BytesRead+f.read, out.BytesWritten+f.written
 	out.Join, out.Rows, out.Dropped = jt, rows, dropped
 	out.Base = out.Base[:0]
 	for _, f := range in.frags {
@@ -171,6 +185,154 @@ func addDrift(sum, sample *job.DriftSample) *job.DriftSample {
 	return sum
 }
 
+// catchUpMergeFanIn is the most deltas one btree or vector merge reads
+// at once. A merge holds a read page (btree) or a partition stream
+// (vector) per delta it reads, so with more deltas than this it first
+// combines runs of them into intermediate deltas (deltaFold), level by
+// level: its memory is that of catchUpMergeFanIn inputs whatever the
+// backlog, for one more read and write of the new rows per level. A
+// variable for tests (SetCatchUpMergeFanIn), which set it before any
+// parallel test runs.
+var catchUpMergeFanIn = 8
+
+// deltaFold combines the deltas of a catch-up merge into at most
+// catchUpMergeFanIn. Each intermediate delta is the delta one task over
+// the fragments of the deltas it combines writes (btree: CombineBTreeDeltas;
+// vector: its stored rows alone, no index.idx), in its own directory under
+// _indices/, journaled like every file a task writes and deleted once the
+// next level (or the merge) has read it. The FTS merge copies each delta's
+// partition with one buffer whatever their number: not folded.
+type deltaFold struct {
+	b       *store.Bucket
+	t       *job.CatchUpTask
+	in      *catchUpInput
+	kind    index.Kind
+	vs      *vectorModel // the vector model, open while folding
+	level   []string     // keys of the current level's intermediates
+	read    int64
+	written int64
+}
+
+// fold returns at most catchUpMergeFanIn deltas holding the rows of
+// deltas, in order.
+func (f *deltaFold) fold(ctx context.Context, deltas []*segmentReader) ([]*segmentReader, error) {
+	if f.kind == index.KindFTS {
+		return deltas, nil
+	}
+	if f.kind.IsVector() && len(deltas) > catchUpMergeFanIn {
+		vs, err := openVectorModel(ctx, f.b, f.t, f.in)
+		if err != nil {
+			return nil, err
+		}
+		defer vs.close()
+		f.vs = vs
+	}
+	for n := len(deltas); n > catchUpMergeFanIn; n = len(deltas) {
+		var next []*segmentReader
+		var keys []string
+		// Groups of even size, each of more than catchUpMergeFanIn/2.
+		g := (n + catchUpMergeFanIn - 1) / catchUpMergeFanIn
+		for i := range g {
+			d, err := f.combine(ctx, deltas[i*n/g:(i+1)*n/g])
+			if d != nil {
+				for _, fl := range d.seg.GetFiles() {
+					keys = append(keys, d.dir+"/"+fl.GetPath())
+				}
+				next = append(next, d)
+			}
+			if err != nil {
+				deleteKeys(context.WithoutCancel(ctx), f.b, keys)
+				return nil, err
+			}
+		}
+		f.discard(ctx)
+		f.level, deltas = keys, next
+	}
+	return deltas, nil
+}
+
+// discard deletes the current level's intermediates.
+func (f *deltaFold) discard(ctx context.Context) {
+	deleteKeys(context.WithoutCancel(ctx), f.b, f.level)
+	f.level = nil
+}
+
+// combine writes one intermediate delta of group's rows.
+func (f *deltaFold) combine(ctx context.Context, group []*segmentReader) (*segmentReader, error) {
+	for _, d := range group {
+		if d == nil {
+			return nil, fmt.Errorf("%w: a %s catch-up delta without files", job.ErrInvalidTask, f.kind)
+		}
+		for _, fl := range d.seg.GetFiles() {
+			f.read += int64(fl.GetSizeBytes())
+		}
+	}
+	id := uuid.New()
+	dir := path.Join(format.IndicesDir, id.String())
+	meta := &tablepb.IndexMetadata{Uuid: &tablepb.UUID{Uuid: id[:]}}
+	if f.kind.IsVector() {
+		stores, closeStores, err := openDeltaStorages(ctx, f.b, group)
+		if err != nil {
+			return nil, err
+		}
+		defer closeStores()
+		names := []string{vector.AuxiliaryFileName}
+		_, sizes, err := segmentFiles(ctx, f.b, dir+"/", names, func(w []io.Writer) error {
+			_, err := f.vs.vm.NewDelta().Write(ctx, stores, w[0], nil, f.t.ReadVersion)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("catch-up merge of %q: combining %d deltas: %w", f.t.Index, len(group), err)
+		}
+		meta.Files = []*tablepb.IndexFile{{Path: names[0], SizeBytes: uint64(sizes[names[0]])}}
+	} else {
+		model := f.in.model()
+		w := &segmentWriter{ctx: ctx, b: f.b, dir: dir}
+		readers := make([]index.SegmentReader, len(group))
+		for i, d := range group {
+			readers[i] = d
+		}
+		old := &segmentReader{b: f.b, dir: path.Join(format.IndicesDir, (&index.Segment{Meta: model}).UUID()), seg: model}
+		if _, err := scalar.CombineBTreeDeltas(ctx, model, old, readers, w); err != nil {
+			deleteKeys(context.WithoutCancel(ctx), f.b, w.keys)
+			return nil, fmt.Errorf("catch-up merge of %q (btree): combining %d deltas: %w", f.t.Index, len(group), err)
+		}
+		for _, fl := range w.files {
+			meta.Files = append(meta.Files, &tablepb.IndexFile{Path: fl.Name, SizeBytes: uint64(fl.Size)})
+		}
+	}
+	for _, fl := range meta.Files {
+		f.written += int64(fl.GetSizeBytes())
+	}
+	return &segmentReader{b: f.b, dir: dir, seg: meta}, nil
+}
+
+// openDeltaStorages opens the auxiliary.idx (the stored rows) of every
+// vector delta.
+func openDeltaStorages(ctx context.Context, b *store.Bucket, deltas []*segmentReader) ([]*vector.StorageFile, func(), error) {
+	var stores []*vector.StorageFile
+	var closers []func()
+	closeAll := func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	for _, d := range deltas {
+		if d == nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("%w: a vector catch-up delta without files", job.ErrInvalidTask)
+		}
+		s, closeDelta, err := openVectorStorage(ctx, b, d.dir)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		closers = append(closers, closeDelta)
+		stores = append(stores, s)
+	}
+	return stores, closeAll, nil
+}
+
 // mergeVectorDeltas writes a vector catch-up's segment from its deltas'
 // rows, partition by partition.
 func mergeVectorDeltas(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *catchUpInput, deltas []*segmentReader) (*job.CatchUpOutput, error) {
@@ -179,18 +341,11 @@ func mergeVectorDeltas(ctx context.Context, b *store.Bucket, t *job.CatchUpTask,
 		return nil, err
 	}
 	defer vs.close()
-	var stores []*vector.StorageFile
-	for _, d := range deltas {
-		if d == nil {
-			return nil, fmt.Errorf("%w: a vector catch-up delta without files", job.ErrInvalidTask)
-		}
-		_, s, closeDelta, err := openVectorFiles(ctx, b, d.dir)
-		if err != nil {
-			return nil, err
-		}
-		defer closeDelta()
-		stores = append(stores, s)
+	stores, closeStores, err := openDeltaStorages(ctx, b, deltas)
+	if err != nil {
+		return nil, err
 	}
+	defer closeStores()
 	out := &job.CatchUpOutput{CatchUp: t}
 	return out, writeVectorCatchUp(ctx, b, t, in, vs, vs.vm.NewDelta(), stores, out)
 }

@@ -211,6 +211,34 @@ func openVectorSegment(ctx context.Context, b *store.Bucket, seg *tablepb.IndexM
 	return openVectorFiles(ctx, b, format.IndicesDir+"/"+u.String())
 }
 
+// openVectorStorage opens the auxiliary.idx in dir (a segment's stored
+// rows).
+func openVectorStorage(ctx context.Context, b *store.Bucket, dir string) (*vector.StorageFile, func(), error) {
+	var closeFile func()
+	sf, err := openLanceFile(ctx, b, dir+"/"+vector.AuxiliaryFileName, func(c func()) { closeFile = c })
+	if err == nil {
+		var s *vector.StorageFile
+		if s, err = vector.OpenStorageFile(sf); err == nil {
+			return s, closeFile, nil
+		}
+	}
+	if closeFile != nil {
+		closeFile()
+	}
+	return nil, nil, err
+}
+
+// openLanceFile opens the Lance file at key, handing onClose what closes
+// it once it is open for reading.
+func openLanceFile(ctx context.Context, b *store.Bucket, key string, onClose func(func())) (*lancefile.File, error) {
+	ra, err := b.OpenReaderAt(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	onClose(func() { _ = ra.Close() })
+	return lancefile.Open(ra, ra.Size(), key)
+}
+
 // openVectorFiles opens the index.idx and auxiliary.idx in dir.
 func openVectorFiles(ctx context.Context, b *store.Bucket, dir string) (*vector.IndexFile, *vector.StorageFile, func(), error) {
 	var closers []func()
@@ -220,13 +248,7 @@ func openVectorFiles(ctx context.Context, b *store.Bucket, dir string) (*vector.
 		}
 	}
 	open := func(name string) (*lancefile.File, error) {
-		key := dir + "/" + name
-		ra, err := b.OpenReaderAt(ctx, key)
-		if err != nil {
-			return nil, err
-		}
-		closers = append(closers, func() { _ = ra.Close() })
-		return lancefile.Open(ra, ra.Size(), key)
+		return openLanceFile(ctx, b, dir+"/"+name, func(c func()) { closers = append(closers, c) })
 	}
 	xf, err := open(vector.IndexFileName)
 	if err != nil {

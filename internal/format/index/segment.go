@@ -72,3 +72,12 @@ func WriteFiles(ctx context.Context, seg SegmentWriter, names []string, write fu
 	}
 	return nil
 }
+
+// MergeReadWindow is the bytes per column a merge reading inputs files at
+// once fetches ahead in each (lancefile.ReadOptions.ChunkWindow): 2 MiB
+// shared among them, between 64 KiB and the reader's default 1 MiB, so
+// its read memory is about 2 MiB per column whatever the number of
+// inputs, at one range request per window.
+func MergeReadWindow(inputs int) int {
+	return min(max((2<<20)/max(inputs, 1), 64<<10), 1<<20)
+}

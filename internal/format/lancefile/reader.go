@@ -37,6 +37,10 @@ type ReadOptions struct {
 	// Mini-block bytes are fetched 1 MiB ahead (one range request per MiB
 	// on an object store, not one per batch).
 	ChunkReads bool
+	// ChunkWindow, if positive, is how many bytes per column ChunkReads
+	// fetches ahead instead of 1 MiB: a merge reading many files at once
+	// divides its read memory among them.
+	ChunkWindow int
 }
 
 // fieldReader produces rows [a,b) of one top-level field.
@@ -54,7 +58,7 @@ type projection struct {
 // partialMax is the largest row range a column reads by partial decode:
 // 0 never (whole pages, cached), partialMaxRows for takes, no bound for
 // ReadOptions.ChunkReads.
-func (f *File) project(ids []int32, partialMax int) (*projection, error) {
+func (f *File) project(ids []int32, partialMax, window int) (*projection, error) {
 	keep := map[int32]bool{}
 	if ids == nil {
 		for _, fl := range f.fields {
@@ -95,7 +99,7 @@ func (f *File) project(ids []int32, partialMax int) (*projection, error) {
 		af := sch.Field(i)
 		var r fieldReader
 		if f.Format == Format21 {
-			r, err = f.newFieldReader21(tree, top, af, partialMax)
+			r, err = f.newFieldReader21(tree, top, af, partialMax, window)
 		} else {
 			r, err = f.newFieldReader20(tree, top, af)
 		}
@@ -128,11 +132,14 @@ var _ array.RecordReader = (*Reader)(nil)
 
 // NewReader streams rows of the file as record batches.
 func (f *File) NewReader(ctx context.Context, opts ReadOptions) (*Reader, error) {
-	partialMax := 0
+	partialMax, window := 0, 0
 	if opts.ChunkReads {
-		partialMax = math.MaxInt
+		partialMax, window = math.MaxInt, chunkReadWindow
+		if opts.ChunkWindow > 0 {
+			window = opts.ChunkWindow
+		}
 	}
-	pr, err := f.project(opts.FieldIDs, partialMax)
+	pr, err := f.project(opts.FieldIDs, partialMax, window)
 	if err != nil {
 		return nil, err
 	}
@@ -224,7 +231,7 @@ func (f *File) readRows(pr *projection, a, b uint64) (arrow.RecordBatch, error) 
 
 // ReadAll reads the whole projection into one record (tests, small files).
 func (f *File) ReadAll(ctx context.Context, fieldIDs []int32) (arrow.RecordBatch, error) {
-	pr, err := f.project(fieldIDs, 0)
+	pr, err := f.project(fieldIDs, 0, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -237,7 +244,7 @@ func (f *File) ReadAll(ctx context.Context, fieldIDs []int32) (arrow.RecordBatch
 // Take returns the given rows (any order, duplicates allowed) of the
 // projected fields as one record.
 func (f *File) Take(ctx context.Context, rows []uint64, fieldIDs []int32) (arrow.RecordBatch, error) {
-	pr, err := f.project(fieldIDs, partialMaxRows)
+	pr, err := f.project(fieldIDs, partialMaxRows, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -430,7 +437,7 @@ type fieldReader21 struct {
 	leaves []leaf21
 }
 
-func (f *File) newFieldReader21(tree *fieldTree, top *filepb.Field, af arrow.Field, partialMax int) (*fieldReader21, error) {
+func (f *File) newFieldReader21(tree *fieldTree, top *filepb.Field, af arrow.Field, partialMax, window int) (*fieldReader21, error) {
 	fr := &fieldReader21{dt: af.Type}
 	var walk func(fl *filepb.Field, a arrow.Field, path []pathField) error
 	walk = func(fl *filepb.Field, a arrow.Field, path []pathField) error {
@@ -445,10 +452,7 @@ func (f *File) newFieldReader21(tree *fieldTree, top *filepb.Field, af arrow.Fie
 			}
 			p := append(slices.Clone(path), pathField{field: a})
 			col := f.newColumn21(ci)
-			col.partialMax = partialMax
-			if partialMax == math.MaxInt {
-				col.window = chunkReadWindow
-			}
+			col.partialMax, col.window = partialMax, window
 			fr.leaves = append(fr.leaves, leaf21{col: col, path: p})
 			return nil
 		}

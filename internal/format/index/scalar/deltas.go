@@ -83,10 +83,25 @@ func openCheckedBTree(ctx context.Context, seg *tablepb.IndexMetadata, old index
 
 // MergeBTreeDeltas writes through out the btree segment holding the pairs
 // of seg's segment (read through old) and of every delta (written by
-// BTreeDelta on seg), as CatchUp over all the deltas' rows writes it.
-// Memory: one page of the old segment and one of each delta, plus the
-// writer's page.
+// BTreeDelta or CombineBTreeDeltas on seg), as CatchUp over all the
+// deltas' rows writes it. Memory: one page of the old segment and one of
+// each delta, plus the writer's page; the caller bounds the number of
+// deltas (CombineBTreeDeltas folds more into fewer).
 func MergeBTreeDeltas(ctx context.Context, seg *tablepb.IndexMetadata, old index.SegmentReader, deltas []index.SegmentReader, out index.SegmentWriter) (RemapResult, error) {
+	return mergeBTreeDeltas(ctx, seg, old, deltas, out, true)
+}
+
+// CombineBTreeDeltas writes through out one delta holding the pairs of
+// every delta (written by BTreeDelta or CombineBTreeDeltas on seg, in
+// fragment order): the delta BTreeDelta over all their rows writes. Memory
+// as MergeBTreeDeltas without the old segment's page.
+func CombineBTreeDeltas(ctx context.Context, seg *tablepb.IndexMetadata, old index.SegmentReader, deltas []index.SegmentReader, out index.SegmentWriter) (RemapResult, error) {
+	return mergeBTreeDeltas(ctx, seg, old, deltas, out, false)
+}
+
+// mergeBTreeDeltas merges the deltas' pages by value (k-way, one page of
+// each at a time) and, withOld, with seg's old pages.
+func mergeBTreeDeltas(ctx context.Context, seg *tablepb.IndexMetadata, old index.SegmentReader, deltas []index.SegmentReader, out index.SegmentWriter, withOld bool) (RemapResult, error) {
 	var res RemapResult
 	bt, err := openCheckedBTree(ctx, seg, old)
 	if err != nil {
@@ -103,7 +118,7 @@ func MergeBTreeDeltas(ctx context.Context, seg *tablepb.IndexMetadata, old index
 		if err != nil {
 			return res, err
 		}
-		r, err := dt.Data.NewReader(ctx, lancefile.ReadOptions{BatchRows: int(dt.BatchSize), ChunkReads: true})
+		r, err := dt.Data.NewReader(ctx, lancefile.ReadOptions{BatchRows: int(dt.BatchSize), ChunkReads: true, ChunkWindow: index.MergeReadWindow(len(deltas))})
 		if err != nil {
 			return res, err
 		}
@@ -113,7 +128,11 @@ func MergeBTreeDeltas(ctx context.Context, seg *tablepb.IndexMetadata, old index
 	for i, r := range readers {
 		merged.ins[i] = &sortedCursor{r: r}
 	}
-	return writeBTree(ctx, out, bt, merged.reader())
+	layout := *bt
+	if !withOld {
+		layout.NumPages = 0 // the old segment's layout, none of its pages
+	}
+	return writeBTree(ctx, out, &layout, merged.reader())
 }
 
 // sortedCursor is one sorted input of a k-way merge: its current record

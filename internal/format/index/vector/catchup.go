@@ -553,6 +553,8 @@ func (d *Delta) Layout(existing []uint64) (merge bool, why string, err error) {
 // stored build parameters). bases are the segments merged into the new one
 // (none for a delta; their storage must match the model's); memory is one
 // partition of theirs at a time. seed makes the HNSW levels reproducible.
+// A nil indexOut writes auxiliary.idx alone (an intermediate delta that
+// only a later Write reads as a base: no graphs built).
 func (d *Delta) Write(ctx context.Context, bases []*StorageFile, storageOut, indexOut io.Writer, seed uint64) (Result, error) {
 	var res Result
 	m := d.m
@@ -564,7 +566,7 @@ func (d *Delta) Write(ctx context.Context, bases []*StorageFile, storageOut, ind
 		}
 	}
 	var hb *hnswRebuild
-	if m.x.SubIndex == "HNSW" {
+	if m.x.SubIndex == "HNSW" && indexOut != nil {
 		var err error
 		if hb, err = newHNSWRebuild(m.x, s, indexOut, seed, maps.Clone(meta(m.x.File))); err != nil {
 			return res, err
@@ -579,10 +581,11 @@ func (d *Delta) Write(ctx context.Context, bases []*StorageFile, storageOut, ind
 		return res, err
 	}
 	// The bases are read in partition order, each through one sequential
-	// reader (a page shared by partitions is decoded once).
+	// reader (a page shared by partitions is decoded once), sharing one
+	// read-ahead budget.
 	streams := make([]*partitionStream, len(bases))
 	for i, base := range bases {
-		if streams[i], err = base.newPartitionStream(ctx, index.PartRange{Lo: 0, Hi: base.NumPartitions()}); err != nil {
+		if streams[i], err = base.newPartitionStream(ctx, index.PartRange{Lo: 0, Hi: base.NumPartitions()}, index.MergeReadWindow(len(bases))); err != nil {
 			return res, err
 		}
 		defer streams[i].release()
@@ -622,6 +625,9 @@ func (d *Delta) Write(ctx context.Context, bases []*StorageFile, storageOut, ind
 		res.IndexSize, err = hb.finish()
 		return res, err
 	}
+	if indexOut == nil {
+		return res, nil
+	}
 	if err := CopyIndexFile(m.x, indexOut); err != nil {
 		return res, err
 	}
@@ -633,7 +639,15 @@ func (d *Delta) Write(ctx context.Context, bases []*StorageFile, storageOut, ind
 // the bases' rows of the partition, then the delta's.
 func (d *Delta) partition(ctx context.Context, sc *arrow.Schema, bases []*partitionStream, p int) (arrow.RecordBatch, error) {
 	m := d.m
+	// Sized for the partition's rows up front (no doubling).
+	n := len(d.ids[p])
+	for _, ps := range bases {
+		n += int(ps.s.IVF.GetLengths()[p])
+	}
 	var r storedRows
+	if n > len(d.ids[p]) {
+		r = storedRows{ids: make([]uint64, 0, n), codes: make([]byte, 0, n*m.codeWidth), factors: make([]float32, 0, n*m.factors), ex: make([]byte, 0, n*m.exWidth)}
+	}
 	for _, ps := range bases {
 		base := ps.s
 		if base.IVF.GetLengths()[p] == 0 {

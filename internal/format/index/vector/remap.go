@@ -119,7 +119,7 @@ func newFileWriter(f *lancefile.File, w io.Writer, md map[string][]byte) (*lance
 // order, one partition in memory at a time.
 func (s *StorageFile) remapPartitions(ctx context.Context, m index.Mapping, wr *lancewrite.Writer, keep func(int, arrow.RecordBatch, []int) error, r index.PartRange) (StorageResult, error) {
 	var res StorageResult
-	ps, err := s.newPartitionStream(ctx, r)
+	ps, err := s.newPartitionStream(ctx, r, 0)
 	if err != nil {
 		return res, err
 	}
@@ -206,10 +206,11 @@ type partitionStream struct {
 }
 
 // newPartitionStream reads partitions r (the rows from partition r.Lo's
-// first to partition r.Hi-1's last).
-func (s *StorageFile) newPartitionStream(ctx context.Context, r index.PartRange) (*partitionStream, error) {
+// first to partition r.Hi-1's last), fetching window bytes ahead per
+// column (0: the reader's default).
+func (s *StorageFile) newPartitionStream(ctx context.Context, r index.PartRange, window int) (*partitionStream, error) {
 	lo, hi := partitionRows(s.IVF, r)
-	rd, err := s.File.NewReader(ctx, lancefile.ReadOptions{Offset: lo, Limit: hi - lo, ChunkReads: true})
+	rd, err := s.File.NewReader(ctx, lancefile.ReadOptions{Offset: lo, Limit: hi - lo, ChunkReads: true, ChunkWindow: window})
 	if err != nil {
 		return nil, err
 	}
