@@ -29,9 +29,12 @@ type tableState struct {
 	// planQueued: it waits in the plan queue; planning: a planner works
 	// on it and closes planDone when that plan ends.
 	leaseQueued bool
-	planQueued  bool
-	planning    bool
-	planDone    chan struct{}
+	// leaseDeferred: the table's lease attempt waited for another
+	// node's turn at its range (leaseTurn); the next attempt does not.
+	leaseDeferred bool
+	planQueued    bool
+	planning      bool
+	planDone      chan struct{}
 	// inherited are the previous holder's in-flight task keys, for the
 	// first plan after a takeover.
 	inherited []string
@@ -115,15 +118,27 @@ func (n *Node) state(table string) *tableState {
 // says so) is left to that node, which heard the same announcement, as a
 // lease attempt would decide, without one.
 func (n *Node) noteVersion(table string, version uint64) {
-	n.traced(table, "poke")
+	n.noteVersions([]poke{{Table: table, Version: version}})
+}
+
+// noteVersions is noteVersion for many announcements under one hold of
+// n.mu (a batch of pokes would otherwise take the node's lock once per
+// table, queueing behind planners and coordinators each time).
+func (n *Node) noteVersions(ps []poke) {
+	for _, p := range ps {
+		n.traced(p.Table, "poke")
+	}
+	now := n.cfg.Now()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	st := n.state(table)
-	st.latest = max(st.latest, version)
-	if !st.running && !st.leaseQueued && n.ranges[st.rng] == nil && n.view.heldElsewhere(rangeKey(st.rng), n.cfg.NodeID, n.cfg.Now()) {
-		return
+	for _, p := range ps {
+		st := n.state(p.Table)
+		st.latest = max(st.latest, p.Version)
+		if !st.running && !st.leaseQueued && n.ranges[st.rng] == nil && n.view.heldElsewhere(rangeKey(st.rng), n.cfg.NodeID, now) {
+			continue
+		}
+		n.markDirtyLocked(st)
 	}
-	n.markDirtyLocked(st)
 }
 
 // markDirtyLocked marks the table for (re-)evaluation and queues it.
@@ -145,7 +160,7 @@ func (n *Node) scheduleLocked(st *tableState) {
 			n.planQ.push(st.table)
 		}
 	case !st.leaseQueued:
-		st.leaseQueued = true
+		st.leaseQueued, st.leaseDeferred = true, false
 		n.leaseQ.push(st.table)
 	}
 }
@@ -189,6 +204,13 @@ func (n *Node) startCoordinators() {
 // each is a KV round trip, so a burst over many tables must not queue
 // behind them one by one.
 const leaseAttempts = 64
+
+// leaseTurn is how long a node waits per turn before it takes a free
+// range whose turn is another node's (leaseView.rangeRank): long enough
+// for that node's lease write to reach this node's lease view.
+const leaseTurn = 200 * time.Millisecond
+
+var dbgAcquire func(node string, d time.Duration, ok bool, err error)
 
 // runLeaser serves the lease queue until ctx ends.
 func (n *Node) runLeaser(ctx context.Context, wg *sync.WaitGroup) {
@@ -284,10 +306,24 @@ func (n *Node) tryCoordinate(ctx context.Context, wg *sync.WaitGroup, table stri
 		notOurs()
 		return
 	}
+	if !st.leaseDeferred {
+		// Not this node's turn for the range: the node whose turn it is
+		// heard the same announcement and takes it meanwhile, which the
+		// lease view shows when the table comes back; a node whose turn
+		// came takes the range itself.
+		if rank := n.view.rangeRank(st.rng, n.cfg.NodeID, n.cfg.Now()); rank > 0 {
+			st.leaseDeferred = true
+			n.mu.Unlock()
+			time.AfterFunc(time.Duration(rank)*leaseTurn, func() { n.leaseQ.push(table) })
+			return
+		}
+	}
+	st.leaseDeferred = false
 	rs = &rangeState{busy: true, tables: map[string]*tableState{}, waiting: []*tableState{st}}
 	n.ranges[st.rng] = rs
 	n.mu.Unlock()
 
+	n.traced(key, "acquire")
 	ls, prev, err := n.leases.acquire(ctx, st.rng, n.view.freeRevision(key))
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -308,6 +344,7 @@ func (n *Node) tryCoordinate(ctx context.Context, wg *sync.WaitGroup, table stri
 		return
 	}
 	rs.lease = ls
+	n.held[st.rng].Store(ls)
 	rs.ctx, rs.stop = context.WithCancelCause(ctx)
 	n.m.leasesHeld.Inc()
 	n.traced(key, "range+")
@@ -361,7 +398,8 @@ func (n *Node) startLocked(wg *sync.WaitGroup, st *tableState, rs *rangeState) {
 	n.scheduleLocked(st)
 	n.traced(st.table, "leased")
 	ls := rs.lease
-	wg.Go(func() { n.runTable(cctx, st, ls) })
+	quiet := st.caughtUp && st.notified == 0
+	wg.Go(func() { n.runTable(cctx, st, ls, quiet) })
 }
 
 // dispatch publishes pending tasks round-robin across tables, one task per

@@ -50,8 +50,13 @@
 //     compare-and-set on the delete marker it saw. Announced tables wait
 //     in two queues served by pools: a lease queue (leaseAttempts attempts
 //     side by side, each node taking a burst's tables in its own hash
-//     order so the nodes do not race for the same ranges; tables of a
-//     range being taken wait for that one attempt, holding no slot) and a
+//     order; a free range is taken in turns: the live nodes, in id order,
+//     each have the first turn at every n-th range, and a node whose turn
+//     it is not puts the table back for leaseTurn per turn before it,
+//     by when the lease view shows the range taken, so one burst costs
+//     one lease write per range and leaves the ranges spread evenly;
+//     tables of a range being taken wait for that one attempt, holding
+//     no slot) and a
 //     plan queue (Config.Planners planners, first due first served), so
 //     planning never waits for the table's coordinator, which reads
 //     results and commits.

@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"os"
 	"runtime"
+	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -143,9 +145,15 @@ func (c *fleetCommitter) Commit(_ context.Context, _ string, results []Result) (
 // end of its debounce window — its last event at the coalescer that
 // announces it first, plus the debounce — to its first plan of the
 // burst), tasks/s, heap per table and the JetStream store size; each
-// round logs where the time goes (fleetStages). Run with:
+// round logs where the time goes (stageClock.breakdown). Run with:
 //
 //	go test -run '^$' -bench BenchmarkFleet -benchtime 1x ./internal/scheduler/
+//
+// LANCED_FLEET_CPU=<prefix> writes a CPU profile of each burst (from its
+// first event until every table was planned) to <prefix>.<round>, and
+// LANCED_FLEET_TRACE=<prefix> an execution trace of the first (cold) and
+// third (warm) bursts (go tool trace; -pprof=sync shows where goroutines
+// waited for locks and channels).
 func BenchmarkFleet(b *testing.B) {
 	if testing.Short() {
 		b.Skip("fleet benchmark")
@@ -299,12 +307,29 @@ func (f *fleet) bursts(b *testing.B, names []string) (lat []time.Duration, inges
 		clear(f.pl.times)
 		f.pl.mu.Unlock()
 		f.clock.reset()
+		var tr, cp *os.File
+		if p := os.Getenv("LANCED_FLEET_TRACE"); p != "" && (r == 0 || r == 2) {
+			tr, _ = os.Create(fmt.Sprintf("%s.%d", p, r))
+			_ = trace.Start(tr)
+		}
+		if p := os.Getenv("LANCED_FLEET_CPU"); p != "" {
+			cp, _ = os.Create(fmt.Sprintf("%s.%d", p, r))
+			_ = pprof.StartCPUProfile(cp)
+		}
 		sent := time.Now()
 		dues := f.burst(names, version, perTable)
 		lastEvent := time.Now()
 		ingest += lastEvent.Sub(sent)
 		version += uint64(perTable)
 		round := f.waitPlanned(b, r, names, dues)
+		if tr != nil {
+			trace.Stop()
+			tr.Close()
+		}
+		if cp != nil {
+			pprof.StopCPUProfile()
+			cp.Close()
+		}
 		b.Logf("round %d: %d events sent in %s, all planned %s after the last; after debounce p50 %s p99 %s",
 			r, perTable*len(names), lastEvent.Sub(sent).Round(time.Millisecond), time.Since(lastEvent).Round(time.Millisecond),
 			round[len(round)/2].Round(time.Millisecond), round[len(round)*99/100].Round(time.Millisecond))
@@ -505,13 +530,16 @@ func lastUntil(times []time.Time, t time.Time) time.Time {
 // breakdown splits each table's debounce-end-to-plan time, on each node
 // that planned it after its window ended (its first such plan), into:
 // timer (the window's end to the first coalescer handing it to Submit at
-// or after it: the coalescer's timer and loop), deliver (that to the poke
-// that led to the plan reaching the node: NATS and the poke handler; 0
-// when an earlier poke did) and plan (that poke to the planner's call);
-// plan is split further into queue (poke to lease attempt), lease (the
-// attempt's round trips) and start (lease to plan) when the table's
-// coordinator started after the poke, and wake (poke to plan) when it
-// already ran. It returns one line of p50/p99 per stage.
+// or after it: the coalescer's timer and loop), deliver (that to the
+// first announcement of it noted on the node after it; deliver is split
+// into transit, to the arrival of the lanced.pokes message naming it,
+// and note, that to its being noted, when it came in one) and plan (that
+// poke to the planner's call); plan is split further into queue (poke to
+// lease attempt), lease (the attempt's round trips) and start (lease to
+// plan) when the table's coordinator started after the poke, and wake
+// (poke to plan) when it already ran. It returns the number of range
+// lease writes the nodes attempted (lease writes) and one p50/p99 per
+// stage.
 func (c *stageClock) breakdown(names []string, dues []time.Time) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -531,9 +559,17 @@ func (c *stageClock) breakdown(names []string, dues []time.Time) string {
 		if plan.IsZero() {
 			continue
 		}
-		pub, poke := firstFrom(c.published[table], due[table]), lastUntil(m["poke"], plan)
+		pub := firstFrom(c.published[table], due[table])
+		poke := firstFrom(m["poke"], pub)
+		if pub.IsZero() || poke.After(plan) {
+			poke = lastUntil(m["poke"], plan)
+		}
 		add("timer", due[table], pub)
 		add("deliver", pub, poke)
+		if recv := lastUntil(m["recv"], poke); !recv.IsZero() && !pub.IsZero() && !recv.Before(pub) {
+			add("transit", pub, recv)
+			add("note", recv, poke)
+		}
 		add("plan", poke, plan)
 		if leased := lastUntil(m["leased"], plan); !leased.IsZero() && !leased.Before(poke) {
 			lease := lastUntil(m["lease"], leased)
@@ -544,8 +580,14 @@ func (c *stageClock) breakdown(names []string, dues []time.Time) string {
 			add("wake", poke, plan)
 		}
 	}
-	var out []string
-	for _, name := range []string{"timer", "deliver", "plan", "queue", "lease", "start", "wake"} {
+	acquires := 0
+	for k, m := range c.at {
+		if strings.HasPrefix(k[1], "range-") {
+			acquires += len(m["acquire"])
+		}
+	}
+	out := []string{fmt.Sprintf("lease writes %d", acquires)}
+	for _, name := range []string{"timer", "deliver", "transit", "note", "plan", "queue", "lease", "start", "wake"} {
 		d := stages[name]
 		if len(d) == 0 {
 			continue

@@ -103,6 +103,35 @@ func (v *leaseView) batchPokes(now time.Time) bool {
 	return true
 }
 
+// rangeRank is node's turn to take the free range under key: the live
+// nodes (unexpired node records), in id order, take turns over the
+// ranges (range r is first node r mod n's, then the next node's, and so
+// on), so nodes that hear the same burst take its ranges evenly, one
+// lease write per range, without racing each other for every range or
+// handing ranges around afterwards. It is 0 when the range is handed to
+// node, or when the view has no record of node (an earlier version, or a
+// node whose record is not written yet: it does not wait).
+func (v *leaseView) rangeRank(rng int, node string, now time.Time) int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	t := now.UnixNano()
+	if r, ok := v.recs[rangeKey(rng)]; ok && r.Holder == "" && r.HandOffTo == node && t < r.HandOffUntil {
+		return 0
+	}
+	var ids []string
+	for k, r := range v.recs {
+		if strings.HasPrefix(k, nodeKeyPrefix) && r.Holder != "" && t < r.Expires {
+			ids = append(ids, r.Holder)
+		}
+	}
+	slices.Sort(ids)
+	i, ok := slices.BinarySearch(ids, node)
+	if !ok {
+		return 0
+	}
+	return ((i-rng)%len(ids) + len(ids)) % len(ids)
+}
+
 // live reports whether the view has an unexpired record of node.
 func (v *leaseView) live(node string, now time.Time) bool {
 	v.mu.Lock()

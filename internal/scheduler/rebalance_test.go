@@ -271,3 +271,52 @@ func TestRangesMoveToANodeThatJoins(t *testing.T) {
 	stopWriter()
 	checkEveryRoundCommittedOnce(t, tables, planner.round.Load(), committer, tracker)
 }
+
+// Free ranges are taken in turns: with three live nodes, every range is
+// first one node's, the ranges are split 22/21/21, a node whose record
+// expired gets no turn, a range handed to a node is its at once, and a
+// node without a record (an earlier version) does not wait.
+func TestRangeTurnsSpreadRangesEvenly(t *testing.T) {
+	now := time.Now()
+	v := leaseView{recs: map[string]leaseRecord{}, freed: map[string]uint64{}}
+	live := func(id string, until time.Time) {
+		v.recs[nodeKey(id)] = leaseRecord{Holder: id, Expires: until.UnixNano()}
+	}
+	live("a", now.Add(time.Minute))
+	live("b", now.Add(time.Minute))
+	live("c", now.Add(time.Minute))
+	live("dead", now.Add(-time.Second))
+	first := map[string]int{}
+	for r := range leaseRanges {
+		var ranks []int
+		for _, id := range []string{"a", "b", "c"} {
+			rank := v.rangeRank(r, id, now)
+			ranks = append(ranks, rank)
+			if rank == 0 {
+				first[id]++
+			}
+		}
+		slices.Sort(ranks)
+		if !slices.Equal(ranks, []int{0, 1, 2}) {
+			t.Fatalf("range %d: turns %v, want 0, 1 and 2", r, ranks)
+		}
+	}
+	if first["a"]+first["b"]+first["c"] != leaseRanges || min(first["a"], first["b"], first["c"]) < leaseRanges/3 ||
+		max(first["a"], first["b"], first["c"]) > leaseRanges/3+1 {
+		t.Errorf("first turns %v, want 21 or 22 each", first)
+	}
+	if rank := v.rangeRank(5, "dead", now); rank != 0 {
+		t.Errorf("node without a live record waits %d turns", rank)
+	}
+	// Range 7 handed to the node whose turn there is last.
+	last := ""
+	for _, id := range []string{"a", "b", "c"} {
+		if v.rangeRank(7, id, now) == 2 {
+			last = id
+		}
+	}
+	v.recs[rangeKey(7)] = leaseRecord{Range: 7, HandOffTo: last, HandOffUntil: now.Add(time.Minute).UnixNano()}
+	if rank := v.rangeRank(7, last, now); rank != 0 {
+		t.Errorf("range handed to %s: it waits %d turns", last, rank)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -88,6 +89,10 @@ type Node struct {
 	holdView holdView
 	results  resultIndex
 
+	// held has the lease of each range in ranges once taken (nil while
+	// being taken or after it was given up), readable without mu.
+	held [leaseRanges]atomic.Pointer[lease]
+
 	mu     sync.Mutex
 	tables map[string]*tableState
 	byID   map[string]*tableState // TableID → state
@@ -110,11 +115,12 @@ type Node struct {
 
 	// trace, when set (by tests and benchmarks in this package), is told
 	// when a table passes a stage on its way from announcement to plan:
-	// "poke", "lease" (attempt starts), "leased" (its coordinator
-	// starts), "plan" (planner called), and "stopped" when its
-	// coordinator stopped; and, with a range key for table, "range+"
-	// once a range lease was taken and "range-" before one is released or
-	// handed off.
+	// "recv" (a batch of announcements naming it arrived), "poke" (the
+	// announcement is noted), "lease" (attempt starts), "leased" (its
+	// coordinator starts), "plan" (planner called), and "stopped" when
+	// its coordinator stopped; and, with a range key for table,
+	// "acquire" before a lease write, "range+" once a range lease was
+	// taken and "range-" before one is released or handed off.
 	trace func(node, table, stage string)
 }
 
@@ -218,17 +224,17 @@ func (n *Node) SubmitBatch(ctx context.Context, refs []format.VersionRef) error 
 		}
 		return nil
 	}
+	var local []poke
 	for _, r := range refs {
-		n.mu.Lock()
-		rs := n.ranges[rangeOf(r.Table)]
-		local := rs != nil && rs.lease != nil && rs.lease.valid(now, n.cfg.LeaseTTL/6)
-		n.mu.Unlock()
-		if local {
-			n.noteVersion(r.Table, r.Version)
-			continue
+		p := poke{Table: r.Table, Version: r.Version}
+		if ls := n.held[rangeOf(r.Table)].Load(); ls != nil && ls.valid(now, n.cfg.LeaseTTL/6) {
+			local = append(local, p)
+		} else {
+			out = append(out, p)
 		}
-		out = append(out, poke{Table: r.Table, Version: r.Version})
 	}
+	// The other nodes' announcements go out first: noting the local ones
+	// may wait for the node's lock.
 	for len(out) > 0 {
 		chunk := out[:min(len(out), pokeBatch)]
 		out = out[len(chunk):]
@@ -237,6 +243,7 @@ func (n *Node) SubmitBatch(ctx context.Context, refs []format.VersionRef) error 
 			return fmt.Errorf("submit %d tables: %w", len(chunk), err)
 		}
 	}
+	n.noteVersions(local)
 	return nil
 }
 
@@ -268,11 +275,11 @@ func (n *Node) Run(ctx context.Context) error {
 		if json.Unmarshal(msg.Data, &ps) != nil {
 			return
 		}
+		ps = slices.DeleteFunc(ps, func(p poke) bool { return p.Table == "" })
 		for _, p := range ps {
-			if p.Table != "" {
-				n.noteVersion(p.Table, p.Version)
-			}
+			n.traced(p.Table, "recv")
 		}
+		n.noteVersions(ps)
 	})
 	if err != nil {
 		return fmt.Errorf("subscribe pokes: %w", err)

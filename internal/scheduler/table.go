@@ -27,8 +27,13 @@ const resultPoll = 2 * time.Second
 // job, see planTable). Once the table is idle it keeps the lease for
 // Config.LeaseLinger, so the next burst of versions is planned at once,
 // and then releases it. ctx is cancelled (by st.stop) when the lease is
-// lost or the table found held.
-func (n *Node) runTable(ctx context.Context, st *tableState, ls *lease) {
+// lost or the table found held. quiet says that no result waits for the
+// table (nothing announced, none seen by the last results poll): the
+// coordinator then has nothing to do before the table's first plan, which
+// wakes it, and does not take the node's lock meanwhile (when a burst
+// starts many coordinators at once, the planners would queue for it
+// behind all of them).
+func (n *Node) runTable(ctx context.Context, st *tableState, ls *lease, quiet bool) {
 	log := n.log.With("table", st.table)
 	defer n.stopCoordinator(ctx, st, ls, log)
 	log.Info("coordinator started")
@@ -37,6 +42,15 @@ func (n *Node) runTable(ctx context.Context, st *tableState, ls *lease) {
 	var idleSince time.Time
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	if quiet {
+		timer.Reset(resultPoll)
+		select {
+		case <-ctx.Done():
+		case <-st.wake:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
 	// probe: read the results to the end of the subject (at start when
 	// results may be waiting, after a bounded read that left more, when
 	// the last read failed or results were handed back, and when the
@@ -289,6 +303,7 @@ func (n *Node) dropRange(rng int, rs *rangeState, handed bool) {
 	defer n.mu.Unlock()
 	if n.ranges[rng] == rs {
 		delete(n.ranges, rng)
+		n.held[rng].CompareAndSwap(rs.lease, nil)
 	}
 	for _, w := range rs.waiting {
 		w.leaseQueued = false
