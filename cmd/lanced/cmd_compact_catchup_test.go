@@ -76,11 +76,11 @@ func killCatchUp(t *testing.T, base string, pre oracle.Report, name string, poin
 				t.Fatalf("after the kill: %+v, %d rows", ix, wantRows)
 			}
 			search(path)
-			kept, orphans := newFiles(t, path, uri, before)
+			kept, orphans := newFiles(t, uri, before)
 			if len(kept) != 0 && len(kept) != segFiles {
 				t.Fatalf("referenced new files %v: a segment has %d files", kept, segFiles)
 			}
-			cleanupRemovesOrphans(t, path, uri, kept, orphans)
+			cleanupRemovesOrphans(t, uri, kept, orphans)
 			var out bytes.Buffer
 			if d, n := rowsDigest(oracle.Scan(t, path, 0, nil)); n != wantRows || d != wantDigest {
 				t.Fatalf("content changed after cleanup")

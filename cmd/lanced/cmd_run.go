@@ -341,6 +341,11 @@ func (d *daemon) run(ctx context.Context) error {
 		return err
 	}
 	defer closeWorkload()
+	if cfg.Workers == 0 {
+		// Coordinate only: the scheduler reads Workers 0 as its default,
+		// a node without an executor runs no worker.
+		exec = nil
+	}
 	q := cfg.Queue
 	node, err := scheduler.New(ctx, nc, scheduler.Config{
 		NodeID: nodeID, Workers: cfg.Workers,

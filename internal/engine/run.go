@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/lanced-dev/lanced/internal/engine/failpoint"
 	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/engine/journal"
 	"github.com/lanced-dev/lanced/internal/engine/progress"
@@ -334,6 +335,12 @@ func (r *Runner) Commit(ctx context.Context, ps []Pending) ([]*CommitReport, err
 					o, ok := j.(*job.RewriteOutput)
 					return ok && pre.waiting[o] != nil
 				})
+			}
+			// Remaps run on workers (QueueRemaps): their results are in,
+			// the Rewrite commit not begun (executeRemaps hits the same
+			// point when the remaps run here).
+			if r.QueueRemaps && slices.ContainsFunc(g.jobs, func(j job.Job) bool { _, ok := j.(*job.RemapOutput); return ok }) {
+				failpoint.HitContext(ctx, "remap.commit")
 			}
 		}
 		rep, err := CommitJobs(ctx, r.Table, g.rv, g.op, g.jobs, opts)

@@ -20,7 +20,8 @@ import (
 // remap.written (a remapped segment is fully written, in one task or by
 // the join of its parts), remap.part (a part of a remap in parts wrote its
 // pieces, its result not yet handed on), remap.commit (every
-// remap of a commit group is written, the Rewrite commit not begun),
+// remap of a commit group is written, the Rewrite commit not begun; in the
+// daemon, on the coordinator once the workers' remap results are in),
 // catchup.start (a catch-up task begins, nothing written), catchup.file (a
 // file of a catch-up segment was uploaded), catchup.written (a catch-up
 // segment is fully written and its entry built, not committed), slice.piece
