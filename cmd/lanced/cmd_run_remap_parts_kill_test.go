@@ -112,6 +112,17 @@ func (b *partsKillBase) start(t *testing.T, bin string, r *partsKillRun, name, n
 	return startDaemonProcEnv(t, bin, name, cfg, filepath.Join(r.root, name), env...)
 }
 
+// startCoordinator starts daemon a (natsBlock, workers, env), then places
+// the table, and waits until a coordinates it, so the daemons started
+// after it only work.
+func (b *partsKillBase) startCoordinator(t *testing.T, bin string, r *partsKillRun, natsBlock string, workers int, env ...string) *daemonProc {
+	a := b.start(t, bin, r, "a", natsBlock, workers, env...)
+	waitUntil(t, 60*time.Second, "a running", func() bool { return a.has("lanced running", "", "") })
+	b.place(t, r)
+	waitUntil(t, 60*time.Second, "a coordinating the table", func() bool { return a.has("coordinator started", "", "") })
+	return a
+}
+
 // embedded returns the nats blocks of the embedded server (on a) and of
 // its clients.
 func embedded(t *testing.T, root string) (server, client string) {
@@ -164,26 +175,7 @@ func rewriteCommitted(procs ...*daemonProc) bool {
 func settle(t *testing.T, procs ...*daemonProc) {
 	t.Helper()
 	waitUntil(t, 400*time.Second, "a Rewrite committed with the remap joins", func() bool { return rewriteCommitted(procs...) })
-	waitUntil(t, 120*time.Second, "every task ended", func() bool {
-		for _, p := range procs {
-			open := map[string]int{}
-			for _, l := range p.snapshot() {
-				k, _ := l["task_id"].(string)
-				switch l["msg"] {
-				case "task started":
-					open[k]++
-				case "task done", "task ended", "task handed back", "task failed, retrying":
-					open[k]--
-				}
-			}
-			for _, n := range open {
-				if n > 0 {
-					return false
-				}
-			}
-		}
-		return true
-	})
+	waitUntil(t, 120*time.Second, "every task ended", func() bool { return tasksEnded(procs...) })
 	time.Sleep(3 * time.Second) // what the last tasks returned is committed
 	stopByTERM(t, 120*time.Second, procs...)
 }
@@ -267,10 +259,7 @@ func (b *partsKillBase) checkIndices(t *testing.T, path string, post oracle.Repo
 func (b *partsKillBase) killPart(t *testing.T, bin string) {
 	r := b.newRun(t)
 	server, client := embedded(t, r.root)
-	a := b.start(t, bin, r, "a", server, 1)
-	waitUntil(t, 60*time.Second, "a running", func() bool { return a.has("lanced running", "", "") })
-	b.place(t, r)
-	waitUntil(t, 60*time.Second, "a coordinating the table", func() bool { return a.has("coordinator started", "", "") })
+	a := b.startCoordinator(t, bin, r, server, 1)
 	pb := b.start(t, bin, r, "b", client, 2, "LANCED_FAILPOINT=remap.part:1")
 	c := b.start(t, bin, r, "c", client, 1)
 	waitKilled(t, pb, "remap.part")
@@ -289,10 +278,7 @@ func (b *partsKillBase) killPart(t *testing.T, bin string) {
 func (b *partsKillBase) killJoin(t *testing.T, bin string) {
 	r := b.newRun(t)
 	server, client := embedded(t, r.root)
-	a := b.start(t, bin, r, "a", server, 0)
-	waitUntil(t, 60*time.Second, "a running", func() bool { return a.has("lanced running", "", "") })
-	b.place(t, r)
-	waitUntil(t, 60*time.Second, "a coordinating the table", func() bool { return a.has("coordinator started", "", "") })
+	a := b.startCoordinator(t, bin, r, server, 0)
 	pb := b.start(t, bin, r, "b", client, 2, "LANCED_FAILPOINT=remap.written:1")
 	waitKilled(t, pb, "remap.written")
 	victims := unfinished(pb, "join/remap/")
@@ -315,10 +301,7 @@ func (b *partsKillBase) killCoordinator(t *testing.T, bin string) {
 	r := b.newRun(t)
 	ns := natstest.Server(t)
 	client := fmt.Sprintf("nats { url = %q }", ns.ClientURL())
-	a := b.start(t, bin, r, "a", client, 1, "LANCED_FAILPOINT=remap.commit:1")
-	waitUntil(t, 60*time.Second, "a running", func() bool { return a.has("lanced running", "", "") })
-	b.place(t, r)
-	waitUntil(t, 60*time.Second, "a coordinating the table", func() bool { return a.has("coordinator started", "", "") })
+	a := b.startCoordinator(t, bin, r, client, 1, "LANCED_FAILPOINT=remap.commit:1")
 	pb := b.start(t, bin, r, "b", client, 2)
 	c := b.start(t, bin, r, "c", client, 1)
 	waitKilled(t, a, "remap.commit")
@@ -334,6 +317,14 @@ func (b *partsKillBase) killCoordinator(t *testing.T, bin string) {
 		t.Fatalf("a killed with %d remap joins done (want both), Rewrite committed %v", joined, rewriteCommitted(a))
 	}
 	settle(t, pb, c)
+	var commits []string
+	for _, p := range []*daemonProc{pb, c} {
+		for _, l := range p.snapshot() {
+			if l["msg"] == "version committed" || l["msg"] == "task dropped at commit" {
+				commits = append(commits, fmt.Sprintf("%s: %v %v tasks %v", p.name, l["msg"], l["kind"], l["tasks"]))
+			}
+		}
+	}
 	orphans := b.judge(t, r, false)
-	t.Logf("coordinator a killed with %d joins done and the Rewrite not committed; b/c took over and committed; %d orphan file(s) journaled and removed: %v", joined, len(orphans), orphans)
+	t.Logf("coordinator a killed with %d joins done and the Rewrite not committed; then %v; %d orphan file(s) journaled and removed: %v", joined, commits, len(orphans), orphans)
 }

@@ -177,26 +177,7 @@ func waitJoinsSettled(t *testing.T, a, c *daemonProc) {
 		return false
 	}
 	waitUntil(t, 300*time.Second, "both joins committed", func() bool { return joined("rewrite") && joined("update") })
-	waitUntil(t, 120*time.Second, "every task on a and c ended", func() bool {
-		for _, p := range []*daemonProc{a, c} {
-			open := map[string]int{}
-			for _, l := range p.snapshot() {
-				k, _ := l["task_id"].(string)
-				switch l["msg"] {
-				case "task started":
-					open[k]++
-				case "task done", "task ended", "task handed back", "task failed, retrying":
-					open[k]--
-				}
-			}
-			for _, n := range open {
-				if n > 0 {
-					return false
-				}
-			}
-		}
-		return true
-	})
+	waitUntil(t, 120*time.Second, "every task on a and c ended", func() bool { return tasksEnded(a, c) })
 	for _, p := range []*daemonProc{a, c} {
 		for _, l := range p.snapshot() {
 			if l["level"] == "ERROR" {
@@ -204,6 +185,29 @@ func waitJoinsSettled(t *testing.T, a, c *daemonProc) {
 			}
 		}
 	}
+}
+
+// tasksEnded reports whether every task the processes started has ended
+// (its outcome logged).
+func tasksEnded(procs ...*daemonProc) bool {
+	for _, p := range procs {
+		open := map[string]int{}
+		for _, l := range p.snapshot() {
+			k, _ := l["task_id"].(string)
+			switch l["msg"] {
+			case "task started":
+				open[k]++
+			case "task done", "task ended", "task handed back", "task failed, retrying":
+				open[k]--
+			}
+		}
+		for _, n := range open {
+			if n > 0 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // checkSliceSpread checks who ran what: every slice started once on a or
