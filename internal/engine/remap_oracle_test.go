@@ -44,6 +44,8 @@ var remapEngineCases = []remapEngineCase{
 // than Lance's own result, within one hit), counts the same indexed and
 // unindexed rows as before, and keeps the index through its own delete,
 // update, merge_insert, add_columns, optimize and createIndex(replace).
+// The recall bound also holds with Lance's default nprobes and, for
+// quantized codes, with a refine factor.
 func TestRemapCompactOracle(t *testing.T) {
 	oracle.Require(t)
 	for _, c := range remapEngineCases {
@@ -71,6 +73,8 @@ func testRemapCompact(t *testing.T, c remapEngineCase) {
 	oracle.RunOps(t, path, ops)
 	control := filepath.Join(t.TempDir(), "control.lance")
 	oracle.CopyTree(t, path, control)
+	beforeCopy := filepath.Join(t.TempDir(), "before.lance")
+	oracle.CopyTree(t, path, beforeCopy)
 
 	pre := oracle.Inspect(t, path, 0)
 	qs := remapQueries(16)
@@ -141,6 +145,36 @@ func testRemapCompact(t *testing.T, c remapEngineCase) {
 	}
 	t.Logf("%s: fragments %d -> %d; vec_idx %s; recall@10 before %.3f lanced %.3f lance %.3f; indexStats %d/%d",
 		c.name, pre.Fragments, post.Fragments, vd.Action, recallBefore, recallAfter, recallLance, a.IndexedRows, a.UnindexedRows)
+	// Also with Lance's default nprobes and, for quantized codes, with a
+	// refine factor: the same bound against the same searches before
+	// compaction (on the control copy, as it was before its optimize) and
+	// after Lance's optimize().
+	refined := c
+	refined.refine = 5
+	for _, v := range []struct {
+		name string
+		c    remapEngineCase
+		ann  func(oracle.Op)
+	}{
+		{"default nprobes", c, func(op oracle.Op) { delete(op, "nprobes") }},
+		{"refine factor 5", refined, nil},
+	} {
+		if v.c.refine > 0 && c.typ == "ivf_flat" {
+			continue // flat codes are exact: nothing to refine
+		}
+		b, _ := recallAt10With(t, beforeCopy, qs, v.c, v.ann)
+		o, ps := recallAt10With(t, path, qs, v.c, v.ann)
+		l, _ := recallAt10With(t, control, qs, v.c, v.ann)
+		for _, pl := range ps {
+			if !strings.Contains(pl, "ANN") {
+				t.Fatalf("%s: vector search does not go through the index:\n%s", v.name, pl)
+			}
+		}
+		if o+slack < b || o+slack+0.1/float64(len(qs)) < l {
+			t.Fatalf("%s: recall@10 before %.3f, lanced %.3f, lance optimize %.3f", v.name, b, o, l)
+		}
+		t.Logf("%s, %s: recall@10 before %.3f lanced %.3f lance %.3f", c.name, v.name, b, o, l)
+	}
 
 	want := []string{"vec_idx"}
 	if c.btree {
@@ -191,17 +225,27 @@ func remapQueries(n int) [][]float32 {
 // against exact searches, and the explain plans.
 func recallAt10(t *testing.T, path string, qs [][]float32, c remapEngineCase) (float64, []string) {
 	t.Helper()
+	return recallAt10With(t, path, qs, c, nil)
+}
+
+// recallAt10With is recallAt10 with each search through the index changed
+// by ann first (nil: unchanged).
+func recallAt10With(t *testing.T, path string, qs [][]float32, c remapEngineCase, ann func(oracle.Op)) (float64, []string) {
+	t.Helper()
 	var ops []oracle.Op
 	for _, q := range qs {
-		ann := oracle.Op{"op": "vector_search", "column": "vec", "vector": q, "k": 10, "nprobes": 4, "columns": []string{"id"}, "explain": true}
+		op := oracle.Op{"op": "vector_search", "column": "vec", "vector": q, "k": 10, "nprobes": 4, "columns": []string{"id"}, "explain": true}
 		if strings.HasPrefix(c.typ, "hnsw") {
-			ann["ef"] = 100
+			op["ef"] = 100
 		}
 		if c.refine > 0 {
-			ann["refine_factor"] = c.refine
+			op["refine_factor"] = c.refine
+		}
+		if ann != nil {
+			ann(op)
 		}
 		ops = append(ops,
-			oracle.Op{"op": "vector_search", "column": "vec", "vector": q, "k": 10, "columns": []string{"id"}, "bypass_vector_index": true}, ann)
+			oracle.Op{"op": "vector_search", "column": "vec", "vector": q, "k": 10, "columns": []string{"id"}, "bypass_vector_index": true}, op)
 	}
 	res := oracle.RunOps(t, path, ops)
 	var sum float64
