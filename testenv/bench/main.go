@@ -12,7 +12,9 @@
 // tables, built by testenv/oracle/build.mjs: text-heavy, vectors, deletions)
 // [-indexed 25x10000,100x10000] (indexed tables: BTree, IVF_PQ, FTS, 10%
 // deleted, compacted by lanced (remap) and by Lance's optimize(), both then
-// checked with real Lance) [-large] (the ~0.5 GB rewrite table and the ~0.4 GB text-heavy table, both
+// checked with real Lance) [-remap-parts 100x10000] (the indexed table's
+// remap in one task per index and in parts, each task its own process)
+// [-large] (the ~0.5 GB rewrite table and the ~0.4 GB text-heavy table, both
 // with 10% of rows deleted; with -huge also the ~2 GB one) [-cache dir]
 // (keep built tables there and reuse them) (needs `make oracle`). Results
 // are printed as ratios; noisy machines make single runs noisy, so it
@@ -149,6 +151,10 @@ func setup(cache string, reps int) env {
 }
 
 func main() {
+	if len(os.Args) == 4 && os.Args[1] == execTaskArg {
+		execTaskMain(os.Args[2], os.Args[3]) // "" result: the baseline
+		return
+	}
 	frags := flag.Int("frags", 200, "fragments in the rewrite table")
 	rows := flag.Int("rows", 5000, "rows per fragment in the rewrite table")
 	rfrags := flag.Int("repack-frags", 8, "fragments in the repack table")
@@ -164,6 +170,7 @@ func main() {
 	catchup := flag.String("catchup", "", "comma-separated FRAGSxROWS indexed tables, optimized by Lance, then FRAGS/10 appends of ROWS rows: index catch-up by lanced compact and by Lance's optimize() (e.g. 100x10000)")
 	sliced := flag.Bool("sliced", false, "add row-slice figures: the rewrite of one 400,000-row fragment ("+slicedTable+") and the repack table, unsliced and in slices")
 	slicedDaemons := flag.String("sliced-workers", "", "a one-fragment Sized table (e.g. "+slicedTable+"): its rewrite by one `lanced run` daemon, unsliced and in row slices with 1 and with 3 task workers")
+	remapParts := flag.String("remap-parts", "", "comma-separated FRAGSxROWS indexed tables: the remap of every index in one task per index and in parts (about six of the IVF_PQ), each task its own process, and Lance's optimize() (e.g. 100x10000)")
 	catchupVector := flag.Bool("catchup-vector-only", false, "with -catchup, drop the BTree and FTS indices first (lanced catches up vector indices only)")
 	flag.Parse()
 	names := strings.Split(*sized, ",")
@@ -198,6 +205,13 @@ func main() {
 		}
 	}
 	res["sized_rewrites"], res["indexed_rewrites"], res["catchups"] = extra, ix, cu
+	var rp []map[string]any
+	for _, spec := range strings.Split(*remapParts, ",") {
+		if spec = strings.TrimSpace(spec); spec != "" {
+			rp = append(rp, remapPartsBench(spec, e))
+		}
+	}
+	res["remap_parts"] = rp
 	if *sliced {
 		res["sliced_rewrite"] = slicedRewrite(e)
 	}
