@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -52,14 +51,7 @@ func TestRemapAllIndexTypesTogetherOracle(t *testing.T) {
 		{"op": "add_columns", "columns": []map[string]string{{"name": "tags", "value_sql": "make_array(category, concat('n', CAST(id % 7 AS VARCHAR)))"}}},
 	}
 	ops = append(ops, allTypesIndices...)
-	ops = append(ops,
-		oracle.Op{"op": "add", "rows": 200, "seed": 5},
-		oracle.Op{"op": "add", "rows": 200, "seed": 6},
-		oracle.Op{"op": "delete", "where": "id % 7 = 3"},
-	)
-	oracle.RunOps(t, path, ops)
-	control := filepath.Join(t.TempDir(), "control.lance")
-	oracle.CopyTree(t, path, control)
+	control := runThenCopy(t, path, append(ops, appendsThenDeletes...))
 	pre := oracle.Inspect(t, path, 0)
 	wantIdx := []string{"body_idx", "cat_idx", "id_idx", "tags_idx", "vec_idx"}
 	if got := indexNames(pre); !slices.Equal(got, wantIdx) {

@@ -65,14 +65,7 @@ func testRemapCompact(t *testing.T, c remapEngineCase) {
 	if c.btree {
 		ops = append(ops, oracle.Op{"op": "create_index", "column": "id", "type": "btree", "name": "id_idx"})
 	}
-	ops = append(ops,
-		oracle.Op{"op": "add", "rows": 200, "seed": 5},
-		oracle.Op{"op": "add", "rows": 200, "seed": 6},
-		oracle.Op{"op": "delete", "where": "id % 7 = 3"},
-	)
-	oracle.RunOps(t, path, ops)
-	control := filepath.Join(t.TempDir(), "control.lance")
-	oracle.CopyTree(t, path, control)
+	control := runThenCopy(t, path, append(ops, appendsThenDeletes...))
 	beforeCopy := filepath.Join(t.TempDir(), "before.lance")
 	oracle.CopyTree(t, path, beforeCopy)
 
@@ -197,6 +190,24 @@ func testRemapCompact(t *testing.T, c remapEngineCase) {
 			t.Fatalf("after real Lance's %v: vec_idx indexes nothing: %+v", op["op"], ix)
 		}
 	}
+}
+
+// appendsThenDeletes are what real Lance does to the remap tests' tables
+// once they are indexed: two appends, then a delete.
+var appendsThenDeletes = []oracle.Op{
+	{"op": "add", "rows": 200, "seed": 5},
+	{"op": "add", "rows": 200, "seed": 6},
+	{"op": "delete", "where": "id % 7 = 3"},
+}
+
+// runThenCopy has real Lance run ops on the table at path and returns the
+// path of a copy (the control a test gives to Lance's optimize()).
+func runThenCopy(t *testing.T, path string, ops []oracle.Op) string {
+	t.Helper()
+	oracle.RunOps(t, path, ops)
+	control := filepath.Join(t.TempDir(), "control.lance")
+	oracle.CopyTree(t, path, control)
+	return control
 }
 
 func planIndex(p *plan.Plan, name string) plan.IndexDecision {
