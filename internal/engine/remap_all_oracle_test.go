@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/scheduler/plan"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
@@ -43,17 +44,9 @@ var allTypesIndices = []oracle.Op{
 // five indices, each indexing rows.
 func TestRemapAllIndexTypesTogetherOracle(t *testing.T) {
 	oracle.Require(t)
-	path := oracle.Build(t, "sized-4x1000-v32-t8-d0", t.TempDir())
-	ops := []oracle.Op{
-		{"op": "add", "rows": 150, "seed": 3},
-		{"op": "add", "rows": 150, "seed": 4},
-		{"op": "delete", "where": "id % 10 = 0"},
-		{"op": "add_columns", "columns": []map[string]string{{"name": "tags", "value_sql": "make_array(category, concat('n', CAST(id % 7 AS VARCHAR)))"}}},
-	}
-	ops = append(ops, allTypesIndices...)
-	control := runThenCopy(t, path, append(ops, appendsThenDeletes...))
+	path, control := allTypesTable(t)
 	pre := oracle.Inspect(t, path, 0)
-	wantIdx := []string{"body_idx", "cat_idx", "id_idx", "tags_idx", "vec_idx"}
+	wantIdx := allTypesNames
 	if got := indexNames(pre); !slices.Equal(got, wantIdx) {
 		t.Fatalf("indices before: %v", got)
 	}
@@ -163,6 +156,35 @@ func TestRemapAllIndexTypesTogetherOracle(t *testing.T) {
 	t.Logf("fragments %d -> lanced %d, Lance %d; %d scalar filters and %d FTS queries (%d phrases) return the same rows before, on lanced's table and on Lance's",
 		pre.Fragments, ours.Fragments, lance.Fragments, len(filters), len(texts), phrases)
 
+	lanceKeepsAllTypes(t, path)
+}
+
+// allTypesTable has real Lance build the table of
+// TestRemapAllIndexTypesTogetherOracle: 4 fragments of 1,000 rows and 2
+// appends of 150, every 10th row deleted, a tags list column
+// ([category, "n" + id % 7]), the five indices of allTypesIndices, then
+// appendsThenDeletes. It returns its path and a copy's.
+func allTypesTable(t *testing.T) (path, control string) {
+	t.Helper()
+	path = oracle.Build(t, "sized-4x1000-v32-t8-d0", t.TempDir())
+	ops := []oracle.Op{
+		{"op": "add", "rows": 150, "seed": 3},
+		{"op": "add", "rows": 150, "seed": 4},
+		{"op": "delete", "where": "id % 10 = 0"},
+		{"op": "add_columns", "columns": []map[string]string{{"name": "tags", "value_sql": "make_array(category, concat('n', CAST(id % 7 AS VARCHAR)))"}}},
+	}
+	ops = append(ops, allTypesIndices...)
+	return path, runThenCopy(t, path, append(ops, appendsThenDeletes...))
+}
+
+var allTypesNames = []string{"body_idx", "cat_idx", "id_idx", "tags_idx", "vec_idx"}
+
+// lanceKeepsAllTypes runs real Lance's delete, update, merge_insert,
+// add_columns, optimize and createIndex(replace) of every index on the
+// table at path, and fails t unless real Lance lists all five indices
+// after each, each indexing rows.
+func lanceKeepsAllTypes(t *testing.T, path string) {
+	t.Helper()
 	after := []oracle.Op{
 		{"op": "delete", "where": "id % 13 = 5"},
 		{"op": "update", "where": "id % 17 = 2", "values_sql": map[string]string{"value": "value + 1"}},
@@ -178,15 +200,54 @@ func TestRemapAllIndexTypesTogetherOracle(t *testing.T) {
 	for _, op := range after {
 		oracle.RunOps(t, path, []oracle.Op{op})
 		r := oracle.Inspect(t, path, 0)
-		if got := indexNames(r); !slices.Equal(got, wantIdx) {
+		if got := indexNames(r); !slices.Equal(got, allTypesNames) {
 			t.Fatalf("after real Lance's %v %v: indices %v", op["op"], op["name"], got)
 		}
-		for _, name := range wantIdx {
+		for _, name := range allTypesNames {
 			if ix := indexByName(t, r, name); ix.IndexedRows == 0 {
 				t.Fatalf("after real Lance's %v %v: %s indexes nothing", op["op"], op["name"], name)
 			}
 		}
 	}
+}
+
+// TestUnindexNeverDropsAnyIndexKind is TestUnindexNeverDropsAnIndex on
+// the table of TestRemapAllIndexTypesTogetherOracle (BTree, Bitmap,
+// LabelList, FTS, IVF_PQ): index_coverage = "unindex" with every
+// fragment a candidate holds back the fragments the indices cover (their
+// last covered fragments) and rewrites only the unindexed appends; every
+// index still indexes the rows it did, and real Lance's delete, update,
+// merge_insert, add_columns, optimize and createIndex(replace) keep all
+// five.
+func TestUnindexNeverDropsAnyIndexKind(t *testing.T) {
+	oracle.Require(t)
+	path, _ := allTypesTable(t)
+	pre := oracle.Inspect(t, path, 0)
+	p := compactWith(t, path, func(e *policy.Effective) {
+		e.Compaction.IndexCoverage.Value = policy.CoverageUnindex
+		e.Compaction.TargetRowsPerFragment.Value = 1 << 20
+	})
+	held := 0
+	for _, d := range p.Decisions {
+		if strings.Contains(d.Reason, "last fragments covered by index") {
+			held++
+		}
+	}
+	if held == 0 || len(p.Rewrites) == 0 {
+		t.Fatalf("held back %d fragments, %d rewrites:\n%+v", held, len(p.Rewrites), p.Decisions)
+	}
+	post := oracle.Inspect(t, path, 0)
+	if post.Fragments >= pre.Fragments {
+		t.Fatalf("fragments %d -> %d", pre.Fragments, post.Fragments)
+	}
+	for _, name := range allTypesNames {
+		b, a := indexByName(t, pre, name), indexByName(t, post, name)
+		if a.IndexedRows != b.IndexedRows || a.IndexedRows+a.UnindexedRows != post.Rows {
+			t.Fatalf("%s indexStats %d/%d before, %d/%d after", name, b.IndexedRows, b.UnindexedRows, a.IndexedRows, a.UnindexedRows)
+		}
+	}
+	t.Logf("unindex: %d fragments held back (last covered), %d rewrite(s); fragments %d -> %d", held, len(p.Rewrites), pre.Fragments, post.Fragments)
+	lanceKeepsAllTypes(t, path)
 }
 
 // allTypesFilters are the scalar filters of TestRemapAllIndexTypesTogetherOracle:
