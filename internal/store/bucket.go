@@ -393,7 +393,7 @@ func (b *Bucket) Put(ctx context.Context, key string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	return done(b.retrying(ctx, "put", key, func() error { return b.write(ctx, key, data, false) }))
+	return done(b.retrying(ctx, "put", key, func() error { return b.write(ctx, key, data, writeCond{}) }))
 }
 
 // PutIfAbsent creates key with data only if no object exists under it,
@@ -408,36 +408,46 @@ func (b *Bucket) PutIfAbsent(ctx context.Context, key string, data []byte) error
 	if err != nil {
 		return err
 	}
+	return done(b.putConditional(ctx, "put_if_absent", key, data, func() error {
+		return b.write(ctx, key, data, writeCond{absent: true})
+	}))
+}
+
+// putConditional runs a conditional write of data under key (write) until
+// it settles: an ambiguous failure whose object holds exactly data is a
+// success, a transient one is tried again, a 409 conflict with another
+// conditional write in flight is asked again after a pause.
+func (b *Bucket) putConditional(ctx context.Context, op, key string, data []byte, write func() error) error {
 	const maxConflictRetries = 8
 	delay := 20 * time.Millisecond
 	failures := 0
 	for attempt := 0; ; attempt++ {
-		err = b.write(ctx, key, data, true)
+		err := write()
 		if err != nil && !isConditionalConflict(err) && b.landed(ctx, key, data) {
 			// The write failed as far as the client can tell (a lost
 			// response, a timeout, or a precondition failure on the
 			// client's own retry of a request that had landed), yet the
-			// object under key is exactly ours: the create succeeded.
-			return done(nil)
+			// object under key is exactly ours: the write succeeded.
+			return nil
 		}
 		if err != nil && !isConditionalConflict(err) {
 			// Not there (or it could not be read back): a transient
-			// failure is tried again. The create stays conditional, so a
+			// failure is tried again. The write stays conditional, so a
 			// try that lands after an earlier one did meets the
 			// precondition and the read-back above settles it.
 			failures++
-			if b.again(ctx, "put_if_absent", key, failures, b.wrap("put_if_absent", key, err)) {
+			if b.again(ctx, op, key, failures, b.wrap(op, key, err)) {
 				continue
 			}
 		}
 		if err == nil || !isConditionalConflict(err) || attempt >= maxConflictRetries {
-			return done(err)
+			return err
 		}
 		// 409 ConditionalRequestConflict: another conditional write to the key
 		// was in flight. Its outcome decides ours; ask again.
 		select {
 		case <-ctx.Done():
-			return done(ctx.Err())
+			return ctx.Err()
 		case <-time.After(delay):
 		}
 		delay *= 2
@@ -479,21 +489,30 @@ func (b *Bucket) landed(ctx context.Context, key string, data []byte) bool {
 	return false
 }
 
-func (b *Bucket) write(ctx context.Context, key string, data []byte, ifAbsent bool) error {
+func (b *Bucket) write(ctx context.Context, key string, data []byte, cond writeCond) error {
 	if b.localDir != "" {
-		w, err := b.newLocalWriter(ctx, key, ifAbsent)
+		w, err := b.newLocalWriter(ctx, key, cond.absent)
 		if err != nil {
 			return err
 		}
+		w.match = cond.match
 		if _, err := w.Write(data); err != nil {
 			_ = w.Abort()
 			return err
 		}
 		return w.Close()
 	}
+	if cond.match != "" {
+		return b.writeIfMatch(ctx, key, data, cond.match)
+	}
+	return b.writeBlob(ctx, key, data, &blob.WriterOptions{IfNotExist: cond.absent})
+}
+
+// writeBlob writes data under key through gocloud.dev with opts.
+func (b *Bucket) writeBlob(ctx context.Context, key string, data []byte, opts *blob.WriterOptions) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	opts := &blob.WriterOptions{ContentType: "application/octet-stream", IfNotExist: ifAbsent}
+	opts.ContentType = "application/octet-stream"
 	if b.uri.Scheme == "gs" {
 		// The data is in memory: one upload request, no 16 MiB chunk
 		// buffer per write (the GCS client's default allocates and clears

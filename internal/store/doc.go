@@ -15,6 +15,11 @@
 //     link(2)s it into place (EEXIST means the key exists); S3 sends
 //     If-None-Match: * (a 409 ConditionalRequestConflict is retried); GCS uses
 //     a DoesNotExist precondition; mem:// checks under the bucket lock;
+//   - PutIfMatch, compare-and-swap of an object against the generation
+//     GetWithGeneration read (S3 If-Match: <ETag>, GCS ifGenerationMatch,
+//     file:// a per-generation claim file and rename(2), atomic between the
+//     processes of one host, mem:// under a lock): of writers replacing one
+//     generation exactly one wins, the others get ErrPreconditionFailed;
 //   - error classification: every error a Bucket returns is a *Error carrying an
 //     ErrorCode; errors.Is(err, ErrNotFound) and errors.Is(err,
 //     ErrPreconditionFailed) work on all of them, CodeOf gives the code;

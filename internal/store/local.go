@@ -10,17 +10,21 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"time"
 )
 
 // localWriter stages a file:// write in a hidden temp file next to the target
 // and publishes it on Close: rename(2) for a plain put, link(2) for
 // put-if-absent (EEXIST means the key exists, atomically across processes;
-// fileblob's stat-then-rename is not). The temp file is removed on every path.
+// fileblob's stat-then-rename is not), swapIfMatch for put-if-match. The
+// temp file is removed on every path.
 type localWriter struct {
 	ctx     context.Context
 	f       *os.File
 	final   string
 	excl    bool
+	match   Generation // put-if-match: the generation replaced
 	failed  bool
 	written int64 // bytes written
 	flushed int64 // bytes handed to startWriteback
@@ -133,6 +137,9 @@ func (w *localWriter) Close() error {
 	if err := w.f.Close(); err != nil {
 		return err
 	}
+	if w.match != "" {
+		return swapIfMatch(tmp, w.final, w.match)
+	}
 	if w.excl {
 		if err := os.Link(tmp, w.final); err != nil {
 			if errors.Is(err, fs.ErrExist) {
@@ -160,4 +167,103 @@ func syncDir(dir string) {
 	}
 	_ = d.Sync()
 	_ = d.Close()
+}
+
+// swapIfMatch publishes the staged file tmp under final if final holds
+// generation gen (its content's hash). The writer claims gen by creating
+// a claim file named after it (O_EXCL: one writer at a time per
+// generation), checks that final still holds gen, renames its own staged
+// file over final and removes the claim. final changes only by such a
+// rename, made under the claim of final's content at that moment, so of
+// the writers replacing one generation exactly one succeeds; a writer
+// that finds the claim taken gets ErrPreconditionFailed and reads again.
+// The claim holds its writer's process id: a claim whose process is gone
+// (it crashed between claim and release) is taken away (renamed aside,
+// then checked to be that claim) and the claim made again. This holds
+// between the processes of one host (O_EXCL, rename and process ids are
+// local); a claim is a hidden temp file (TempSuffix) that exists only
+// while its writer swaps.
+func swapIfMatch(tmp, final string, gen Generation) error {
+	claim := filepath.Join(filepath.Dir(final), "."+filepath.Base(final)+".cas-"+string(gen)+TempSuffix)
+	mismatch := fmt.Errorf("%w: %s is no longer generation %s", ErrPreconditionFailed, filepath.Base(final), gen)
+	f, err := os.OpenFile(claim, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrExist) && takeStaleClaim(claim) {
+		f, err = os.OpenFile(claim, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	}
+	if errors.Is(err, fs.ErrExist) {
+		return mismatch // another writer replaces gen right now
+	}
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.Remove(claim) }()
+	_, err = f.WriteString(strconv.Itoa(os.Getpid()))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	cur, err := fileGeneration(final)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: %s does not exist", ErrPreconditionFailed, filepath.Base(final))
+	case err != nil:
+		return err
+	case cur != gen:
+		return mismatch
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return err
+	}
+	syncDir(filepath.Dir(final))
+	return nil
+}
+
+// staleClaimEmpty is how old a claim without a process id must be to be
+// taken as left by a writer that died before writing it.
+const staleClaimEmpty = 10 * time.Second
+
+// takeStaleClaim removes the claim file at path if the process that made
+// it is gone, and reports whether it did. The claim is renamed aside
+// first and removed only if it is the one found stale; a live claim so
+// taken is linked back.
+func takeStaleClaim(path string) bool {
+	stale := func(p string) bool {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return false
+		}
+		if len(b) == 0 {
+			info, err := os.Stat(p)
+			return err == nil && time.Since(info.ModTime()) > staleClaimEmpty
+		}
+		pid, err := strconv.Atoi(string(b))
+		return err == nil && !processAlive(pid)
+	}
+	if !stale(path) {
+		return false
+	}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	aside := path + "." + hex.EncodeToString(rnd[:])
+	if os.Rename(path, aside) != nil {
+		return false
+	}
+	if stale(aside) {
+		_ = os.Remove(aside)
+		return true
+	}
+	_ = os.Link(aside, path) // a writer's live claim, made meanwhile: give it back
+	_ = os.Remove(aside)
+	return false
+}
+
+// fileGeneration is the generation of the file at path.
+func fileGeneration(path string) (Generation, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	return contentGeneration(data), nil
 }

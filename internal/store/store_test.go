@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -468,5 +469,46 @@ func TestLocalListingMatchesMem(t *testing.T) {
 		if !slices.Equal(got, tc.want) || !slices.Equal(mem, tc.want) {
 			t.Errorf("list(oneLevel=%v, %q): file %q, mem %q, want %q", tc.oneLevel, tc.prefix, got, mem, tc.want)
 		}
+	}
+}
+
+// TestFilePutIfMatchTakesAClaimLeftByADeadWriter: a file:// PutIfMatch
+// whose writer died between claiming the generation and releasing the
+// claim leaves the claim file; the next writer of that generation takes
+// it over (its process is gone) instead of failing for ever, while a
+// claim of a live process makes it fail with ErrPreconditionFailed.
+func TestFilePutIfMatchTakesAClaimLeftByADeadWriter(t *testing.T) {
+	dir := t.TempDir()
+	b := open(t, "file://"+dir)
+	ctx := context.Background()
+	if err := b.Put(ctx, "rec.json", []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	_, gen, err := b.GetWithGeneration(ctx, "rec.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := filepath.Join(dir, ".rec.json.cas-"+string(gen)+store.TempSuffix)
+	if err := os.WriteFile(claim, []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PutIfMatch(ctx, "rec.json", []byte("v2"), gen); !errors.Is(err, store.ErrPreconditionFailed) {
+		t.Fatalf("PutIfMatch under a live writer's claim = %v, want ErrPreconditionFailed", err)
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Skipf("no process to outlive: %v", err)
+	}
+	if err := os.WriteFile(claim, []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PutIfMatch(ctx, "rec.json", []byte("v2"), gen); err != nil {
+		t.Fatalf("PutIfMatch under a dead writer's claim: %v", err)
+	}
+	if got, _ := b.Get(ctx, "rec.json"); string(got) != "v2" {
+		t.Fatalf("Get = %q, want v2", got)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("left in the directory: %v, want rec.json only", ents)
 	}
 }

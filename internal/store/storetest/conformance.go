@@ -36,6 +36,9 @@ func Run(t *testing.T, open func(t *testing.T) *store.Bucket) {
 		{"Sub", testSub},
 		{"PutIfAbsent", testPutIfAbsent},
 		{"PutIfAbsentRace", testPutIfAbsentRace},
+		{"PutIfMatch", testPutIfMatch},
+		{"PutIfMatchRace", testPutIfMatchRace},
+		{"PutIfMatchCounter", testPutIfMatchCounter},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.test(t, open(t)) })
 	}
@@ -414,6 +417,142 @@ func testPutIfAbsentRace(t *testing.T, b *store.Bucket) {
 	}
 	if got := listKeys(t, b, "", false); len(got) != rounds {
 		t.Errorf("after the races List = %v, want %d manifests", got, rounds)
+	}
+}
+
+func testPutIfMatch(t *testing.T, b *store.Bucket) {
+	ctx := context.Background()
+	mustPut(t, b, "rec.json", []byte("v1"))
+	data, g1, err := b.GetWithGeneration(ctx, "rec.json")
+	if err != nil || string(data) != "v1" || g1 == "" {
+		t.Fatalf("GetWithGeneration = %q, %q, %v", data, g1, err)
+	}
+	if err := b.PutIfMatch(ctx, "rec.json", []byte("v2"), g1); err != nil {
+		t.Fatalf("PutIfMatch of the generation read: %v", err)
+	}
+	if got, _ := b.Get(ctx, "rec.json"); string(got) != "v2" {
+		t.Fatalf("after PutIfMatch Get = %q, want v2", got)
+	}
+	if err := b.PutIfMatch(ctx, "rec.json", []byte("v3"), g1); !errors.Is(err, store.ErrPreconditionFailed) {
+		t.Fatalf("PutIfMatch of a replaced generation = %v, want ErrPreconditionFailed", err)
+	}
+	data, g2, err := b.GetWithGeneration(ctx, "rec.json")
+	if err != nil || string(data) != "v2" || g2 == g1 {
+		t.Fatalf("GetWithGeneration after the replacement = %q, %q (before %q), %v", data, g2, g1, err)
+	}
+	if err := b.PutIfMatch(ctx, "rec.json", []byte("v3"), g2); err != nil {
+		t.Fatalf("PutIfMatch of the new generation: %v", err)
+	}
+	if got, _ := b.Get(ctx, "rec.json"); string(got) != "v3" {
+		t.Fatalf("Get = %q, want v3", got)
+	}
+	if err := b.PutIfMatch(ctx, "missing.json", []byte("x"), g2); !errors.Is(err, store.ErrPreconditionFailed) {
+		t.Fatalf("PutIfMatch of a missing key = %v, want ErrPreconditionFailed", err)
+	}
+	if _, err := b.Get(ctx, "missing.json"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("PutIfMatch of a missing key created it: %v", err)
+	}
+	if err := b.PutIfMatch(ctx, "rec.json", []byte("v4"), ""); err == nil || errors.Is(err, store.ErrPreconditionFailed) {
+		t.Fatalf("PutIfMatch without a generation = %v, want an error saying what to do", err)
+	}
+	_, _, err = b.GetWithGeneration(ctx, "missing.json")
+	wantCode(t, "GetWithGeneration", err, store.NotFound)
+	if got := listKeys(t, b, "", false); !slices.Equal(got, []string{"rec.json"}) {
+		t.Errorf("List = %v, want only rec.json (no claim or temp files)", got)
+	}
+}
+
+// testPutIfMatchRace: writers that all read one generation race to
+// replace it; exactly one wins each round and its content is stored.
+func testPutIfMatchRace(t *testing.T, b *store.Bucket) {
+	ctx := context.Background()
+	const goroutines, rounds = 16, 10
+	mustPut(t, b, "rec.json", []byte("start"))
+	for round := range rounds {
+		_, gen, err := b.GetWithGeneration(ctx, "rec.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, goroutines)
+		start := make(chan struct{})
+		for g := range goroutines {
+			wg.Go(func() {
+				<-start
+				errs[g] = b.PutIfMatch(ctx, "rec.json", fmt.Appendf(nil, "round-%d-writer-%d", round, g), gen)
+			})
+		}
+		close(start)
+		wg.Wait()
+		winner := -1
+		for g, err := range errs {
+			switch {
+			case err == nil:
+				if winner >= 0 {
+					t.Fatalf("round %d: writers %d and %d both replaced generation %s", round, winner, g, gen)
+				}
+				winner = g
+			case !errors.Is(err, store.ErrPreconditionFailed):
+				t.Fatalf("round %d: writer %d: %v, want ErrPreconditionFailed", round, g, err)
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("round %d: nobody won", round)
+		}
+		if got, _ := b.Get(ctx, "rec.json"); string(got) != fmt.Sprintf("round-%d-writer-%d", round, winner) {
+			t.Fatalf("round %d: content %q, winner was %d", round, got, winner)
+		}
+	}
+	if got := listKeys(t, b, "", false); !slices.Equal(got, []string{"rec.json"}) {
+		t.Errorf("after the races List = %v, want only rec.json", got)
+	}
+}
+
+// testPutIfMatchCounter: writers increment one counter object by
+// read, add, PutIfMatch, and again on a mismatch; no increment is lost.
+// Each write names its writer and increment: PutIfMatch, like
+// PutIfAbsent, takes an object holding exactly its data after an
+// ambiguous answer for its own write.
+func testPutIfMatchCounter(t *testing.T, b *store.Bucket) {
+	ctx := context.Background()
+	const writers, each = 8, 10
+	mustPut(t, b, "counter", []byte("0 start"))
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				for attempt := 0; ; attempt++ {
+					data, gen, err := b.GetWithGeneration(ctx, "counter")
+					if err != nil {
+						errs[w] = err
+						return
+					}
+					var n int
+					if _, err := fmt.Sscan(string(data), &n); err != nil {
+						errs[w] = fmt.Errorf("counter %q: %w", data, err)
+						return
+					}
+					err = b.PutIfMatch(ctx, "counter", fmt.Appendf(nil, "%d %d-%d", n+1, w, i), gen)
+					if err == nil {
+						break
+					}
+					if !errors.Is(err, store.ErrPreconditionFailed) || attempt > 10*writers*each {
+						errs[w] = err
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := b.Get(ctx, "counter")
+	var n int
+	if _, err := fmt.Sscan(string(got), &n); err != nil || n != writers*each {
+		t.Fatalf("counter = %q after %d increments", got, writers*each)
 	}
 }
 

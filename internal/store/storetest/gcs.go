@@ -33,8 +33,10 @@ var (
 // Preconditions: fake-gcs-server v1.56.1 honours ifGenerationMatch=0 (the
 // DoesNotExist condition PutIfAbsent sends) atomically: its memory backend
 // compares the live generation and stores the object under one write lock,
-// and answers 412 otherwise. No wrapper models it; the conformance race
-// (16 writers, 10 rounds, exactly one winner each) and
+// and answers 412 otherwise; the same holds for ifGenerationMatch=<n> (the
+// GenerationMatch condition PutIfMatch sends). No wrapper models them; the
+// conformance races (16 writers, 10 rounds, exactly one winner each;
+// PutIfMatchCounter, no increment lost) and
 // TestGCSPutIfAbsentIsOneConditionalUpload show it.
 //
 // Cost: the memory backend finds objects by a linear scan (formatting every

@@ -15,8 +15,11 @@ import (
 const BucketName = "lance"
 
 // S3Server is an in-process S3 emulator on 127.0.0.1 with a random port,
-// path-style addressing and bucket "lance". It honours If-None-Match: * on
-// PutObject atomically.
+// path-style addressing and bucket "lance". It honours If-None-Match: * and
+// If-Match: <ETag> on PutObject atomically: gofakes3 v1.2.0's s3mem backend
+// checks both (gofakes3.CheckPutConditions) and stores the object under one
+// lock, answering 412 otherwise, as the conformance races (PutIfAbsentRace,
+// PutIfMatchRace, PutIfMatchCounter) show; no wrapper models them.
 type S3Server struct {
 	// Endpoint is the server's base URL, e.g. "http://127.0.0.1:41234".
 	Endpoint string
