@@ -382,41 +382,54 @@ func testPutIfAbsent(t *testing.T, b *store.Bucket) {
 
 func testPutIfAbsentRace(t *testing.T, b *store.Bucket) {
 	ctx := context.Background()
-	const goroutines, rounds = 16, 10
-	for round := range rounds {
+	for round := range raceRounds {
 		key := fmt.Sprintf("_versions/%d.manifest", round)
-		var wg sync.WaitGroup
-		errs := make([]error, goroutines)
-		start := make(chan struct{})
-		for g := range goroutines {
-			wg.Go(func() {
-				<-start
-				errs[g] = b.PutIfAbsent(ctx, key, fmt.Appendf(nil, "writer-%d", g))
-			})
-		}
-		close(start)
-		wg.Wait()
-		winner := -1
-		for g, err := range errs {
-			switch {
-			case err == nil:
-				if winner >= 0 {
-					t.Fatalf("round %d: writers %d and %d both won", round, winner, g)
-				}
-				winner = g
-			case !errors.Is(err, store.ErrPreconditionFailed):
-				t.Fatalf("round %d: writer %d: %v, want ErrPreconditionFailed", round, g, err)
+		race(t, b, round, key, func(g int) error {
+			return b.PutIfAbsent(ctx, key, fmt.Appendf(nil, "round-%d-writer-%d", round, g))
+		})
+	}
+	if got := listKeys(t, b, "", false); len(got) != raceRounds {
+		t.Errorf("after the races List = %v, want %d manifests", got, raceRounds)
+	}
+}
+
+// raceRounds and raceWriters size the conditional-write races.
+const raceRounds, raceWriters = 10, 16
+
+// race starts raceWriters writers at once, writer g running write(g),
+// which writes "round-<round>-writer-<g>" under key; exactly one must
+// succeed, the others fail with ErrPreconditionFailed, and key must hold
+// the winner's content.
+func race(t *testing.T, b *store.Bucket, round int, key string, write func(g int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, raceWriters)
+	start := make(chan struct{})
+	for g := range raceWriters {
+		wg.Go(func() {
+			<-start
+			errs[g] = write(g)
+		})
+	}
+	close(start)
+	wg.Wait()
+	winner := -1
+	for g, err := range errs {
+		switch {
+		case err == nil:
+			if winner >= 0 {
+				t.Fatalf("round %d: writers %d and %d both won", round, winner, g)
 			}
-		}
-		if winner < 0 {
-			t.Fatalf("round %d: nobody won", round)
-		}
-		if got, _ := b.Get(ctx, key); string(got) != fmt.Sprintf("writer-%d", winner) {
-			t.Fatalf("round %d: content %q, winner was %d", round, got, winner)
+			winner = g
+		case !errors.Is(err, store.ErrPreconditionFailed):
+			t.Fatalf("round %d: writer %d: %v, want ErrPreconditionFailed", round, g, err)
 		}
 	}
-	if got := listKeys(t, b, "", false); len(got) != rounds {
-		t.Errorf("after the races List = %v, want %d manifests", got, rounds)
+	if winner < 0 {
+		t.Fatalf("round %d: nobody won", round)
+	}
+	if got, _ := b.Get(context.Background(), key); string(got) != fmt.Sprintf("round-%d-writer-%d", round, winner) {
+		t.Fatalf("round %d: content %q, winner was %d", round, got, winner)
 	}
 }
 
@@ -466,42 +479,15 @@ func testPutIfMatch(t *testing.T, b *store.Bucket) {
 // replace it; exactly one wins each round and its content is stored.
 func testPutIfMatchRace(t *testing.T, b *store.Bucket) {
 	ctx := context.Background()
-	const goroutines, rounds = 16, 10
 	mustPut(t, b, "rec.json", []byte("start"))
-	for round := range rounds {
+	for round := range raceRounds {
 		_, gen, err := b.GetWithGeneration(ctx, "rec.json")
 		if err != nil {
 			t.Fatal(err)
 		}
-		var wg sync.WaitGroup
-		errs := make([]error, goroutines)
-		start := make(chan struct{})
-		for g := range goroutines {
-			wg.Go(func() {
-				<-start
-				errs[g] = b.PutIfMatch(ctx, "rec.json", fmt.Appendf(nil, "round-%d-writer-%d", round, g), gen)
-			})
-		}
-		close(start)
-		wg.Wait()
-		winner := -1
-		for g, err := range errs {
-			switch {
-			case err == nil:
-				if winner >= 0 {
-					t.Fatalf("round %d: writers %d and %d both replaced generation %s", round, winner, g, gen)
-				}
-				winner = g
-			case !errors.Is(err, store.ErrPreconditionFailed):
-				t.Fatalf("round %d: writer %d: %v, want ErrPreconditionFailed", round, g, err)
-			}
-		}
-		if winner < 0 {
-			t.Fatalf("round %d: nobody won", round)
-		}
-		if got, _ := b.Get(ctx, "rec.json"); string(got) != fmt.Sprintf("round-%d-writer-%d", round, winner) {
-			t.Fatalf("round %d: content %q, winner was %d", round, got, winner)
-		}
+		race(t, b, round, "rec.json", func(g int) error {
+			return b.PutIfMatch(ctx, "rec.json", fmt.Appendf(nil, "round-%d-writer-%d", round, g), gen)
+		})
 	}
 	if got := listKeys(t, b, "", false); !slices.Equal(got, []string{"rec.json"}) {
 		t.Errorf("after the races List = %v, want only rec.json", got)
