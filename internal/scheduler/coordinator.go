@@ -219,16 +219,7 @@ func (n *Node) runLeaser(ctx context.Context, wg *sync.WaitGroup) {
 		if !ok {
 			return
 		}
-		n.mu.Lock()
-		st := n.tables[table]
-		skip := st.running || !st.dirty
-		if skip {
-			st.leaseQueued = false
-		}
-		n.mu.Unlock()
-		if !skip {
-			n.tryCoordinate(ctx, wg, table)
-		}
+		n.tryCoordinate(ctx, wg, table)
 	}
 }
 
@@ -262,11 +253,17 @@ type rangeState struct {
 // table of a range another node holds is left to it. The table leaves
 // the lease queue when the attempt ends.
 func (n *Node) tryCoordinate(ctx context.Context, wg *sync.WaitGroup, table string) {
-	n.traced(table, "lease")
 	n.mu.Lock()
 	st := n.tables[table]
-	n.mu.Unlock()
+	if st.running || !st.dirty {
+		st.leaseQueued = false // started or settled since it was queued
+		n.mu.Unlock()
+		return
+	}
 	key := rangeKey(st.rng)
+	elsewhere := n.ranges[st.rng] == nil && n.view.heldElsewhere(key, n.cfg.NodeID, n.cfg.Now())
+	n.mu.Unlock()
+	n.traced(table, "lease")
 	// notOurs settles an attempt that found the range coordinated
 	// elsewhere (that node heard the same announcement) or the table held.
 	notOurs := func() {
@@ -274,9 +271,6 @@ func (n *Node) tryCoordinate(ctx context.Context, wg *sync.WaitGroup, table stri
 		st.dirty, st.leaseQueued = false, false
 		n.mu.Unlock()
 	}
-	n.mu.Lock()
-	elsewhere := n.ranges[st.rng] == nil && n.view.heldElsewhere(key, n.cfg.NodeID, n.cfg.Now())
-	n.mu.Unlock()
 	if elsewhere || n.legacyHeld(table) {
 		notOurs()
 		return

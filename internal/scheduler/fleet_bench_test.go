@@ -234,7 +234,7 @@ func startFleet(b *testing.B, replicas int) *fleet {
 		servers: runCluster(b, 3),
 		pl:      &fleetPlanner{planned: map[string]time.Time{}, times: map[string][]time.Time{}},
 		ex:      &fleetExec{}, cm: &fleetCommitter{},
-		clock:      &stageClock{at: map[[2]string]map[string][]time.Time{}, published: map[string][]time.Time{}},
+		clock:      &stageClock{published: map[string][]time.Time{}},
 		coalescers: make([]*watch.Coalescer, 3), nodes: make([]*Node, 3),
 	}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
@@ -473,22 +473,37 @@ func loadAvg() string {
 // stageClock records, per node and table, every time a table passed a
 // stage of the announcement-to-plan path in the current burst (poke,
 // lease, leased, plan), and per table when coalescers handed it to
-// Submit (published).
+// Submit (published). Each node records under its own lock (the nodes
+// call record under their own locks; one clock-wide lock made them wait
+// for each other).
 type stageClock struct {
 	mu        sync.Mutex
-	at        map[[2]string]map[string][]time.Time // {node, table} → stage → times
-	published map[string][]time.Time               // table → every hand-off to Submit
+	published map[string][]time.Time // table → every hand-off to Submit
+	nodes     sync.Map               // node → *nodeClock
+}
+
+type nodeClock struct {
+	mu sync.Mutex
+	at map[string]map[string][]time.Time // table → stage → times
+}
+
+func (c *stageClock) node(id string) *nodeClock {
+	if nc, ok := c.nodes.Load(id); ok {
+		return nc.(*nodeClock)
+	}
+	nc, _ := c.nodes.LoadOrStore(id, &nodeClock{at: map[string]map[string][]time.Time{}})
+	return nc.(*nodeClock)
 }
 
 func (c *stageClock) record(node, table, stage string) {
 	now := time.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	k := [2]string{node, table}
-	m := c.at[k]
+	nc := c.node(node)
+	nc.mu.Lock()
+	defer nc.mu.Unlock()
+	m := nc.at[table]
 	if m == nil {
 		m = map[string][]time.Time{}
-		c.at[k] = m
+		nc.at[table] = m
 	}
 	m[stage] = append(m[stage], now)
 }
@@ -503,9 +518,30 @@ func (c *stageClock) publish(table string) {
 
 func (c *stageClock) reset() {
 	c.mu.Lock()
-	clear(c.at)
 	clear(c.published)
 	c.mu.Unlock()
+	c.nodes.Range(func(_, v any) bool {
+		nc := v.(*nodeClock)
+		nc.mu.Lock()
+		clear(nc.at)
+		nc.mu.Unlock()
+		return true
+	})
+}
+
+// snapshot returns every node's records keyed {node, table}.
+func (c *stageClock) snapshot() map[[2]string]map[string][]time.Time {
+	out := map[[2]string]map[string][]time.Time{}
+	c.nodes.Range(func(k, v any) bool {
+		nc := v.(*nodeClock)
+		nc.mu.Lock()
+		for t, m := range nc.at {
+			out[[2]string{k.(string), t}] = m
+		}
+		nc.mu.Unlock()
+		return true
+	})
+	return out
 }
 
 // firstFrom is the first of times at or after t; lastUntil the last at
@@ -543,6 +579,7 @@ func lastUntil(times []time.Time, t time.Time) time.Time {
 func (c *stageClock) breakdown(names []string, dues []time.Time) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	at := c.snapshot()
 	due := make(map[string]time.Time, len(names))
 	for i, t := range names {
 		due[t] = dues[i]
@@ -553,7 +590,7 @@ func (c *stageClock) breakdown(names []string, dues []time.Time) string {
 			stages[name] = append(stages[name], max(0, to.Sub(from)))
 		}
 	}
-	for k, m := range c.at {
+	for k, m := range at {
 		table := k[1]
 		plan := firstFrom(m["plan"], due[table])
 		if plan.IsZero() {
@@ -581,7 +618,7 @@ func (c *stageClock) breakdown(names []string, dues []time.Time) string {
 		}
 	}
 	acquires := 0
-	for k, m := range c.at {
+	for k, m := range at {
 		if strings.HasPrefix(k[1], "range-") {
 			acquires += len(m["acquire"])
 		}

@@ -142,6 +142,12 @@ func (n *Node) planTable(table string) {
 	st.inherited = nil
 	recheck := n.cfg.Now().Sub(st.heldCheckedAt) >= holdRecheck
 	n.mu.Unlock()
+	// The coordinator is woken when no plan was made (it may have to
+	// stop); after a plan it need not be: what the plan queued keeps it
+	// busy when it next looks (its timer, a result), and waking every
+	// coordinator of a burst at once queues them all for the node's lock
+	// while the other tables of the burst are being planned.
+	planned := false
 	defer func() {
 		n.mu.Lock()
 		st.planning = false
@@ -149,7 +155,9 @@ func (n *Node) planTable(table string) {
 		st.planDone = nil
 		n.scheduleLocked(st)
 		n.mu.Unlock()
-		wake(st.wake)
+		if !planned {
+			wake(st.wake)
+		}
 	}()
 	if !ls.valid(n.cfg.Now(), n.cfg.LeaseTTL/6) {
 		return // the coordinator stops on its next turn
@@ -168,6 +176,7 @@ func (n *Node) planTable(table string) {
 		n.mu.Unlock()
 	}
 	n.plan(ctx, table, extra)
+	planned = true
 }
 
 // replanLater marks the table dirty again after a backoff that grows with
