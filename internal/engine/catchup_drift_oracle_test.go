@@ -61,7 +61,7 @@ func TestDriftReferenceKeptOracle(t *testing.T) {
 		k, m := filepath.Join(dir, fmt.Sprintf("kept%d.lance", i)), filepath.Join(dir, fmt.Sprintf("measured%d.lance", i))
 		oracle.CopyTree(t, path, k)
 		oracle.CopyTree(t, path, m)
-		if err := os.RemoveAll(filepath.Join(m, drift.Dir)); err != nil {
+		if err := os.Remove(filepath.Join(m, drift.Key)); err != nil {
 			t.Fatal(err)
 		}
 		measured = append(measured, catchUp(m))

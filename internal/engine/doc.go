@@ -16,7 +16,7 @@
 //	engine/quarantine corrupt fragments, left out until they change
 //	engine/hold      operator holds (table state)
 //	engine/drift     how far catch-up vectors are from each vector index's
-//	                 centroids (table state, _lanced/drift/)
+//	                 centroids (table state, _lanced/drift.json)
 //	engine/cleanup   Lance's cleanup_old_versions, planned and executed,
 //	                 and the Scheduler that decides when it runs
 //	engine/failpoint crash points for kill tests

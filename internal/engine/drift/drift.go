@@ -3,21 +3,24 @@
 // centroids: the share of added rows farther from their nearest centroid
 // than a high quantile of the distances of the rows the index was built
 // with (vector.DriftBound says exactly how both are measured). The record
-// lives in the table's own store under "_lanced/drift/" (Lance ignores
-// it), so `lanced plan`, `lanced stats` and any daemon node read the same
-// figures.
+// is one object, "_lanced/drift.json" in the table's own store (Lance
+// ignores it), so `lanced plan`, `lanced stats` and any daemon node read
+// the same figures.
 //
-// Every update writes the whole record as a new object,
-// "_lanced/drift/<sequence>.json", one past the sequence it read, with the
-// store's create-if-absent: of two nodes that read the same sequence, one
-// creates the next and the other finds it taken, reads it and adds its
-// counts on top, so neither loses the other's. The largest sequence is the
-// record. A sequence must never be created twice: an update whose read is
-// older than maxReadAge reads again before it writes, and only versions
-// both keepVersions behind the latest and older than keepAge are deleted
-// (a version deleted while a stalled writer still meant to create it would
-// let that writer's stale record in). A record an older lanced
-// wrote under "_lanced/drift.json" is read while no sequence exists.
+// Every update reads the record with its generation, adds its counts and
+// replaces it with the store's compare-and-swap (store.PutIfMatch; the
+// first one creates it with PutIfAbsent): of two nodes that read the same
+// generation, one replaces it and the other finds it replaced, reads it
+// again and adds its counts on top, so neither loses the other's.
+//
+// lanced versions before this one wrote the record as immutable versions
+// "_lanced/drift/<sequence>.json" (the largest sequence the record). They
+// are read too: the latest one's indices are taken where they are newer
+// than the record's (a table written only by such a version has no
+// record yet, and a node of such a version may still write one while a
+// cluster is upgraded), and an update that carried them over deletes the
+// versions it read. Those versions read "_lanced/drift.json" while no
+// version exists, so after the migration they see this record.
 //
 // The record also keeps the reference bound (and how many rows it was
 // measured on) per model, so a catch-up against the same model reuses it
@@ -31,7 +34,10 @@
 package drift
 
 import (
+	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,25 +52,18 @@ import (
 	"github.com/lanced-dev/lanced/internal/store"
 )
 
-// Dir holds the record's versions, relative to the table root.
+// Key is the record, relative to the table root.
+const Key = "_lanced/drift.json"
+
+// Dir holds the versions earlier lanced versions wrote, relative to the
+// table root.
 const Dir = "_lanced/drift/"
 
-// LegacyKey is where lanced before versioned records kept the record.
-const LegacyKey = "_lanced/drift.json"
-
-// maxConflicts bounds how often Update rereads the record after another
-// writer took the sequence it meant to write.
+// maxConflicts bounds how often Update reads the record again after
+// another writer replaced it.
 const maxConflicts = 64
 
-// Versions are deleted once keepVersions newer ones exist and they are
-// older than keepAge; an update writes only within maxReadAge of its read.
-const (
-	keepVersions = 64
-	keepAge      = 10 * time.Minute
-	maxReadAge   = time.Minute
-)
-
-// versionKey is the key of the record's version seq.
+// versionKey is the key of an earlier version's record seq.
 func versionKey(seq uint64) string { return fmt.Sprintf("%s%020d.json", Dir, seq) }
 
 // Record is one index's drift since its model was trained.
@@ -99,6 +98,10 @@ func (r Record) Ratio() float64 {
 // File is the table's record: per index name.
 type File struct {
 	Indices map[string]Record `json:"indices"`
+	// Write is a random id of the update that wrote the record: every
+	// write's bytes are its own, as store.PutIfMatch needs to settle an
+	// ambiguous answer by reading the record back.
+	Write string `json:"write,omitempty"`
 }
 
 // Sample is what one committed catch-up measured.
@@ -111,54 +114,83 @@ type Sample struct {
 // Load reads the table's record (empty when there is none; a damaged one
 // reads as empty too: drift is advice, the next catch-up writes it again).
 func Load(ctx context.Context, b *store.Bucket) (File, error) {
-	f, _, err := load(ctx, b)
+	f, _, _, err := load(ctx, b)
 	return f, err
 }
 
-// load reads the latest version of the record and its sequence (0: none
-// yet, the legacy record if any). A version deleted between the listing
-// and the read (a newer update pruned it) is looked up again.
-func load(ctx context.Context, b *store.Bucket) (File, uint64, error) {
-	for attempt := 0; ; attempt++ {
-		seqs, err := sequences(ctx, b)
-		if err != nil {
-			return File{}, 0, fmt.Errorf("list drift records: %w", err)
+// load reads the record with its generation ("" when there is none) and
+// the versions earlier lanced versions wrote (their keys, ascending),
+// the latest of which is carried into f (carryOver).
+func load(ctx context.Context, b *store.Bucket) (File, store.Generation, []string, error) {
+	var f File
+	data, gen, err := b.GetWithGeneration(ctx, Key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return File{}, "", nil, fmt.Errorf("read drift record: %w", err)
+	default:
+		if json.Unmarshal(data, &f) != nil {
+			f = File{}
 		}
-		key, seq := LegacyKey, uint64(0)
-		if len(seqs) > 0 {
-			seq = seqs[len(seqs)-1]
-			key = versionKey(seq)
-		}
-		data, err := b.Get(ctx, key)
-		if errors.Is(err, store.ErrNotFound) && seq > 0 && attempt < maxConflicts {
+	}
+	old, err := versions(ctx, b)
+	if err != nil {
+		return File{}, "", nil, fmt.Errorf("list earlier drift records: %w", err)
+	}
+	// The latest version; one deleted since the listing (another update
+	// carried it over) is in the record already.
+	for i := len(old) - 1; i >= 0; i-- {
+		data, err := b.Get(ctx, old[i])
+		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
-		if errors.Is(err, store.ErrNotFound) {
-			return File{}, seq, nil
-		}
 		if err != nil {
-			return File{}, 0, fmt.Errorf("read drift record: %w", err)
+			return File{}, "", nil, fmt.Errorf("read earlier drift record: %w", err)
 		}
-		var f File
-		if json.Unmarshal(data, &f) != nil {
-			return File{}, seq, nil
+		var v File
+		if json.Unmarshal(data, &v) == nil {
+			carryOver(&f, v)
 		}
-		return f, seq, nil
+		break
 	}
+	return f, gen, old, nil
 }
 
-// sequences lists the record's version sequences, ascending.
-func sequences(ctx context.Context, b *store.Bucket) ([]uint64, error) {
-	var seqs []uint64
+// versions lists the keys of the versions earlier lanced versions wrote,
+// ascending by sequence.
+func versions(ctx context.Context, b *store.Bucket) ([]string, error) {
+	type version struct {
+		seq uint64
+		key string
+	}
+	var vs []version
 	err := b.ListDir(ctx, Dir, func(o store.Object) error {
-		name := strings.TrimSuffix(strings.TrimPrefix(o.Key, Dir), ".json")
-		if n, err := strconv.ParseUint(name, 10, 64); err == nil && !o.IsDir && strings.HasSuffix(o.Key, ".json") {
-			seqs = append(seqs, n)
+		name, ok := strings.CutSuffix(strings.TrimPrefix(o.Key, Dir), ".json")
+		if n, err := strconv.ParseUint(name, 10, 64); ok && err == nil && !o.IsDir {
+			vs = append(vs, version{n, o.Key})
 		}
 		return nil
 	})
-	slices.Sort(seqs)
-	return seqs, err
+	slices.SortFunc(vs, func(a, b version) int { return cmp.Compare(a.seq, b.seq) })
+	keys := make([]string, len(vs))
+	for i, v := range vs {
+		keys[i] = v.key
+	}
+	return keys, err
+}
+
+// carryOver takes into f each index of an earlier version's record v that
+// f lacks or that v updated later.
+func carryOver(f *File, v File) {
+	for name, r := range v.Indices {
+		if cur, ok := f.Indices[name]; ok && !r.Updated.After(cur.Updated) {
+			continue
+		}
+		if f.Indices == nil {
+			f.Indices = map[string]Record{}
+		}
+		f.Indices[name] = r
+	}
 }
 
 // Current returns the records of f that apply to the index entries
@@ -181,34 +213,39 @@ func Current(f File, indices []*tablepb.IndexMetadata) map[string]Record {
 // Update adds committed catch-ups' samples to the table's record: for
 // each index, counts of the same model accumulate, another model's start
 // again; indices is the committed version's index section. Concurrent
-// updates (other nodes) each land once: an update that finds the next
-// sequence taken reads the record again and adds its samples to it.
+// updates (other nodes) each land once: an update that finds the record
+// replaced since its read reads it again and adds its samples to it.
 func Update(ctx context.Context, b *store.Bucket, version uint64, indices []*tablepb.IndexMetadata, samples []Sample) error {
 	if len(samples) == 0 {
 		return nil
 	}
 	for attempt := 0; ; attempt++ {
-		read := time.Now()
-		f, seq, err := load(ctx, b)
+		f, gen, old, err := load(ctx, b)
 		if err != nil {
 			return err
 		}
 		apply(&f, version, indices, samples)
+		var id [8]byte
+		_, _ = rand.Read(id[:])
+		f.Write = hex.EncodeToString(id[:])
 		data, err := json.MarshalIndent(f, "", "  ")
 		if err != nil {
 			return err
 		}
-		if time.Since(read) > maxReadAge && attempt < maxConflicts {
-			continue // too old to write: seq+1 may have come and gone
+		if gen == "" {
+			err = b.PutIfAbsent(ctx, Key, data)
+		} else {
+			err = b.PutIfMatch(ctx, Key, data, gen)
 		}
-		err = b.PutIfAbsent(ctx, versionKey(seq+1), data)
 		if errors.Is(err, store.ErrPreconditionFailed) && attempt < maxConflicts {
-			continue // another writer took seq+1: add ours to theirs
+			continue // another writer replaced it: add ours to theirs
 		}
 		if err != nil {
 			return fmt.Errorf("write drift record: %w", err)
 		}
-		prune(ctx, b, seq+1)
+		// The earlier versions read are in the record now (best effort: a
+		// leftover is carried over again, never over a newer index entry).
+		_ = b.DeleteMany(ctx, old)
 		return nil
 	}
 }
@@ -241,25 +278,4 @@ func apply(f *File, version uint64, indices []*tablepb.IndexMetadata, samples []
 		}
 		f.Indices[s.Index] = r
 	}
-}
-
-// prune deletes, after version seq was written, the versions at least
-// keepVersions before it that are older than keepAge, and, after the
-// first, the legacy record (best effort: a leftover is deleted by a later
-// update, and is never the latest).
-func prune(ctx context.Context, b *store.Bucket, seq uint64) {
-	var keys []string
-	if seq == 1 {
-		keys = append(keys, LegacyKey)
-	}
-	if seq > keepVersions {
-		_ = b.ListDir(ctx, Dir, func(o store.Object) error {
-			name := strings.TrimSuffix(strings.TrimPrefix(o.Key, Dir), ".json")
-			if n, err := strconv.ParseUint(name, 10, 64); err == nil && n+keepVersions <= seq && time.Since(o.ModTime) > keepAge {
-				keys = append(keys, versionKey(n))
-			}
-			return nil
-		})
-	}
-	_ = b.DeleteMany(ctx, keys)
 }

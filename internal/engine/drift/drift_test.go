@@ -2,9 +2,9 @@ package drift
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -59,7 +59,7 @@ func TestUpdateAccumulates(t *testing.T) {
 	if r := f.Indices["vec_idx"]; r.Rows != 50 || r.Far != 1 || r.Model != "m2" {
 		t.Fatalf("another model did not start again: %+v", r)
 	}
-	if err := b.Put(ctx, versionKey(99), []byte("{not json")); err != nil {
+	if err := b.Put(ctx, Key, []byte("{not json")); err != nil {
 		t.Fatal(err)
 	}
 	if f, err := Load(ctx, b); err != nil || len(f.Indices) != 0 {
@@ -76,12 +76,13 @@ func TestUpdateAccumulates(t *testing.T) {
 
 // TestConcurrentUpdatesKeepEveryCount: writers (as daemon nodes
 // committing catch-ups of the same index) update the record at the same
-// time, each from its own bucket handle, on a local directory and on S3
-// (gofakes3, create-if-absent as S3 honours it); every count lands once.
-// An older lanced's record under LegacyKey is read and carried over.
+// time, each from its own bucket handle, on a local directory, on S3
+// (gofakes3, If-Match as S3 honours it) and on GCS (fake-gcs-server,
+// ifGenerationMatch); every count lands once. A record an earlier lanced
+// wrote under Key is read and carried on.
 func TestConcurrentUpdatesKeepEveryCount(t *testing.T) {
-	s3 := storetest.StartS3(t)
-	for name, uri := range map[string]string{"file": "file://" + t.TempDir(), "s3": s3.URI("t")} {
+	s3, gcs := storetest.StartS3(t), storetest.StartGCS(t)
+	for name, uri := range map[string]string{"file": "file://" + t.TempDir(), "s3": s3.URI("t"), "gcs": gcs.URI("t")} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			open := func() *store.Bucket {
@@ -94,7 +95,7 @@ func TestConcurrentUpdatesKeepEveryCount(t *testing.T) {
 			}
 			b := open()
 			s1 := seg("vec_idx")
-			if err := b.Put(ctx, LegacyKey, []byte(`{"indices":{"vec_idx":{"model":"m1","rows":7,"far":3,"bound":2}}}`)); err != nil {
+			if err := b.Put(ctx, Key, []byte(`{"indices":{"vec_idx":{"model":"m1","rows":7,"far":3,"bound":2}}}`)); err != nil {
 				t.Fatal(err)
 			}
 			const writers, updates = 4, 10
@@ -124,53 +125,78 @@ func TestConcurrentUpdatesKeepEveryCount(t *testing.T) {
 			if want := uint64(7 + writers*updates*100); r.Rows != want || r.Far != 3+updates*(1+2+3+4) || r.Reference != 512 {
 				t.Fatalf("after %d concurrent updates: rows %d (want %d), far %d (want %d), reference %d", writers*updates, r.Rows, want, r.Far, 3+updates*10, r.Reference)
 			}
-			// Every update wrote one version; none is old enough to go.
-			seqs, err := sequences(ctx, b)
-			if err != nil || len(seqs) != writers*updates || seqs[len(seqs)-1] != writers*updates {
-				t.Fatalf("versions left %v (%v)", seqs, err)
+			// One object, replaced in place.
+			var keys []string
+			if err := b.List(ctx, "_lanced/", func(o store.Object) error { keys = append(keys, o.Key); return nil }); err != nil {
+				t.Fatal(err)
 			}
-			if _, err := b.Get(ctx, LegacyKey); err == nil {
-				t.Fatalf("legacy record left after the first versioned update")
+			if !slices.Equal(keys, []string{Key}) {
+				t.Fatalf("objects under _lanced/: %v, want the record only", keys)
 			}
 		})
 	}
 }
 
-// TestPruneKeepsRecentVersions: versions are deleted only when
-// keepVersions newer ones exist and they are older than keepAge; the
-// record stays the latest version's.
-func TestPruneKeepsRecentVersions(t *testing.T) {
+// TestEarlierVersionsAreCarriedOver: a table whose record an earlier
+// lanced kept as versions under Dir reads the latest version; the first
+// update carries it into the record, adds its samples and deletes the
+// versions. An index a version updated later than the record (a node of
+// the earlier lanced wrote it during an upgrade) is taken from it; one the
+// record updated later is kept.
+func TestEarlierVersionsAreCarriedOver(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	b, err := store.Open(ctx, "file://"+dir)
+	b, err := store.Open(ctx, "file://"+t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	version := func(seq uint64, f File) {
+		t.Helper()
+		data, _ := json.Marshal(f)
+		if err := b.Put(ctx, versionKey(seq), data); err != nil {
+			t.Fatal(err)
+		}
+	}
 	s1 := seg("vec_idx")
-	update := func() {
-		if err := Update(ctx, b, 1, []*tablepb.IndexMetadata{s1}, []Sample{{Index: "vec_idx", Model: "m1", Rows: 1}}); err != nil {
-			t.Fatal(err)
-		}
+	version(1, File{Indices: map[string]Record{"vec_idx": {Model: "m1", Rows: 10, Far: 1, Updated: t0}}})
+	version(2, File{Indices: map[string]Record{"vec_idx": {Model: "m1", Rows: 20, Far: 2, Updated: t0.Add(time.Minute)}}})
+	version(10, File{Indices: map[string]Record{"vec_idx": {Model: "m1", Rows: 30, Far: 3, Updated: t0.Add(2 * time.Minute)}}})
+	if err := b.Put(ctx, Dir+"notes.txt", []byte("not a version")); err != nil {
+		t.Fatal(err)
 	}
-	for range keepVersions + 5 {
-		update()
+	if f, err := Load(ctx, b); err != nil || f.Indices["vec_idx"].Rows != 30 {
+		t.Fatalf("Load before the migration: %+v %v; want the latest version's 30 rows", f.Indices, err)
 	}
-	if seqs, _ := sequences(ctx, b); len(seqs) != keepVersions+5 {
-		t.Fatalf("recent versions deleted: %d left", len(seqs))
+	if err := Update(ctx, b, 7, []*tablepb.IndexMetadata{s1}, []Sample{{Index: "vec_idx", Model: "m1", Rows: 5, Far: 1}}); err != nil {
+		t.Fatal(err)
 	}
-	old := time.Now().Add(-2 * keepAge)
-	for n := uint64(1); n <= keepVersions+5; n++ {
-		if err := os.Chtimes(filepath.Join(dir, versionKey(n)), old, old); err != nil {
-			t.Fatal(err)
-		}
+	f, err := Load(ctx, b)
+	if r := f.Indices["vec_idx"]; err != nil || r.Rows != 35 || r.Far != 4 || r.Version != 7 {
+		t.Fatalf("after the first update: %+v %v; want 35 rows, 4 far", r, err)
 	}
-	update() // version keepVersions+6: versions 1..6 go
-	seqs, _ := sequences(ctx, b)
-	if len(seqs) != keepVersions || seqs[0] != 7 {
-		t.Fatalf("after pruning: %d versions from %v", len(seqs), seqs[:1])
+	old, err := versions(ctx, b)
+	if err != nil || len(old) != 0 {
+		t.Fatalf("versions left after the migration: %v %v", old, err)
 	}
-	if f, _ := Load(ctx, b); f.Indices["vec_idx"].Rows != keepVersions+6 {
-		t.Fatalf("record %+v", f.Indices["vec_idx"])
+	if _, err := b.Get(ctx, Dir+"notes.txt"); err != nil {
+		t.Fatalf("a file under %s that is not a version was deleted: %v", Dir, err)
+	}
+	// A node of the earlier lanced writes a version meanwhile: its newer
+	// index is taken, the record's newer one kept.
+	now := f.Indices["vec_idx"].Updated
+	version(11, File{Indices: map[string]Record{
+		"vec_idx":   {Model: "m1", Rows: 1, Updated: now.Add(-time.Hour)},
+		"other_idx": {Model: "m9", Rows: 2, Far: 2, Updated: now},
+	}})
+	if err := Update(ctx, b, 8, []*tablepb.IndexMetadata{s1}, []Sample{{Index: "vec_idx", Model: "m1", Rows: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	f, _ = Load(ctx, b)
+	if r, o := f.Indices["vec_idx"], f.Indices["other_idx"]; r.Rows != 40 || o.Rows != 2 || o.Model != "m9" {
+		t.Fatalf("after an earlier lanced's version: %+v", f.Indices)
+	}
+	if old, _ := versions(ctx, b); len(old) != 0 {
+		t.Fatalf("versions left: %v", old)
 	}
 }
