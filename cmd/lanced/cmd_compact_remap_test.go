@@ -187,9 +187,9 @@ type remapKill struct {
 	rows      int
 	s3        *storetest.S3Server
 	so        oracle.Options
+	// indices are the index names real Lance must list (sorted).
+	indices []string
 }
-
-var remapKillIndices = []string{"id_idx", "vec_idx"}
 
 // newRemapKill has real Lance write, under dir, 4 fragments of
 // rowsPerFragment rows (32-d vectors) with every 10th deleted, an IVF_PQ
@@ -198,7 +198,7 @@ var remapKillIndices = []string{"id_idx", "vec_idx"}
 // is written into the S3 emulator (prefix "base") instead.
 func newRemapKill(t *testing.T, dir string, rowsPerFragment, partitions int, hcl string, s3 *storetest.S3Server) remapKill {
 	t.Helper()
-	k := remapKill{pol: writePolicy(t, filepath.Join(dir, "policies"), hcl), s3: s3}
+	k := remapKill{pol: writePolicy(t, filepath.Join(dir, "policies"), hcl), s3: s3, indices: []string{"id_idx", "vec_idx"}}
 	scenario := oracle.Sized{Fragments: 4, RowsPerFragment: rowsPerFragment, VectorDim: 32}.Scenario()
 	if s3 != nil {
 		k.so = oracle.Options{StorageOptions: s3.LanceStorageOptions()}
@@ -248,7 +248,7 @@ func (k remapKill) check(t *testing.T, lance, when string) {
 	if d, n := rowsDigest(oracle.Scan(t, lance, 0, nil, k.so)); n != k.rows || d != k.digest {
 		t.Fatalf("content changed %s: %d rows, want %d", when, n, k.rows)
 	}
-	if got := oracle.Inspect(t, lance, 0, k.so).IndexNames(); !slices.Equal(got, remapKillIndices) {
+	if got := oracle.Inspect(t, lance, 0, k.so).IndexNames(); !slices.Equal(got, k.indices) {
 		t.Fatalf("indices %s: %v", when, got)
 	}
 }
@@ -286,7 +286,7 @@ func (k remapKill) run(t *testing.T, point string) []string {
 	}
 	// Real Lance keeps both after its next delete.
 	oracle.RunOps(t, lance, []oracle.Op{{"op": "delete", "where": "id = 5"}}, k.so)
-	if got := oracle.Inspect(t, lance, 0, k.so).IndexNames(); !slices.Equal(got, remapKillIndices) {
+	if got := oracle.Inspect(t, lance, 0, k.so).IndexNames(); !slices.Equal(got, k.indices) {
 		t.Fatalf("indices after real Lance's delete %v", got)
 	}
 	return orphans
@@ -344,15 +344,42 @@ func referencedWhole(t *testing.T, uri string) {
 func TestCompactRemapSurvivesKill9(t *testing.T) {
 	oracle.Require(t)
 	k := newRemapKill(t, t.TempDir(), 1000, 4, "defaults {\n  compaction {\n    index_coverage = \"remap\"\n  }\n}\n", nil)
-	// commit.txn:1 / commit.manifest:1 are the ReserveFragments commit,
-	// :2 the Rewrite commit.
-	points := []string{"remap.reserve:1", "commit.manifest:1", "remap.start:1", "remap.written:1", "remap.written:2",
-		"remap.commit:1", "commit.txn:2", "commit.manifest:2"}
+	k.runAll(t, twoSegmentRemapPoints)
+}
+
+// twoSegmentRemapPoints are the kill points of a compaction that remaps
+// two index segments: commit.txn:1 / commit.manifest:1 are the
+// ReserveFragments commit, :2 the Rewrite commit.
+var twoSegmentRemapPoints = []string{"remap.reserve:1", "commit.manifest:1", "remap.start:1", "remap.written:1", "remap.written:2",
+	"remap.commit:1", "commit.txn:2", "commit.manifest:2"}
+
+// runAll runs the kill test at each point, as a subtest.
+func (k remapKill) runAll(t *testing.T, points []string) {
 	for _, point := range points {
 		t.Run(strings.ReplaceAll(point, ":", "_"), func(t *testing.T) {
 			t.Logf("%s: %d orphan file(s) removed", point, len(k.run(t, point)))
 		})
 	}
+}
+
+// TestCompactFMRemapSurvivesKill9 is TestCompactRemapSurvivesKill9 for a
+// table with an FM index (two partitions) and a BTree: the rewrite rebuilds
+// the FM index from the column in its own commit. Killed before and after
+// the ReserveFragments commit, before and after each segment is written,
+// before the Rewrite commit and across it.
+func TestCompactFMRemapSurvivesKill9(t *testing.T) {
+	oracle.Require(t)
+	dir := t.TempDir()
+	k := remapKill{pol: writePolicy(t, filepath.Join(dir, "policies"), "defaults {\n  compaction {\n    index_coverage = \"remap\"\n  }\n}\n"), indices: []string{"body_idx", "id_idx"}}
+	k.base = oracle.Build(t, oracle.Sized{Fragments: 4, RowsPerFragment: 3500, TextWords: 4}.Scenario(), filepath.Join(dir, "base"))
+	oracle.RunOps(t, k.base, []oracle.Op{
+		{"op": "delete", "where": "id % 10 = 0"},
+		{"op": "create_index", "column": "body", "type": "fm", "name": "body_idx"},
+		{"op": "create_index", "column": "id", "type": "btree", "name": "id_idx"},
+		{"op": "delete", "where": "id % 7 = 3"},
+	})
+	k.digest, k.rows = rowsDigest(oracle.Scan(t, k.base, 0, nil))
+	k.runAll(t, twoSegmentRemapPoints)
 }
 
 // TestCompactRemapInPartsSurvivesKill9 kills `lanced compact` while it

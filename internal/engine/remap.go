@@ -54,9 +54,16 @@ func ExecuteRemap(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, t 
 		}
 	}()
 	failpoint.Hit("remap.start")
-	res, err := rm.Remap(ctx, in.request(w, t.Seed))
+	req := in.request(w, t.Seed)
+	if in.kind == index.KindFM {
+		req.Rows, req.BuildBytes = remapRows(tbl, m, in), int64(t.FMMaxBytes)
+		if req.BuildBytes == 0 {
+			req.BuildBytes = DefaultFMMaxBytes
+		}
+	}
+	res, err := rm.Remap(ctx, req)
 	if err != nil {
-		return out, fmt.Errorf("remap index %q (%s) segment %s: %w", in.seg.GetName(), in.kind, in.old.dir, err)
+		return out, fmt.Errorf("remap index %q (%s) segment %s: %w", in.seg.GetName(), in.kind, in.old.dir, fmErr(err))
 	}
 	if err := w.check(in.seg, in.kind); err != nil {
 		return out, err
@@ -719,6 +726,9 @@ func remapTask(uri string, rv uint64, u *segUse, skip func(*job.RewriteOutput) b
 	for _, o := range u.jobs {
 		if skip != nil && skip(o) {
 			continue
+		}
+		if b := o.Rewrite.GetFMMaxBytes(); b > 0 && (t.FMMaxBytes == 0 || b < t.FMMaxBytes) {
+			t.FMMaxBytes = b
 		}
 		g := job.RemapGroup{}
 		for _, f := range o.Group.Old {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lanced-dev/lanced/internal/policy"
 	"github.com/lanced-dev/lanced/internal/scheduler/plan"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
@@ -51,8 +52,9 @@ func textSearch(t *testing.T, path string, ops []oracle.Op) []queryResult {
 // in the same commit; real Lance's optimize() does the same on a copy.
 // Match and phrase queries through lanced's remapped index return the rows
 // they returned before, and Lance's, indexStats is unchanged, and the
-// index survives real Lance's delete and optimize. An FM index instead
-// keeps its fragments, with the reason.
+// index survives real Lance's delete and optimize. An FM index whose
+// partitions pass index.fm_max_bytes keeps its fragments, with the numbers
+// (TestRemapFMCompactOracle rebuilds one within the bound).
 func TestRemapTextCompactOracle(t *testing.T) {
 	oracle.Require(t)
 	t.Run("fts", func(t *testing.T) {
@@ -131,9 +133,9 @@ func TestRemapTextCompactOracle(t *testing.T) {
 			{"op": "create_index", "column": "body", "type": "fm", "name": "body_idx"},
 		})
 		pre := oracle.Inspect(t, path, 0)
-		p := compactWith(t, path, nil)
+		p := compactWith(t, path, func(e *policy.Effective) { e.Index.FMMaxBytes.Value = 4 << 10 })
 		d := planIndex(p, "body_idx")
-		if d.Action != plan.IndexKeep || !strings.Contains(d.Reason, "does not remap FM") {
+		if d.Action != plan.IndexKeep || !strings.Contains(d.Reason, "over index.fm_max_bytes 4096") {
 			t.Fatalf("body_idx decision %+v", d)
 		}
 		post := oracle.Inspect(t, path, 0)

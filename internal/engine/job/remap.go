@@ -40,6 +40,9 @@ type RemapTask struct {
 	// work (IVF partitions, btree pages: index.PartRemapper), joined by page copy
 	// (JoinTask) into the new segment.
 	Slices []RowRange `json:"slices,omitempty"`
+	// FMMaxBytes bounds a partition's text when the segment is an FM
+	// index (rebuilt from the column); 0: the engine's default.
+	FMMaxBytes uint64 `json:"fm_max_bytes,omitempty"`
 }
 
 // RemapGroup is one rewrite group of a remap: old fragment ids in the order

@@ -65,6 +65,10 @@ type RewriteTask struct {
 	// an index segment (of a kind that remaps in parts) whose files hold
 	// more is split into part tasks of about this size; 0 never splits.
 	RemapPartBytes uint64 `json:"remap_part_bytes,omitempty"`
+	// FMMaxBytes is the policy's index.fm_max_bytes: an FM index covering
+	// the task's fragments is rebuilt with partitions of at most this much
+	// text; 0: the engine's default.
+	FMMaxBytes uint64 `json:"fm_max_bytes,omitempty"`
 	// Rows is the number of live rows the task reads (informational).
 	Rows uint64 `json:"rows,omitempty"`
 	// Bytes is the recorded size of the files the task reads (informational).
@@ -78,6 +82,14 @@ type RewriteTask struct {
 	// with the result's bytes_read and bytes_written.
 	EstBytesRead    uint64 `json:"est_bytes_read,omitempty"`
 	EstBytesWritten uint64 `json:"est_bytes_written,omitempty"`
+}
+
+// GetFMMaxBytes is t's FMMaxBytes, 0 for a nil task.
+func (t *RewriteTask) GetFMMaxBytes() uint64 {
+	if t == nil {
+		return 0
+	}
+	return t.FMMaxBytes
 }
 
 // DeferIndexRemap is the IndexCoverage of a rewrite whose index remap is

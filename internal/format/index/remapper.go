@@ -64,6 +64,15 @@ type RemapRequest struct {
 	// Seed makes randomized rebuilds (HNSW levels) reproducible: the same
 	// request writes the same bytes.
 	Seed uint64
+	// Rows streams the indexed column's live rows of every fragment the
+	// remapped segment covers after the rewrite, with their new row
+	// addresses, in address order: a remapper that rebuilds the segment
+	// from the column (FM) reads it, the others never call it. Nil when
+	// the engine cannot read them.
+	Rows RowSource
+	// BuildBytes bounds what a remapper that rebuilds from the column
+	// holds at once (FM: one partition's text); 0: its default.
+	BuildBytes int64
 }
 
 // RemapResult summarizes a remap.

@@ -127,6 +127,21 @@ func setBlocking(ic *indexCoverage, mode string, stable bool, unremappable map[s
 	}
 }
 
+// fmBlocking keeps the fragments of an FM segment a rewrite would rebuild
+// (remap) out of rewrites when its largest partition's text, estimated
+// from its files' sizes, is over index.fm_max_bytes.
+func fmBlocking(ic *indexCoverage, bound policy.Setting[uint64]) {
+	for i, k := range ic.kinds {
+		if k != index.KindFM || ic.blocks[i] != "" {
+			continue
+		}
+		if est, part := fmPartitionText(ic, []int{i}); est > bound.Value {
+			ic.blocks[i] = fmt.Sprintf("a rewrite rebuilds this FM index from the column, but its largest partition holds about %d bytes of text (estimated from %s's size), over index.fm_max_bytes %d (%s)",
+				est, part, bound.Value, bound.Source)
+		}
+	}
+}
+
 // nameGroups returns the segment positions of each index name, in order of
 // first appearance.
 func nameGroups(ic *indexCoverage) (names []string, pos map[string][]int) {
@@ -268,6 +283,8 @@ func indexDecisions(ic *indexCoverage, frags []*tablepb.DataFragment, inRewrite 
 			d.Action, d.Reason = IndexDeferred, "index files untouched: the rewrite is recorded as a new version of the fragment reuse index (__lance_frag_reuse), through which real Lance translates the index's row addresses and fragment bitmap when it loads it"
 		case mode == policy.CoverageDefer:
 			d.Action, d.Reason = IndexRemap, fmt.Sprintf("index_coverage = defer, but real Lance does not read %s indices through the fragment reuse index when its optimize() rewrites them: index files rewritten for the new row addresses under a new uuid, committed with the rewrite", kind)
+		case (mode == policy.CoverageRemap || mode == policy.CoverageDefer) && kind == index.KindFM:
+			d.Action, d.Reason = IndexRemap, "FM index rebuilt from the column over the fragments it covers after the rewrite (new row addresses; lance 8.0.0's optimize() rebuilds it the same way) under a new uuid, committed with the rewrite"
 		case mode == policy.CoverageRemap:
 			d.Action, d.Reason = IndexRemap, "index files rewritten for the new row addresses under a new uuid, committed with the rewrite"
 		default:

@@ -216,6 +216,7 @@ func planRewrites(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []s
 	threshold := c.MaterializeDeletionsThreshold.Value
 	ic := newIndexCoverage(in.Indices, in.LegacyIndexMaxFragmentID, warn)
 	setBlocking(ic, coverage, stable, in.Unremappable)
+	fmBlocking(ic, pol.Index.FMMaxBytes)
 	target := c.TargetRowsPerFragment.Value
 	if target == 0 {
 		target = policy.DefaultTargetRowsPerFragment
@@ -270,7 +271,7 @@ func planRewrites(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []s
 			Table: in.Table, ReadVersion: m.GetVersion(), Fragments: ids,
 			TargetRowsPerFragment: target, MaxRowsPerFile: c.MaxRowsPerFile.Value,
 			MaxBytesPerFile: c.MaxBytesPerFile.Value, MaxRowsPerGroup: c.MaxRowsPerGroup.Value,
-			MaterializeDeletions: true, IndexCoverage: coverage, RemapPartBytes: pol.Index.RemapPartBytes.Value, Rows: rows, Bytes: bytes,
+			MaterializeDeletions: true, IndexCoverage: coverage, RemapPartBytes: pol.Index.RemapPartBytes.Value, FMMaxBytes: pol.Index.FMMaxBytes.Value, Rows: rows, Bytes: bytes,
 			EstBytesRead: cost.Read, EstBytesWritten: cost.Write,
 		})
 		for _, i := range task {

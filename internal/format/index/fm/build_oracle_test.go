@@ -55,22 +55,7 @@ func TestBuildMatchesLanceOracle(t *testing.T) {
 			for _, f := range ix.GetFiles() {
 				lanceFiles = append(lanceFiles, f.GetPath())
 			}
-			tbl := oracle.ScanWith(t, path, oracle.ScanOptions{Columns: []string{"body"}, WithRowAddr: true})
-			seg := memSegment{}
-			b := NewBuilder(context.Background(), seg, 1<<30)
-			rdr := array.NewTableReader(tbl, 1024)
-			defer rdr.Release()
-			for rdr.Next() {
-				rec := rdr.RecordBatch()
-				addrs := rec.Column(int(rec.Schema().FieldIndices("_rowaddr")[0])).(*array.Uint64).Uint64Values()
-				if err := b.AddColumn(rec.Column(rec.Schema().FieldIndices("body")[0]), addrs); err != nil {
-					t.Fatal(err)
-				}
-			}
-			res, err := b.Finish()
-			if err != nil {
-				t.Fatal(err)
-			}
+			seg, res := buildFromScan(t, path, 0)
 			if !slices.Equal(res.Files, lanceFiles) {
 				t.Fatalf("files %v, lance %v", res.Files, lanceFiles)
 			}
@@ -138,6 +123,30 @@ func compareFiles(t *testing.T, name string, ours, theirs []byte) {
 			t.Fatalf("%s: column %s differs", name, rt.ColumnName(c))
 		}
 	}
+}
+
+// buildFromScan builds the FM segment of the body column from real
+// Lance's scan of the table at version (0: latest), rows with their
+// addresses in scan order.
+func buildFromScan(t *testing.T, path string, version uint64) (memSegment, Result) {
+	t.Helper()
+	tbl := oracle.ScanWith(t, path, oracle.ScanOptions{Version: version, Columns: []string{"body"}, WithRowAddr: true})
+	seg := memSegment{}
+	b := NewBuilder(context.Background(), seg, 1<<30)
+	rdr := array.NewTableReader(tbl, 1024)
+	defer rdr.Release()
+	for rdr.Next() {
+		rec := rdr.RecordBatch()
+		addrs := rec.Column(rec.Schema().FieldIndices("_rowaddr")[0]).(*array.Uint64).Uint64Values()
+		if err := b.AddColumn(rec.Column(rec.Schema().FieldIndices("body")[0]), addrs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := b.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seg, res
 }
 
 func clip(b []byte) string {

@@ -40,11 +40,8 @@
 // (varint posting tails, shared position streams, written only when
 // LANCE_FTS_FORMAT_VERSION=2).
 //
-// The package registers the fts index.Remapper (remapper.go) and, for the
-// FM index, the reason it has none: lance 8.0.0 does not remap FM segments
-// on compaction (its compaction keeps the segment on the old fragments and
-// optimize_indices rebuilds it from the column), and lanced builds no FM
-// index, so an FM index keeps its fragments out of rewrites.
+// The package registers the fts index.Remapper (remapper.go); the FM
+// index is package fm's.
 //
 // Invariants: no I/O beyond the lancefile.File values and io.Writers it is
 // given; nothing panics on outside bytes. Memory per partition: a bitmap of

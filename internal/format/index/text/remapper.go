@@ -15,17 +15,7 @@ type remapper struct{}
 
 func init() {
 	index.RegisterRemapper(index.KindFTS, remapper{})
-	index.RegisterNoRemap(index.KindFM, fmNoRemap)
 }
-
-// fmNoRemap is why an FM index blocks the fragments it covers. Lance 8.0.0
-// does not remap FM segments (FMIndex::can_remap is false in
-// https://github.com/lancedb/lance/blob/main/rust/lance-index/src/scalar/fmindex.rs):
-// its compaction leaves the segment on the old fragments and a later
-// optimize_indices rebuilds it from the column. lanced builds no FM index.
-const fmNoRemap = "lance 8.0.0 does not remap FM indices: its compaction leaves the segment on the rewritten fragments " +
-	"and optimize_indices rebuilds it from the column afterwards; lanced cannot build FM indices, " +
-	"so it keeps the fragments this index covers (run Lance's optimize() to compact them)"
 
 // ftsIndexVersion is the index_version lance 8.0.0 records for the layout
 // this package remaps (FST token set, format version 1); 0 is the legacy
