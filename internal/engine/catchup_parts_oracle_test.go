@@ -21,19 +21,28 @@ import (
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
-// partsVector is the vector index of the catch-up-in-parts tests.
-var partsVector = catchUpCase{name: "ivf_pq", typ: "ivf_pq", options: map[string]any{"numPartitions": 8, "numSubVectors": 4, "distanceType": "l2"}}
+// partsVector is the vector index of the catch-up-in-parts tests;
+// TestCatchUpInPartsOracle also runs with partsRQ.
+var (
+	partsVector = catchUpCase{name: "ivf_pq", typ: "ivf_pq", options: map[string]any{"numPartitions": 8, "numSubVectors": 4, "distanceType": "l2"}}
+	partsRQ     = catchUpCase{name: "ivf_rq_2bit", typ: "ivf_rq", options: map[string]any{"numPartitions": 8, "numBits": 2, "distanceType": "l2"}}
+)
 
 // partsTable builds a real-Lance table with a btree (id), an FTS (body)
-// and an IVF_PQ (vec) index and then appends appends x rows rows, with a
-// delete, by real Lance.
+// and a vector (vec: partsVector) index and then appends appends x rows
+// rows, with a delete, by real Lance.
 func partsTable(t *testing.T, dest string, appends, rows int) string {
+	return partsTableWith(t, dest, appends, rows, partsVector)
+}
+
+// partsTableWith is partsTable with vec's vector index.
+func partsTableWith(t *testing.T, dest string, appends, rows int, vec catchUpCase) string {
 	t.Helper()
 	path := oracle.Build(t, "sized-2x1500-v32-t12-d0", dest)
 	ops := []oracle.Op{
 		{"op": "create_index", "column": "id", "type": "btree"},
 		{"op": "create_index", "column": "body", "type": "fts"},
-		{"op": "create_index", "column": "vec", "type": partsVector.typ, "options": partsVector.options},
+		{"op": "create_index", "column": "vec", "type": vec.typ, "options": vec.options},
 	}
 	for i := range appends {
 		ops = append(ops, oracle.Op{"op": "add", "rows": rows, "seed": 40 + i})
@@ -54,7 +63,7 @@ func partsPolicy(partRows uint64) func(*policy.Effective) {
 }
 
 // TestCatchUpInPartsOracle: a real-Lance table with btree, FTS and IVF_PQ
-// indices, then 8 appends and a delete by real Lance. lanced plans one
+// (then IVF_RQ, 2 bits per dimension) indices, then 8 appends and a delete by real Lance. lanced plans one
 // catch-up per index in at least 3 delta tasks (catchup_part_rows) merged
 // by one task each (folding the btree's and the vector's deltas two at a
 // time first), and commits them as one CreateIndex. Real Lance's
@@ -65,8 +74,15 @@ func partsPolicy(partRows uint64) func(*policy.Effective) {
 // appending, optimizing and searching.
 func TestCatchUpInPartsOracle(t *testing.T) {
 	oracle.Require(t)
+	for _, vec := range []catchUpCase{partsVector, partsRQ} {
+		t.Run(vec.name, func(t *testing.T) { catchUpInParts(t, vec) })
+	}
+}
+
+// catchUpInParts is TestCatchUpInPartsOracle with vec's vector index.
+func catchUpInParts(t *testing.T, vec catchUpCase) {
 	dir := t.TempDir()
-	path := partsTable(t, filepath.Join(dir, "ours"), 8, 300)
+	path := partsTableWith(t, filepath.Join(dir, "ours"), 8, 300, vec)
 	pre := oracle.Inspect(t, path, 0)
 	preM := readTableManifest(t, path, pre.Version)
 	tune := partsPolicy(700)
@@ -106,7 +122,7 @@ func TestCatchUpInPartsOracle(t *testing.T) {
 		}
 	}
 	checkPartsCommit(t, path, preM, ours.Version)
-	checkPartsQueries(t, path, ours.Version, control, lance.Version)
+	checkPartsQueries(t, path, ours.Version, control, lance.Version, vec)
 
 	oracle.RunOps(t, path, []oracle.Op{{"op": "add", "rows": 120, "seed": 99}, {"op": "optimize"}})
 	after := oracle.Inspect(t, path, 0)
@@ -162,7 +178,7 @@ func checkPartsCommit(t *testing.T, path string, preM *format.Manifest, v uint64
 
 // checkPartsQueries: scalar and FTS queries return the same rows on our
 // table and on Lance's optimized copy; recall@10 no worse than the copy's.
-func checkPartsQueries(t *testing.T, path string, v uint64, control string, cv uint64) {
+func checkPartsQueries(t *testing.T, path string, v uint64, control string, cv uint64, vec catchUpCase) {
 	t.Helper()
 	scalar := []string{"id = 3123", "id >= 2990 AND id < 3700", "id IN (5, 1499, 3001, 3150, 3599, 3777)", "id > 4000"}
 	var ops []oracle.Op
@@ -191,7 +207,7 @@ func checkPartsQueries(t *testing.T, path string, v uint64, control string, cv u
 		t.Fatal("no FTS query matched a row")
 	}
 	queries := catchUpQueries(32, 32)
-	ro, rl := catchUpSearch(t, path, v, queries, partsVector), catchUpSearch(t, control, cv, queries, partsVector)
+	ro, rl := catchUpSearch(t, path, v, queries, vec), catchUpSearch(t, control, cv, queries, vec)
 	t.Logf("%d scalar and %d FTS queries (%d hits) alike; recall@10 ours %.3f, Lance's optimize %.3f", len(scalar), len(fts), matched, ro.recall, rl.recall)
 	if ro.recall+0.03 < rl.recall {
 		t.Fatalf("recall@10 %.3f after our catch-up, %.3f after Lance's optimize", ro.recall, rl.recall)

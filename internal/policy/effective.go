@@ -178,9 +178,10 @@ type Index struct {
 	// 0: one task per segment.
 	RemapPartBytes Setting[uint64] `json:"remap_part_bytes"`
 	// CatchUpPartRows: a catch-up of more unindexed rows than this (of a
-	// btree, FTS or IVF/HNSW index but IVF_RQ) runs as delta tasks of at
-	// most this many live rows each (whole fragments; a bigger fragment
-	// is a delta of its own), on any workers, merged by one final task.
+	// btree or FTS index of one segment, or an IVF/HNSW index) runs as
+	// delta tasks of at most this many live rows each (whole fragments; a
+	// bigger fragment is a delta of its own), on any workers, merged by
+	// one final task.
 	CatchUpPartRows Setting[uint64] `json:"catchup_part_rows"`
 	// FMMaxBytes bounds the text of one partition (10,000 documents) of an
 	// FM index lanced rebuilds (catch-up, or a rewrite of fragments it

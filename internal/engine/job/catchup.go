@@ -49,9 +49,9 @@ type CatchUpTask struct {
 }
 
 // CatchUpSplits reports whether a catch-up of an index of kind k may run
-// in parts (Slices): btree, FTS and the IVF and HNSW kinds but IVF_RQ.
+// in parts (Slices): btree, FTS and the IVF and HNSW kinds.
 func CatchUpSplits(k index.Kind) bool {
-	return k == index.KindBTree || k == index.KindFTS || k.IsVector() && k != index.KindIVFRQ
+	return k == index.KindBTree || k == index.KindFTS || k.IsVector()
 }
 
 // Part is the catch-up of delta i of a catch-up planned in slices: the

@@ -342,7 +342,7 @@ func planCatchUps(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []s
 		var ids, lives []uint64
 		var rows uint64
 		var left []string
-		full := 0
+		full, pastRows := 0, uint64(0)
 		for _, id := range cu.Fragments {
 			fi := pos[id]
 			switch {
@@ -358,6 +358,7 @@ func planCatchUps(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []s
 			// bounded by its partitions (index.fm_max_bytes), not rows.
 			if !split && d.Kind != string(index.KindFM) && (full > 0 || (len(ids) > 0 && rows+ph-del > CatchUpMaxRows)) {
 				full++
+				pastRows += ph - del
 				continue
 			}
 			ids = append(ids, id)
@@ -382,6 +383,8 @@ func planCatchUps(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []s
 			if len(parts) > 0 {
 				cu.Reason += fmt.Sprintf(", run as %d delta tasks of at most %d row(s) (catchup_part_rows, %s; whole fragments) merged by one task",
 					len(parts), in.Policy.Index.CatchUpPartRows.Value, in.Policy.Index.CatchUpPartRows.Source)
+			} else if why := noCatchUpParts(index.Kind(d.Kind), d.Segments); why != "" && in.Policy.Index.CatchUpPartRows.Value > 0 && rows+pastRows > in.Policy.Index.CatchUpPartRows.Value {
+				cu.Reason += "; not split into delta tasks (catchup_part_rows): " + why
 			}
 			if merge {
 				cu.Reason += fmt.Sprintf(", which merges the index's %d segment(s)", d.Segments)
@@ -398,6 +401,21 @@ func planCatchUps(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []s
 			cu.Reason += "; caught up on a later plan: " + strings.Join(left, "; ")
 		}
 	}
+}
+
+// noCatchUpParts says why a catch-up of an index of kind k with segments
+// segments is not run as delta tasks, and what bounds its one task ("" when
+// it may be).
+func noCatchUpParts(k index.Kind, segments int) string {
+	switch {
+	case k == index.KindBitmap || k == index.KindLabelList:
+		return fmt.Sprintf("a %s catch-up rewrites the segment's one bitmap file with the added rows' bitmaps, and lanced merges no bitmap deltas; one task per plan takes at most %d rows (the rest on later plans), holding their bitmaps", k, CatchUpMaxRows)
+	case k == index.KindFM:
+		return "an FM catch-up rebuilds the index over every fragment in one task, bounded per partition by index.fm_max_bytes"
+	case !k.IsVector() && segments > 1:
+		return fmt.Sprintf("the catch-up merges the index's %d segments into one, which a merge of deltas (built on one segment) does not; one task per plan takes at most %d rows (the rest on later plans)", segments, CatchUpMaxRows)
+	}
+	return ""
 }
 
 // catchUpParts cuts fragments of lives live rows (in task order) into

@@ -529,3 +529,21 @@ func TestCatchUpRQBits(t *testing.T) {
 		t.Fatalf("catch-ups %+v", p.CatchUps)
 	}
 }
+
+// A btree of two segments is not split into delta tasks (its catch-up
+// merges the segments, which a merge of deltas does not): the reason says
+// so and what bounds its one task; the task takes at most CatchUpMaxRows.
+func TestCatchUpNoPartsReason(t *testing.T) {
+	big := func(id uint64) *tablepb.DataFragment { return small(id, CatchUpMaxRows/2+1) }
+	m := manifest(5, ab, small(0, 100), big(1), big(2), big(3))
+	idx := []*tablepb.IndexMetadata{btreeIndex(t, "id_idx", 0), btreeIndex(t, "id_idx", 0)}
+	p := Compute(Input{Table: "t", Manifest: m, Indices: idx, Policy: pol(func(e *policy.Effective) { set(&e.Scope, policy.ScopeIndex) })})
+	if len(p.CatchUps) != 1 || len(p.CatchUps[0].Slices) != 0 || p.CatchUps[0].Rows > CatchUpMaxRows {
+		t.Fatalf("tasks %+v", p.CatchUps)
+	}
+	cu := indexDecision(t, p, "id_idx").CatchUp
+	if !strings.Contains(cu.Reason, "not split into delta tasks (catchup_part_rows): the catch-up merges the index's 2 segments into one") {
+		t.Fatalf("id_idx: %+v", cu)
+	}
+	t.Log(cu.Reason)
+}
