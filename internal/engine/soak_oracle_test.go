@@ -200,9 +200,10 @@ var soakIndices = []oracle.Op{
 	{"op": "create_index", "column": "vec", "type": "ivf_pq", "name": "vec_idx",
 		"options": map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}},
 	{"op": "create_index", "column": "body", "type": "fts", "name": "body_idx"},
+	{"op": "create_index", "column": "body", "type": "fm", "name": "fm_idx"},
 }
 
-var soakIndexNames = []string{"body_idx", "id_idx", "vec_idx"}
+var soakIndexNames = []string{"body_idx", "fm_idx", "id_idx", "vec_idx"}
 
 // indexWriterOps is writerOps with upserts, index rebuilds and Lance's
 // optimize() (compaction plus index optimization) mixed in, ending with an
@@ -287,7 +288,7 @@ func runIndexWriter(ctx context.Context, path string, ops []oracle.Op, pause tim
 // the writer touched (same ops, no lanced); every index counts every row
 // as indexed or unindexed and indexes at least the rows it indexes on the
 // control (lanced's catch-up may index more); a BTree filter, FTS
-// matches and exact vector searches return the same rows as on the
+// matches, substring queries (FM index) and exact vector searches return the same rows as on the
 // control, through the indices (explainPlan); searches through the IVF_PQ
 // (all partitions, refined) find the exact top 10 as well as on the
 // control. LANCED_SOAK=1 runs a longer writer.
@@ -353,8 +354,11 @@ func TestSoakIndexedAgainstLanceWriter(t *testing.T) {
 		}
 		if q["explain"] == true {
 			kind := "ScalarIndexQuery"
-			if q["op"] == "fts_search" {
+			switch {
+			case q["op"] == "fts_search":
 				kind = "MatchQuery"
+			case q["fm"] == true:
+				kind = "fm_idx"
 			}
 			if !strings.Contains(gq[i].Plan, kind) {
 				t.Fatalf("%v: plan has no %s:\n%s", q, kind, gq[i].Plan)
@@ -398,6 +402,10 @@ func soakQueries(last int) []oracle.Op {
 	}
 	for _, w := range []string{"river", "harbour", "copper winter", "table"} {
 		ops = append(ops, oracle.Op{"op": "fts_search", "column": "body", "query": w, "k": 100000, "columns": []string{"id"}, "explain": true})
+	}
+	// Substrings through the FM index (within and across words).
+	for _, w := range []string{"iver", "r harb", "copper w"} {
+		ops = append(ops, oracle.Op{"op": "query", "where": "contains(body, '" + w + "')", "columns": []string{"id"}, "explain": true, "fm": true})
 	}
 	for _, q := range remapQueries(4) {
 		ops = append(ops, oracle.Op{"op": "vector_search", "column": "vec", "vector": q, "k": 10, "columns": []string{"id"}, "bypass_vector_index": true})
