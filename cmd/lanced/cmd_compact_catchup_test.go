@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
@@ -167,4 +171,71 @@ func textBacklog(t *testing.T, scenario string, create oracle.Op, first int) (st
 		t.Fatalf("setup: nothing unindexed: %+v", ix)
 	}
 	return base, pre
+}
+
+// TestFMRebuildCostVsLance measures, in the same run, an FM rebuild by
+// `lanced compact --scope index` (the catch-up of 10 appended rows
+// rebuilds the index over all 100,010 rows, about 24 MB of text in 11
+// partitions: scan, build, write, commit) against real Lance building the
+// same index over the same rows (createIndex(fm, replace), in a node
+// process of its own): wall and CPU time and the process's peak RSS, each
+// next to a baseline process (lanced plan, node count_rows) that opens
+// the table and does nothing else. Both must index every row; lanced
+// must stay within 2x Lance's peak RSS and 3x its CPU time.
+func TestFMRebuildCostVsLance(t *testing.T) {
+	oracle.Require(t)
+	if testing.Short() {
+		t.Skip("measurement")
+	}
+	base := oracle.Build(t, "sized-8x12500-v0-t40-d0", filepath.Join(t.TempDir(), "base"))
+	oracle.RunOps(t, base, []oracle.Op{{"op": "create_index", "column": "body", "type": "fm", "name": "body_idx"}, {"op": "add", "rows": 10, "seed": 3}})
+	type usage struct {
+		wall      time.Duration
+		cpu       time.Duration
+		maxRSSKiB int64
+	}
+	run := func(cmd *exec.Cmd) usage {
+		t.Helper()
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		start := time.Now()
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%v: %v: %s", cmd.Args, err, out.String())
+		}
+		ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+		return usage{wall: time.Since(start), cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), maxRSSKiB: ru.Maxrss}
+	}
+	lanced := func(args ...string) *exec.Cmd {
+		c := exec.Command(os.Args[0], args...)
+		c.Env = append(os.Environ(), execMainEnv+"=1")
+		return c
+	}
+	node := func(path string, ops string) *exec.Cmd {
+		return exec.Command("node", "../../testenv/oracle/ops.mjs", path, ops)
+	}
+	for round := 1; round <= 2; round++ {
+		ours, theirs := filepath.Join(t.TempDir(), "ours.lance"), filepath.Join(t.TempDir(), "lance.lance")
+		for _, p := range []string{ours, theirs} {
+			if err := os.CopyFS(p, os.DirFS(base)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lb := run(lanced("plan", "file://"+ours))
+		nb := run(node(theirs, `[{"op":"count_rows"}]`))
+		lu := run(lanced("compact", "--scope", "index", "file://"+ours))
+		nu := run(node(theirs, `[{"op":"create_index","column":"body","type":"fm","name":"body_idx","replace":true}]`))
+		for _, p := range []string{ours, theirs} {
+			if ix := oracle.Inspect(t, p, 0).Index(t, "body_idx"); ix.UnindexedRows != 0 || ix.IndexedRows != 100_010 {
+				t.Fatalf("%s: body_idx %+v", p, ix)
+			}
+		}
+		t.Logf("round %d: lanced rebuild %v wall, %v CPU, peak RSS %d MiB (baseline %d MiB); Lance createIndex %v wall, %v CPU, peak RSS %d MiB (baseline %d MiB); ratios lanced/Lance: wall %.2f, CPU %.2f, peak RSS %.2f, RSS over baseline %.2f",
+			round, lu.wall.Round(time.Millisecond), lu.cpu.Round(time.Millisecond), lu.maxRSSKiB>>10, lb.maxRSSKiB>>10,
+			nu.wall.Round(time.Millisecond), nu.cpu.Round(time.Millisecond), nu.maxRSSKiB>>10, nb.maxRSSKiB>>10,
+			lu.wall.Seconds()/nu.wall.Seconds(), lu.cpu.Seconds()/nu.cpu.Seconds(), float64(lu.maxRSSKiB)/float64(nu.maxRSSKiB),
+			float64(lu.maxRSSKiB-lb.maxRSSKiB)/float64(nu.maxRSSKiB-nb.maxRSSKiB))
+		if lu.maxRSSKiB > 2*nu.maxRSSKiB || lu.cpu > 3*nu.cpu {
+			t.Fatalf("round %d: lanced peak RSS %d KiB, CPU %v; Lance %d KiB, %v", round, lu.maxRSSKiB, lu.cpu, nu.maxRSSKiB, nu.cpu)
+		}
+	}
 }
