@@ -205,3 +205,40 @@ func TestAbandonedTaskIsNotQueuedAgainUntilTheTableChanges(t *testing.T) {
 		t.Errorf("%d abandoned keys of version 1 kept after version 2 was planned", left)
 	}
 }
+
+// TestHeldSkipIsNotAbandoned: a task a worker skipped because its table
+// was held is queued again once planned (the hold may be released at the
+// same table version), while one the executor abandoned is not.
+func TestHeldSkipIsNotAbandoned(t *testing.T) {
+	s := natstest.Server(t)
+	n, err := New(context.Background(), natstest.Connect(t, s), fastConfig(t, "a"), nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const tb = "file:///tables/held-skip.lance"
+	held := Task{Kind: "rewrite", Key: tb + "@3/rewrite/0", Table: tb, ReadVersion: 3}
+	gone := Task{Kind: "rewrite", Key: tb + "@3/rewrite/1", Table: tb, ReadVersion: 3}
+	if err := n.finish(ctx, held, 5, Result{}, OutcomeAbandoned, errTableHeld); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.finish(ctx, gone, 6, Result{}, OutcomeAbandoned, fmt.Errorf("layout: %w", ErrIncompatible)); err != nil {
+		t.Fatal(err)
+	}
+	n.mu.Lock()
+	st := n.state(tb)
+	n.mu.Unlock()
+	n.collect(ctx, tb, nil, true)
+	attempts := n.attemptsOf([]Task{held, gone})
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, ok := st.abandoned[held.Key]; ok || st.redo[held.Key].seq != 5 {
+		t.Errorf("held skip: abandoned %v, redo %v; want it queued again after copy 5", st.abandoned, st.redo)
+	}
+	if v, ok := st.abandoned[gone.Key]; !ok || v != 3 {
+		t.Errorf("abandoned task: abandoned %v; want it kept at read version 3", st.abandoned)
+	}
+	if attempts[0] != 5 || attempts[1] != 0 {
+		t.Errorf("attempts %v, want [5 0]", attempts)
+	}
+}

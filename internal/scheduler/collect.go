@@ -78,7 +78,9 @@ func (n *Node) collect(ctx context.Context, table string, batch []batchMsg, prob
 				st.ended = map[string]bool{}
 			}
 			st.ended[res.Task.Key] = true
-			if outcome == OutcomeAbandoned.String() {
+			// A task skipped because its table was held is not
+			// abandoned: once the hold is released it is queued again.
+			if outcome == OutcomeAbandoned.String() && m.Header.Get(hdrError) != errTableHeld.Error() {
 				n.noteAbandonedLocked(st, res.Task.Key, res.Task.ReadVersion)
 			} else {
 				n.noteRedoLocked(st, res.Task.Key, res.taskSeq)

@@ -88,7 +88,8 @@ type tableState struct {
 	redo map[string]endedCopy
 	// abandoned holds the keys of tasks whose copy was abandoned (the
 	// executor's ErrIncompatible or ErrInvalidTask, the engine's Skip and
-	// Abandon, deliveries exhausted: dead-lettered, a held table) with
+	// Abandon, deliveries exhausted: dead-lettered; not a task skipped
+	// because its table was held, which is queued again) with
 	// their read version: such a task is not queued again at that read
 	// version; the table's next version is planned afresh. Recorded in the
 	// range's lease like redo.

@@ -73,7 +73,7 @@ func (n *Node) handle(base context.Context, m jetstream.Msg) {
 	if held, _ := n.isHeld(base, t.Table); held {
 		n.m.tasks.WithLabelValues(t.Kind, OutcomeAbandoned.String()).Inc()
 		log.Warn("skip task of held table")
-		n.finish(base, t, seq, Result{}, OutcomeAbandoned, errors.New("table held"))
+		n.finish(base, t, seq, Result{}, OutcomeAbandoned, errTableHeld)
 		_ = m.TermWithReason("table held")
 		return
 	}
