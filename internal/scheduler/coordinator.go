@@ -206,10 +206,14 @@ func (n *Node) startCoordinators() {
 // behind them one by one.
 const leaseAttempts = 64
 
-// leaseTurn is how long a node waits per turn before it takes a free
-// range whose turn is another node's (leaseView.rangeRank): long enough
-// for that node's lease write to reach this node's lease view.
-const leaseTurn = 200 * time.Millisecond
+// leaseTurn is how long a node waits at least per turn before it takes
+// a free range whose turn is another node's (leaseView.rangeRank; see
+// leaser.turn): long enough for that node to reach the range in its
+// lease queue (nodes working through one burst were 300 ms apart on a
+// loaded machine) and for its lease write to reach this node's lease
+// view. It delays a table only when the node whose turn it is does not
+// take the range (it died, its record not yet expired).
+const leaseTurn = time.Second
 
 var dbgAcquire func(node string, d time.Duration, ok bool, err error)
 
@@ -309,7 +313,7 @@ func (n *Node) tryCoordinate(ctx context.Context, wg *sync.WaitGroup, table stri
 		if rank := n.view.rangeRank(st.rng, n.cfg.NodeID, n.cfg.Now()); rank > 0 {
 			st.leaseDeferred = true
 			n.mu.Unlock()
-			time.AfterFunc(time.Duration(rank)*leaseTurn, func() { n.leaseQ.push(table) })
+			time.AfterFunc(time.Duration(rank)*n.leases.turn(), func() { n.leaseQ.push(table) })
 			return
 		}
 	}

@@ -52,7 +52,7 @@
 //     side by side, each node taking a burst's tables in its own hash
 //     order; a free range is taken in turns: the live nodes, in id order,
 //     each have the first turn at every n-th range, and a node whose turn
-//     it is not puts the table back for leaseTurn per turn before it,
+//     it is not puts the table back for leaser.turn per turn before it,
 //     by when the lease view shows the range taken, so one burst costs
 //     one lease write per range and leaves the ranges spread evenly;
 //     tables of a range being taken wait for that one attempt, holding

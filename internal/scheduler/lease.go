@@ -123,6 +123,27 @@ type leaser struct {
 	node string
 	ttl  time.Duration
 	now  func() time.Time
+	// rtt is a moving average of this node's writes to the lease bucket
+	// (nanoseconds; 0 before the first).
+	rtt atomic.Int64
+}
+
+// noteWrite adds the duration of a write to the lease bucket to rtt.
+func (l *leaser) noteWrite(d time.Duration) {
+	old := l.rtt.Load()
+	if old == 0 {
+		l.rtt.Store(int64(d))
+		return
+	}
+	l.rtt.Store(old + (int64(d)-old)/4)
+}
+
+// turn is how long a node waits per turn before it takes a free range
+// whose turn is another node's (leaseView.rangeRank): leaseTurn, or twice
+// the recent lease write round trip when that is longer (on a loaded
+// cluster the other node's write takes longer to show in the view).
+func (l *leaser) turn() time.Duration {
+	return max(leaseTurn, 2*time.Duration(l.rtt.Load()))
 }
 
 func (l *leaser) record(rng int, tables map[string][]string, ended endedTasks) ([]byte, time.Time) {
@@ -140,6 +161,8 @@ func (l *leaser) record(rng int, tables map[string][]string, ended endedTasks) (
 func (l *leaser) acquire(ctx context.Context, rng int, freeRev uint64) (*lease, *leaseRecord, error) {
 	key := rangeKey(rng)
 	val, exp := l.record(rng, nil, endedTasks{})
+	start := time.Now()
+	defer func() { l.noteWrite(time.Since(start)) }()
 	if freeRev > 0 {
 		if rev, err := l.kv.Update(ctx, key, val, freeRev); err == nil {
 			return &lease{rng: rng, key: key, rev: rev, expires: exp}, nil, nil
@@ -187,7 +210,9 @@ func (l *leaser) renew(ctx context.Context, ls *lease, tables map[string][]strin
 	ls.op.Lock()
 	defer ls.op.Unlock()
 	val, exp := l.record(ls.rng, tables, ended)
+	start := time.Now()
 	rev, err := l.kv.Update(ctx, ls.key, val, ls.revision())
+	l.noteWrite(time.Since(start))
 	if err != nil {
 		if isWrongRevision(err) || errors.Is(err, jetstream.ErrKeyNotFound) {
 			return fmt.Errorf("renew lease %s: %w", ls.key, ErrLeaseLost)

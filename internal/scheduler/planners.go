@@ -79,18 +79,20 @@ func (q *readyQueue) pop(ctx context.Context) (string, bool) {
 	}
 }
 
-// leaseRank orders one node's lease attempts: every node ranks the tables
-// of a burst by a hash of its own id and the table, so the nodes, which
-// all hear the same announcements in the same order, start on different
-// tables, and each finds most of the rest already leased in its lease
-// view (no round trip) instead of racing the others for every table.
-func leaseRank(node string) func(string) uint64 {
+// leaseRank orders one node's lease attempts: first the tables of ranges
+// whose turn (leaseView.rangeRank) is this node's, then those it waits a
+// turn for, and so on, so a node takes its own turns' ranges before the
+// other nodes' turns run out even when it is slow to work through a burst;
+// within a turn, every node ranks the tables by a hash of its own id and
+// the table, so the nodes, which all hear the same announcements in the
+// same order, start on different tables.
+func leaseRank(node string, turn func(table string) int) func(string) uint64 {
 	return func(table string) uint64 {
 		h := fnv.New64a()
 		_, _ = h.Write([]byte(node))
 		_, _ = h.Write([]byte{0})
 		_, _ = h.Write([]byte(table))
-		return h.Sum64()
+		return uint64(min(turn(table), 15))<<60 | h.Sum64()>>4
 	}
 }
 

@@ -43,7 +43,11 @@ func (n *Node) handOffDeadline() time.Duration { return n.cfg.LeaseTTL / 2 }
 // putNodeRecord writes (or refreshes) this node's record.
 func (n *Node) putNodeRecord(ctx context.Context) error {
 	b, _ := json.Marshal(leaseRecord{Holder: n.cfg.NodeID, Expires: n.cfg.Now().Add(n.cfg.LeaseTTL).UnixNano(), BatchPokes: true})
+	start := time.Now()
 	_, err := n.q.leases.Put(ctx, nodeKey(n.cfg.NodeID), b)
+	if err == nil {
+		n.leases.noteWrite(time.Since(start))
+	}
 	return err
 }
 

@@ -167,8 +167,10 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config, p Planner, e Executor, 
 		holdView:    holdView{held: map[string]bool{}},
 		wake:        make(chan struct{}, 1),
 		planQ:       newReadyQueue(nil),
-		leaseQ:      newReadyQueue(leaseRank(cfg.NodeID)),
 	}
+	n.leaseQ = newReadyQueue(leaseRank(cfg.NodeID, func(table string) int {
+		return n.view.rangeRank(rangeOf(table), cfg.NodeID, cfg.Now())
+	}))
 	n.leases = &leaser{kv: q.leases, node: cfg.NodeID, ttl: cfg.LeaseTTL, now: cfg.Now}
 	n.view.node, n.view.handedTo = cfg.NodeID, n.handedTo
 	if cfg.Registerer != nil {
