@@ -38,6 +38,13 @@ type pageMerger struct {
 	source int                      // the source of the run's first page
 }
 
+// withCost sets the padding a cut of a page's last chunk may cost (the
+// page rule's cost of a page).
+func (pc *pageCutter) withCost(pageCost int64) *pageCutter {
+	pc.splitCost = max(pageCost, 0)
+	return pc
+}
+
 // mergeable opens a page that lost some or none of its rows (source rows
 // [a, a+n)) for merging: its chunk table, its layout with NumItems zero
 // and its dictionary; nil when it cannot be merged.
@@ -86,6 +93,11 @@ func (cr *colRun) merge(si int, s *filterSrc, pg *file2pb.ColumnMetadata_Page, a
 		if npg == nil {
 			return false, nil
 		}
+		// a page whose last chunk cannot be cut would end the merged page
+		// right away
+		if t := mp.lastLive; !newPageCutter(mp).withCost(cr.opts.PageCost).cheapCut(s, mp.chunks[t], a+uint64(mp.chunks[t].First)) {
+			return false, nil
+		}
 		na, nn := npg.GetPriority(), npg.GetLength()
 		if ns.deadIn(na, na+nn) == nn {
 			return false, nil
@@ -102,11 +114,8 @@ func (cr *colRun) merge(si int, s *filterSrc, pg *file2pb.ColumnMetadata_Page, a
 		if err := cr.flush(); err != nil { // re-encoded rows before this page
 			return false, err
 		}
-		pc := newPageCutter(mp)
-		pc.splitCost, pc.dict = cr.opts.PageCost, dict
-		if pc.splitCost < 0 {
-			pc.splitCost = 0
-		}
+		pc := newPageCutter(mp).withCost(cr.opts.PageCost)
+		pc.dict = dict
 		cr.mg = &pageMerger{pc: pc, key: key, dict: dict, source: si}
 	}
 	mg, pc := cr.mg, cr.mg.pc

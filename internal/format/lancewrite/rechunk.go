@@ -283,15 +283,7 @@ func (pc *pageCutter) flushTail(more bool) (bool, error) {
 	if t == nil || pc.unfit {
 		return !pc.unfit, nil
 	}
-	last := !more
-	live := uint64(t.c.Values) - t.s.deadIn(t.lo, t.lo+uint64(t.c.Values))
-	if more && pc.rc.kind == rcBitpacked && bits.OnesCount64(live) != 1 {
-		// every bit-packed chunk is padded to a block of 1024 values: the
-		// tail cut into k powers of two costs k-1 more blocks
-		if extra := int64(bits.OnesCount64(live)-1) * int64(t.c.Size); pc.splitCost < 0 || extra > pc.splitCost {
-			last = true
-		}
-	}
+	last := !more || !pc.cheapCut(t.s, t.c, t.lo)
 	ok, err := pc.put(t.s, t.ci, t.raw, t.c, t.lo, last)
 	if !ok || err != nil {
 		return ok, err
@@ -300,6 +292,17 @@ func (pc *pageCutter) flushTail(more bool) (bool, error) {
 		return true, pc.finish()
 	}
 	return true, nil
+}
+
+// cheapCut says whether chunk c (first source row lo) can be cut into
+// chunks of powers of two within pc.splitCost: every bit-packed chunk is
+// padded to a block of 1024 values, so k chunks cost k-1 blocks more.
+func (pc *pageCutter) cheapCut(s *filterSrc, c lancefile.MiniBlockChunk, lo uint64) bool {
+	live := uint64(c.Values) - s.deadIn(lo, lo+uint64(c.Values))
+	if pc.rc.kind != rcBitpacked || bits.OnesCount64(live) == 1 {
+		return true
+	}
+	return pc.splitCost >= 0 && int64(bits.OnesCount64(live)-1)*int64(c.Size) <= pc.splitCost
 }
 
 // put adds one chunk (ci of its page, first source row lo) to the page
