@@ -529,14 +529,19 @@ func (c *stageClock) reset() {
 	})
 }
 
-// snapshot returns every node's records keyed {node, table}.
+// snapshot returns a copy of every node's records keyed {node, table}
+// (the nodes go on recording while it is read).
 func (c *stageClock) snapshot() map[[2]string]map[string][]time.Time {
 	out := map[[2]string]map[string][]time.Time{}
 	c.nodes.Range(func(k, v any) bool {
 		nc := v.(*nodeClock)
 		nc.mu.Lock()
 		for t, m := range nc.at {
-			out[[2]string{k.(string), t}] = m
+			cp := make(map[string][]time.Time, len(m))
+			for stage, times := range m {
+				cp[stage] = slices.Clone(times)
+			}
+			out[[2]string{k.(string), t}] = cp
 		}
 		nc.mu.Unlock()
 		return true
