@@ -138,10 +138,17 @@ func testRemapCompact(t *testing.T, c remapEngineCase) {
 	}
 	t.Logf("%s: fragments %d -> %d; vec_idx %s; recall@10 before %.3f lanced %.3f lance %.3f; indexStats %d/%d",
 		c.name, pre.Fragments, post.Fragments, vd.Action, recallBefore, recallAfter, recallLance, a.IndexedRows, a.UnindexedRows)
-	// Also with Lance's default nprobes and, for quantized codes, with a
-	// refine factor: the same bound against the same searches before
-	// compaction (on the control copy, as it was before its optimize) and
-	// after Lance's optimize().
+	checkRecallVariants(t, c, qs, beforeCopy, path, control, slack)
+	checkLanceWritesKeepVecIndex(t, path, c)
+}
+
+// checkRecallVariants checks recall@10 with Lance's default nprobes and,
+// for quantized codes, with a refine factor: the same bound as the main
+// check, against the same searches before compaction (beforeCopy, as the
+// table was before lanced's compaction) and after Lance's optimize()
+// (control).
+func checkRecallVariants(t *testing.T, c remapEngineCase, qs [][]float32, beforeCopy, path, control string, slack float64) {
+	t.Helper()
 	refined := c
 	refined.refine = 5
 	for _, v := range []struct {
@@ -168,7 +175,14 @@ func testRemapCompact(t *testing.T, c remapEngineCase) {
 		}
 		t.Logf("%s, %s: recall@10 before %.3f lanced %.3f lance %.3f", c.name, v.name, b, o, l)
 	}
+}
 
+// checkLanceWritesKeepVecIndex runs real Lance's delete, update,
+// mergeInsert, addColumns, optimize and createIndex(replace) on the
+// compacted table: after each, the table still lists vec_idx (and id_idx
+// when the case builds one), and vec_idx still indexes rows.
+func checkLanceWritesKeepVecIndex(t *testing.T, path string, c remapEngineCase) {
+	t.Helper()
 	want := []string{"vec_idx"}
 	if c.btree {
 		want = []string{"id_idx", "vec_idx"}
