@@ -12,36 +12,38 @@ import (
 )
 
 // allTypesIndices are the indices of TestRemapAllIndexTypesTogetherOracle,
-// one of each family real Lance builds on one table (FM, still remapped
-// elsewhere, aside): a BTree, a Bitmap, a LabelList, a positional FTS and an
+// one of each family real Lance builds on one table: a BTree, a Bitmap, a
+// LabelList, a positional FTS, an FM (on the FTS index's column) and an
 // IVF_PQ.
 var allTypesIndices = []oracle.Op{
 	{"op": "create_index", "column": "id", "type": "btree", "name": "id_idx"},
 	{"op": "create_index", "column": "category", "type": "bitmap", "name": "cat_idx"},
 	{"op": "create_index", "column": "tags", "type": "label_list", "name": "tags_idx"},
 	{"op": "create_index", "column": "body", "type": "fts", "name": "body_idx", "options": map[string]any{"withPosition": true}},
+	{"op": "create_index", "column": "body", "type": "fm", "name": "fm_idx"},
 	{"op": "create_index", "column": "vec", "type": "ivf_pq", "name": "vec_idx", "options": map[string]any{"numPartitions": 4, "numSubVectors": 4, "distanceType": "l2"}},
 }
 
 // TestRemapAllIndexTypesTogetherOracle: real Lance builds one table with
-// a BTree, a Bitmap, a LabelList, a positional FTS and an IVF_PQ index
-// (appends, deletes, then the indices, then more appends and deletes);
-// lanced compacts it with the default policy (plan and compact until
-// nothing is planned: the rewrite remaps all five indices in one Rewrite
-// commit, then the appended rows are caught up, as Lance's optimize() also
+// a BTree, a Bitmap, a LabelList, a positional FTS, an FM and an IVF_PQ
+// index (appends, deletes, then the indices, then more appends and
+// deletes); lanced compacts it with the default policy (plan and compact
+// until nothing is planned: the rewrite remaps all six indices in one
+// Rewrite commit, the FM index rebuilt from the column, then the appended rows are caught up, as Lance's optimize() also
 // indexes them) and real Lance's optimize() compacts a copy. Then on both:
 // the same indexStats (every live row indexed); equality, range and IN on
 // the BTree, equality and IN on the Bitmap, array_has_any and
 // array_has_all on the LabelList return the same rows as before and as on
 // Lance's copy, through the index; FTS match and phrase queries the same
-// rows, through the index; vector searches through the index, with all
+// rows, through the index; substring queries (contains) the same rows as
+// on Lance's copy, through the FM index; vector searches through the index, with all
 // partitions probed, with Lance's default nprobes and with a refine
 // factor, with recall@10 against an exact search no worse than before
 // (right after the remap, the appended rows still unindexed as before)
 // and than on Lance's copy (after the catch-up; within two hits over all
 // queries: PQ distances tie). Then real Lance's delete, update, merge_insert,
 // add_columns, optimize and createIndex(replace) of every index keep all
-// five indices, each indexing rows.
+// six indices, each indexing rows.
 func TestRemapAllIndexTypesTogetherOracle(t *testing.T) {
 	oracle.Require(t)
 	path, control := allTypesTable(t)
@@ -153,6 +155,7 @@ func TestRemapAllIndexTypesTogetherOracle(t *testing.T) {
 		}
 		t.Logf("%s: recall@10 before %.3f, lanced after the remap %.3f and after the catch-up %.3f, Lance's optimize %.3f", s.name, rBefore[i], rRemapped[i], rOurs[i], rLance[i])
 	}
+	sameFMResultsOf(t, path, control, "fm_idx", 3)
 	t.Logf("fragments %d -> lanced %d, Lance %d; %d scalar filters and %d FTS queries (%d phrases) return the same rows before, on lanced's table and on Lance's",
 		pre.Fragments, ours.Fragments, lance.Fragments, len(filters), len(texts), phrases)
 
@@ -162,7 +165,7 @@ func TestRemapAllIndexTypesTogetherOracle(t *testing.T) {
 // allTypesTable has real Lance build the table of
 // TestRemapAllIndexTypesTogetherOracle: 4 fragments of 1,000 rows and 2
 // appends of 150, every 10th row deleted, a tags list column
-// ([category, "n" + id % 7]), the five indices of allTypesIndices, then
+// ([category, "n" + id % 7]), the six indices of allTypesIndices, then
 // appendsThenDeletes. It returns its path and a copy's.
 func allTypesTable(t *testing.T) (path, control string) {
 	t.Helper()
@@ -177,11 +180,11 @@ func allTypesTable(t *testing.T) (path, control string) {
 	return path, runThenCopy(t, path, append(ops, appendsThenDeletes...))
 }
 
-var allTypesNames = []string{"body_idx", "cat_idx", "id_idx", "tags_idx", "vec_idx"}
+var allTypesNames = []string{"body_idx", "cat_idx", "fm_idx", "id_idx", "tags_idx", "vec_idx"}
 
 // lanceKeepsAllTypes runs real Lance's delete, update, merge_insert,
 // add_columns, optimize and createIndex(replace) of every index on the
-// table at path, and fails t unless real Lance lists all five indices
+// table at path, and fails t unless real Lance lists all six indices
 // after each, each indexing rows.
 func lanceKeepsAllTypes(t *testing.T, path string) {
 	t.Helper()
@@ -213,12 +216,12 @@ func lanceKeepsAllTypes(t *testing.T, path string) {
 
 // TestUnindexNeverDropsAnyIndexKind is TestUnindexNeverDropsAnIndex on
 // the table of TestRemapAllIndexTypesTogetherOracle (BTree, Bitmap,
-// LabelList, FTS, IVF_PQ): index_coverage = "unindex" with every
+// LabelList, FTS, FM, IVF_PQ): index_coverage = "unindex" with every
 // fragment a candidate holds back the fragments the indices cover (their
 // last covered fragments) and rewrites only the unindexed appends; every
 // index still indexes the rows it did, and real Lance's delete, update,
 // merge_insert, add_columns, optimize and createIndex(replace) keep all
-// five.
+// six.
 func TestUnindexNeverDropsAnyIndexKind(t *testing.T) {
 	oracle.Require(t)
 	path, _ := allTypesTable(t)
