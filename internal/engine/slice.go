@@ -320,7 +320,7 @@ func (r *Runner) logSliced(j job.Job, d time.Duration) {
 		return
 	}
 	args = append(args, "pages_copied", paths.Copied.Pages, "bytes_copied", paths.Copied.Bytes, "pages_filtered", paths.Filtered.Pages,
-		"pages_rechunked", paths.Rechunked.Pages, "pages_merged", paths.Merged.Pages, "pages_reencoded", paths.Reencoded.Pages, "kernel_bytes", paths.KernelBytes)
+		"pages_rechunked", paths.Rechunked.Pages, "pages_reencoded", paths.Reencoded.Pages, "kernel_bytes", paths.KernelBytes)
 	msg := "slice written"
 	if j.Task().Join != nil {
 		msg = "slices joined"

@@ -40,13 +40,9 @@ import (
 //     (PathReencode); consecutive re-encoded pages are merged up to the
 //     page size, as a writer would.
 //
-// Columns whose source pages are small (the copy rule,
-// FilterOptions.PageCost: a copy keeps every source page, and a column of
-// many small pages costs a reader one request per page) have their pages
-// merged instead: runs of mini-block pages with equal layouts and equal
-// dictionaries become pages of up to PageBytes made of their chunks, kept
-// byte for byte (PathMerge, see pageMerger); the other pages of such a
-// column are decoded and re-encoded (PathReencode).
+// Columns whose source pages are small are re-encoded whole (the copy rule,
+// FilterOptions.PageCost): a copy keeps every source page, and a column of
+// many small pages costs a reader one request per page.
 //
 // fields are the output schema (the table's fields; the writer's column
 // order); every source must hold exactly these fields (by DataFile field
@@ -161,7 +157,6 @@ const (
 	PathReencode                 // decoded and encoded again
 	PathDrop                     // source page with no live rows: nothing written
 	PathRechunk                  // mini-block page: chunks kept, those that lost rows cut apart
-	PathMerge                    // mini-block pages of a small-page column merged chunk by chunk, not decoded
 )
 
 func (p PagePath) String() string {
@@ -176,8 +171,6 @@ func (p PagePath) String() string {
 		return "drop"
 	case PathRechunk:
 		return "rechunk"
-	case PathMerge:
-		return "merge"
 	}
 	return fmt.Sprintf("path(%d)", int(p))
 }
@@ -194,7 +187,6 @@ type PathStats struct {
 	Copied    PathCount `json:"copied"`
 	Filtered  PathCount `json:"filtered"`
 	Rechunked PathCount `json:"rechunked"`
-	Merged    PathCount `json:"merged"` // output pages made of source pages' chunks, not decoded
 	Reencoded PathCount `json:"reencoded"`
 	Dropped   PathCount `json:"dropped"`
 	// Adopted counts the files of a join made of one slice piece: the
@@ -215,8 +207,6 @@ func (s *PathStats) Add(o PathStats) {
 	s.Filtered.Bytes += o.Filtered.Bytes
 	s.Rechunked.Pages += o.Rechunked.Pages
 	s.Rechunked.Bytes += o.Rechunked.Bytes
-	s.Merged.Pages += o.Merged.Pages
-	s.Merged.Bytes += o.Merged.Bytes
 	s.Reencoded.Pages += o.Reencoded.Pages
 	s.Reencoded.Bytes += o.Reencoded.Bytes
 	s.Dropped.Pages += o.Dropped.Pages
@@ -234,8 +224,6 @@ func (s *PathStats) count(p PagePath, bytes int64) {
 		c = &s.Filtered
 	case PathRechunk:
 		c = &s.Rechunked
-	case PathMerge:
-		c = &s.Merged
 	case PathReencode:
 		c = &s.Reencoded
 	case PathDrop:
@@ -358,7 +346,6 @@ type colPlan struct {
 	srcCol  []int
 	sources []*filterSrc
 	copy    bool
-	merge   bool // pages tile the rows but are small: merged where they can be
 }
 
 func planColumn(l *leaf, fs []*filterSrc, opts FilterOptions) (*colPlan, error) {
@@ -403,7 +390,7 @@ func planColumn(l *leaf, fs []*filterSrc, opts FilterOptions) (*colPlan, error) 
 	if copyOK && opts.PageCost > 0 {
 		re := max(1, (bytes+uint64(opts.PageBytes)-1)/uint64(opts.PageBytes))
 		if pages > re && float64(pages-re)*float64(opts.PageCost) > 0.25*float64(bytes) {
-			copyOK, p.merge = false, true
+			copyOK = false
 		}
 	}
 	p.copy = copyOK
@@ -640,7 +627,7 @@ func (p *colPlan) run(ctx context.Context, out chan<- *outPage, bud *budget, opt
 	p.leaf.reset()
 	cr := &colRun{p: p, l: p.leaf, ctx: ctx, out: out, bud: bud, opts: opts, pendingFrom: -1, pendingPage: -1}
 	for si, s := range p.sources {
-		if !p.copy && !p.merge {
+		if !p.copy {
 			if a, b, ok := s.liveSpan(); ok {
 				if err := cr.addRows(si, s, a, b, -1); err != nil {
 					return err
@@ -652,14 +639,10 @@ func (p *colPlan) run(ctx context.Context, out chan<- *outPage, bud *budget, opt
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			cr.nextSrc, cr.nextPage = p.after(si, pi)
 			if err := cr.page(si, s, pi, pg); err != nil {
 				return err
 			}
 		}
-	}
-	if err := cr.endMerge(); err != nil {
-		return err
 	}
 	return cr.flush()
 }
@@ -676,23 +659,6 @@ type colRun struct {
 	// source and page of the rows buffered in the leaf: -1 if mixed, -2
 	// after a flush
 	pendingFrom, pendingPage int
-	mg                       *pageMerger // pages being merged (p.merge)
-	// the column's page after the one being handled (nil: none)
-	nextSrc  *filterSrc
-	nextPage *file2pb.ColumnMetadata_Page
-}
-
-// after returns the column's page after page pi of source si (nil: none).
-func (p *colPlan) after(si, pi int) (*filterSrc, *file2pb.ColumnMetadata_Page) {
-	if pgs := p.sources[si].f.Columns[p.srcCol[si]].Meta.GetPages(); pi+1 < len(pgs) {
-		return p.sources[si], pgs[pi+1]
-	}
-	for sj := si + 1; sj < len(p.sources); sj++ {
-		if pgs := p.sources[sj].f.Columns[p.srcCol[sj]].Meta.GetPages(); len(pgs) > 0 {
-			return p.sources[sj], pgs[0]
-		}
-	}
-	return nil, nil
 }
 
 // page handles source page pi of source si: dropped, copied, cut (filtered
@@ -710,18 +676,6 @@ func (cr *colRun) page(si int, s *filterSrc, pi int, pg *file2pb.ColumnMetadata_
 		}
 		ev.Path = PathDrop
 		return emit(cr.ctx, cr.out, cr.bud, &outPage{col: p.col, cost: sz, ev: ev})
-	case p.merge:
-		ok, err := cr.merge(si, s, pg, a, n)
-		if err != nil {
-			return fmt.Errorf("%s column %d page %d: %w", s.Name, p.srcCol[si], pi, err)
-		}
-		if ok {
-			return nil
-		}
-		if err := cr.endMerge(); err != nil {
-			return err
-		}
-		return cr.addRows(si, s, a, a+n, pi)
 	case dead == 0:
 		if err := cr.flush(); err != nil {
 			return err

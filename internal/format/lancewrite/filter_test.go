@@ -16,7 +16,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/lanced-dev/lanced/internal/format"
-	"github.com/lanced-dev/lanced/internal/format/pb/filepb"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
@@ -83,7 +82,23 @@ func filterRun(t *testing.T, dels []*roaring.Bitmap, opts FilterOptions) filterR
 	}
 	var mu sync.Mutex
 	events := map[string]map[PagePath]int{}
-	leafNames := columnNames(t, fields)
+	var leafNames []string
+	{
+		w, err := NewWriter(&bytes.Buffer{}, fields, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range w.all {
+			name := ""
+			for _, n := range l.path {
+				if name != "" {
+					name += "."
+				}
+				name += n.f.Name
+			}
+			leafNames = append(leafNames, name)
+		}
+	}
 	var all []PageEvent
 	opts.OnPage = func(ev PageEvent) {
 		mu.Lock()
@@ -174,10 +189,8 @@ func TestFilterConcatPaths(t *testing.T) {
 	}
 }
 
-// Under the page rule of a local disk, columns of small pages are merged
-// or re-encoded into bigger pages; wide columns are still copied. id's
-// bit-packed pages of 500 rows end in chunks whose cut would cost 5
-// padded blocks, more than a page: re-encoded.
+// With the default page rule, columns of small pages are re-encoded whole
+// (merged into big pages); wide columns are still copied.
 func TestFilterConcatPageRule(t *testing.T) {
 	dels := []*roaring.Bitmap{bitmapOf(5, 6, 7), nil, bitmapOf(1999)}
 	diff, ev, res := filterCase(t, dels, FilterOptions{PageCost: 4 << 10, Workers: 2})
@@ -185,10 +198,7 @@ func TestFilterConcatPageRule(t *testing.T) {
 		t.Fatalf("rows differ: %s", diff)
 	}
 	if ev["id"][PathCopy] != 0 || ev["id"][PathReencode] != 1 {
-		t.Errorf("id: want one re-encoded page: %v", ev["id"])
-	}
-	if ev["f64"][PathMerge] == 0 || ev["f64"][PathReencode] != 0 {
-		t.Errorf("f64: want merged pages: %v", ev["f64"])
+		t.Errorf("id: want one merged re-encoded page: %v", ev["id"])
 	}
 	if ev["vec96"][PathCopy] == 0 {
 		t.Errorf("vec96: want copied pages: %v", ev["vec96"])
@@ -255,11 +265,57 @@ func TestOracleFilterConcatTables(t *testing.T) {
 	for _, sc := range []string{"types", "text", "wide", oracle.Sized{Fragments: 3, RowsPerFragment: 2500, VectorDim: 64, TextWords: 60}.Scenario()} {
 		t.Run(sc, func(t *testing.T) {
 			t.Parallel()
-			ev, res, _ := oracleFilterTable(t, sc, "id % 5 = 1 OR (id >= 100 AND id < 1300)", FilterOptions{PageCost: -1, Workers: 2})
-			paths := map[PagePath]int{}
-			for _, e := range ev {
-				paths[e.Path]++
+			uri := oracle.Build(t, sc, t.TempDir())
+			oracle.RunOps(t, uri, []oracle.Op{{"op": "delete", "where": "id % 5 = 1 OR (id >= 100 AND id < 1300)"}})
+			want := oracle.Scan(t, uri, 0, nil)
+			m, naming := latestManifest(t, uri)
+			var srcs []FilterSource
+			var live uint64
+			for _, fr := range m.PB.Fragments {
+				if len(fr.Files) != 1 {
+					t.Fatalf("fragment %d has %d files", fr.Id, len(fr.Files))
+				}
+				cs := openCopySources(t, uri, fr.Files)[0]
+				fs := FilterSource{CopySource: cs}
+				live += fr.PhysicalRows
+				if df := fr.DeletionFile; df != nil {
+					key := format.DeletionFileKey(fr.Id, df)
+					data, err := os.ReadFile(filepath.Join(uri, key))
+					if err != nil {
+						t.Fatal(err)
+					}
+					bm, err := format.DecodeDeletionFile(key, df.FileType, data)
+					if err != nil {
+						t.Fatal(err)
+					}
+					fs.Deleted = bm
+					live -= bm.GetCardinality()
+				}
+				srcs = append(srcs, fs)
 			}
+			out, name := createData(t, uri)
+			var mu sync.Mutex
+			paths := map[PagePath]int{}
+			res, err := FilterConcat(context.Background(), out, m.PB.Fields, srcs, FilterOptions{PageCost: -1, Workers: 2,
+				OnPage: func(ev PageEvent) { mu.Lock(); paths[ev.Path]++; mu.Unlock() }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := out.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if res.NumRows != live || live != uint64(want.NumRows()) {
+				t.Fatalf("wrote %d rows, fragments hold %d live, Lance scans %d", res.NumRows, live, want.NumRows())
+			}
+			var maxID uint64
+			for _, fr := range m.PB.Fragments {
+				maxID = max(maxID, fr.Id)
+			}
+			commitFragments(t, uri, m, naming, []*tablepb.DataFragment{{Id: maxID + 1, Files: []*tablepb.DataFile{dataFileOf(name, res.Result)}, PhysicalRows: res.NumRows}})
+			oracle.Equal(t, want, oracle.Scan(t, uri, 0, nil))
+			takes := []uint64{0, 1, 99, 100, live / 2, live - 1}
+			oracle.Equal(t, oracle.ScanWith(t, uri, oracle.ScanOptions{Version: m.PB.Version, TakeOffsets: takes}),
+				oracle.ScanWith(t, uri, oracle.ScanOptions{TakeOffsets: takes}))
 			// every scenario has mini-block (scalar) pages; all but "wide"
 			// have full-zip ones (long text, vectors)
 			if paths[PathRechunk] == 0 || (sc != "wide" && paths[PathFilter] == 0) {
@@ -268,88 +324,4 @@ func TestOracleFilterConcatTables(t *testing.T) {
 			t.Logf("paths %v, stats %+v", paths, res.Paths)
 		})
 	}
-}
-
-// oracleFilterTable builds scenario sc with real Lance, deletes the rows
-// matching where (none if empty), runs FilterConcat with opts over every
-// fragment into one new fragment committed in place of them, and checks
-// that real Lance scans the same rows and takes rows by offset. It returns
-// the page events and the result.
-func oracleFilterTable(t *testing.T, sc, where string, opts FilterOptions) ([]PageEvent, FilterResult, []string) {
-	t.Helper()
-	uri := oracle.Build(t, sc, t.TempDir())
-	if where != "" {
-		oracle.RunOps(t, uri, []oracle.Op{{"op": "delete", "where": where}})
-	}
-	want := oracle.Scan(t, uri, 0, nil)
-	m, naming := latestManifest(t, uri)
-	var srcs []FilterSource
-	var live uint64
-	for _, fr := range m.PB.Fragments {
-		if len(fr.Files) != 1 {
-			t.Fatalf("fragment %d has %d files", fr.Id, len(fr.Files))
-		}
-		cs := openCopySources(t, uri, fr.Files)[0]
-		fs := FilterSource{CopySource: cs}
-		live += fr.PhysicalRows
-		if df := fr.DeletionFile; df != nil {
-			key := format.DeletionFileKey(fr.Id, df)
-			data, err := os.ReadFile(filepath.Join(uri, key))
-			if err != nil {
-				t.Fatal(err)
-			}
-			bm, err := format.DecodeDeletionFile(key, df.FileType, data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fs.Deleted = bm
-			live -= bm.GetCardinality()
-		}
-		srcs = append(srcs, fs)
-	}
-	out, name := createData(t, uri)
-	var mu sync.Mutex
-	var evs []PageEvent
-	opts.OnPage = func(ev PageEvent) { mu.Lock(); evs = append(evs, ev); mu.Unlock() }
-	res, err := FilterConcat(context.Background(), out, m.PB.Fields, srcs, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if res.NumRows != live || live != uint64(want.NumRows()) {
-		t.Fatalf("wrote %d rows, fragments hold %d live, Lance scans %d", res.NumRows, live, want.NumRows())
-	}
-	var maxID uint64
-	for _, fr := range m.PB.Fragments {
-		maxID = max(maxID, fr.Id)
-	}
-	commitFragments(t, uri, m, naming, []*tablepb.DataFragment{{Id: maxID + 1, Files: []*tablepb.DataFile{dataFileOf(name, res.Result)}, PhysicalRows: res.NumRows}})
-	oracle.Equal(t, want, oracle.Scan(t, uri, 0, nil))
-	takes := []uint64{0, 1, 99, 100, live / 2, live - 1}
-	oracle.Equal(t, oracle.ScanWith(t, uri, oracle.ScanOptions{Version: m.PB.Version, TakeOffsets: takes}),
-		oracle.ScanWith(t, uri, oracle.ScanOptions{TakeOffsets: takes}))
-	return evs, res, columnNames(t, m.PB.Fields)
-}
-
-// columnNames are the dotted leaf names of the writer's columns of fields.
-func columnNames(t *testing.T, fields []*filepb.Field) []string {
-	t.Helper()
-	w, err := NewWriter(&bytes.Buffer{}, fields, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, l := range w.all {
-		name := ""
-		for _, n := range l.path {
-			if name != "" {
-				name += "."
-			}
-			name += n.f.Name
-		}
-		names = append(names, name)
-	}
-	return names
 }

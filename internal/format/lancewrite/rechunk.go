@@ -95,41 +95,6 @@ func rechunkable(l *enc21pb.MiniBlockLayout) (rechunkKind, int, bool) {
 // (more than one when a bit-packed page was split), or nil when the page
 // needs a decode.
 func rechunkPage(s *filterSrc, pg *file2pb.ColumnMetadata_Page, pl *enc21pb.PageLayout, a, n uint64) ([]*outPage, error) {
-	mp, err := openMiniBlock(s, pg, pl, a, n)
-	if mp == nil || err != nil {
-		return nil, err
-	}
-	pc := newPageCutter(mp)
-	if err := pc.addPage(s, mp, a); err != nil {
-		return nil, err
-	}
-	if ok, err := pc.flushTail(false); !ok || err != nil {
-		return nil, err
-	}
-	if err := pc.finish(); err != nil {
-		return nil, err
-	}
-	if pc.unfit {
-		return nil, nil
-	}
-	return pc.pages, nil
-}
-
-// mbPage is a mini-block page whose chunks can be kept or cut without a
-// decode of the page.
-type mbPage struct {
-	mb       *enc21pb.MiniBlockLayout
-	kind     rechunkKind
-	width    int
-	bufs     []lancefile.Buffer // chunk table, chunk data, dictionary if any
-	chunks   []lancefile.MiniBlockChunk
-	lastLive int
-}
-
-// openMiniBlock reads the chunk table of a mini-block page (source rows
-// [a, a+n)); nil when the page is not one whose chunks can be kept or cut
-// (see rechunkable, survivorsEnd) or no row of it is live.
-func openMiniBlock(s *filterSrc, pg *file2pb.ColumnMetadata_Page, pl *enc21pb.PageLayout, a, n uint64) (*mbPage, error) {
 	mb := pl.GetMiniBlockLayout()
 	if mb == nil || mb.GetNumItems() != n {
 		return nil, nil
@@ -158,7 +123,28 @@ func openMiniBlock(s *filterSrc, pg *file2pb.ColumnMetadata_Page, pl *enc21pb.Pa
 	if !ok {
 		return nil, nil
 	}
-	return &mbPage{mb: mb, kind: kind, width: width, bufs: bufs, chunks: chunks, lastLive: lastLive}, nil
+	pc := &pageCutter{s: s, mb: mb, rc: &rechunker{mb: mb, kind: kind, width: width}, lastLive: lastLive}
+	if pc.data, err = readBuffer(s, bufs[1]); err != nil {
+		return nil, err
+	}
+	if want == 3 {
+		if pc.dict, err = readBuffer(s, bufs[2]); err != nil {
+			return nil, err
+		}
+	}
+	if d := mb.GetDefCompression(); d != nil {
+		pc.rc.defW = int(d.GetOutOfLineBitpacking().GetValues().GetFlat().GetBitsPerValue())
+		pc.rc.hasDef = true
+	}
+	for ci, c := range chunks {
+		if ok, err := pc.chunk(ci, c, a+uint64(c.First)); !ok || err != nil {
+			return nil, err
+		}
+	}
+	if err := pc.finish(); err != nil {
+		return nil, err
+	}
+	return pc.pages, nil
 }
 
 // readBuffer reads one page buffer of the source.
@@ -193,136 +179,35 @@ func survivorsEnd(s *filterSrc, a uint64, chunks []lancefile.MiniBlockChunk, kin
 	return lastLive, lastLive >= 0 && (kind != rcBitpacked || splits <= maxRechunkSplits)
 }
 
-// pageCutter assembles output pages from the chunks of one re-chunked
-// page, or of a run of pages merged (pageMerger): chunks are kept byte for
-// byte where they can be, cut apart where they lost rows.
+// pageCutter assembles the output pages of one re-chunked page.
 type pageCutter struct {
+	s          *filterSrc
 	mb         *enc21pb.MiniBlockLayout
 	rc         *rechunker
-	s          *filterSrc // the source of the page being added
-	data, dict []byte     // the page's chunk data and dictionary (nil: none)
-	lastLive   int        // the last chunk of the page that keeps a row
+	data, dict []byte // the page's chunk data and dictionary (nil: none)
+	lastLive   int    // the last chunk that keeps a row
 	cur        pieceBuf
 	pages      []*outPage
-	// tail is the last live chunk of the page added last: it holds any
-	// number of values, which only the last chunk of a page may; it is
-	// settled once it is known whether another page follows.
-	tail *tailChunk
-	// splitCost bounds the padding a bit-packed tail may cost when it is
-	// cut into chunks of powers of two to let the next page follow
-	// (merging); more, and the page ends with the tail. Negative: never cut.
-	splitCost int64
-	unfit     bool // a survivor chunk did not fit (the caller re-encodes)
 }
 
-// tailChunk is a page's last live chunk, not yet placed.
-type tailChunk struct {
-	s   *filterSrc
-	ci  int
-	raw []byte
-	c   lancefile.MiniBlockChunk
-	lo  uint64 // its first source row
-}
-
-func newPageCutter(mp *mbPage) *pageCutter {
-	pc := &pageCutter{mb: mp.mb, rc: &rechunker{mb: mp.mb, kind: mp.kind, width: mp.width}, splitCost: -1}
-	if d := mp.mb.GetDefCompression(); d != nil {
-		pc.rc.defW = int(d.GetOutOfLineBitpacking().GetValues().GetFlat().GetBitsPerValue())
-		pc.rc.hasDef = true
-	}
-	return pc
-}
-
-// addPage adds the chunks of one source page (its first row is source row
-// a). A tail left by the page before is settled first.
-func (pc *pageCutter) addPage(s *filterSrc, mp *mbPage, a uint64) error {
-	bufs := mp.bufs
-	if ok, err := pc.flushTail(true); !ok || err != nil {
-		return err
-	}
-	var err error
-	pc.s, pc.lastLive = s, mp.lastLive
-	if pc.data, err = readBuffer(s, bufs[1]); err != nil {
-		return err
-	}
-	if len(bufs) == 3 && pc.dict == nil {
-		if pc.dict, err = readBuffer(s, bufs[2]); err != nil {
-			return err
-		}
-	}
-	for ci, c := range mp.chunks {
-		if ok, err := pc.chunk(ci, c, a+uint64(c.First)); !ok || err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// chunk adds chunk ci of the current page (its first row is source row
-// lo): kept byte for byte, left out, cut apart, or (the last live one)
-// held as the tail. false when a survivor chunk does not fit (pc.unfit).
+// chunk adds chunk ci (its first row is source row lo): kept byte for
+// byte, left out, or cut apart. false (with a nil error) when a survivor
+// chunk does not fit and the page must be re-encoded.
 func (pc *pageCutter) chunk(ci int, c lancefile.MiniBlockChunk, lo uint64) (bool, error) {
-	s := pc.s
+	s, kind := pc.s, pc.rc.kind
 	dead := s.deadIn(lo, lo+uint64(c.Values))
 	if dead == uint64(c.Values) {
 		return true, nil
 	}
-	raw := pc.data[c.Off : c.Off+c.Size]
-	if ci == pc.lastLive {
-		pc.tail = &tailChunk{s: s, ci: ci, raw: raw, c: c, lo: lo}
-		return true, nil
-	}
-	return pc.put(s, ci, raw, c, lo, false)
-}
-
-// flushTail places the tail: as the page's last chunk (more false: no page
-// follows), or so that another page can follow it.
-func (pc *pageCutter) flushTail(more bool) (bool, error) {
-	t := pc.tail
-	pc.tail = nil
-	if t == nil || pc.unfit {
-		return !pc.unfit, nil
-	}
-	last := !more || !pc.cheapCut(t.s, t.c, t.lo)
-	ok, err := pc.put(t.s, t.ci, t.raw, t.c, t.lo, last)
-	if !ok || err != nil {
-		return ok, err
-	}
-	if last && more {
-		return true, pc.finish()
-	}
-	return true, nil
-}
-
-// cheapCut says whether chunk c (first source row lo) can be cut into
-// chunks of powers of two within pc.splitCost: every bit-packed chunk is
-// padded to a block of 1024 values, so k chunks cost k-1 blocks more.
-func (pc *pageCutter) cheapCut(s *filterSrc, c lancefile.MiniBlockChunk, lo uint64) bool {
-	live := uint64(c.Values) - s.deadIn(lo, lo+uint64(c.Values))
-	if pc.rc.kind != rcBitpacked || bits.OnesCount64(live) == 1 {
-		return true
-	}
-	return pc.splitCost >= 0 && int64(bits.OnesCount64(live)-1)*int64(c.Size) <= pc.splitCost
-}
-
-// put adds one chunk (ci of its page, first source row lo) to the page
-// being assembled; last: it may stay a chunk of any size (the page ends
-// with it). A bit-packed chunk that must be cut and is not last ends the
-// page (see maxRechunkSplits), unless pc.splitCost allows cutting it.
-func (pc *pageCutter) put(s *filterSrc, ci int, raw []byte, c lancefile.MiniBlockChunk, lo uint64, last bool) (bool, error) {
-	kind := pc.rc.kind
-	dead := s.deadIn(lo, lo+uint64(c.Values))
 	if pc.cur.rows == 0 {
-		pc.cur.start = s.outRow(lo)
+		pc.cur.start = lo
 	}
-	if dead == 0 && (last || bits.OnesCount(uint(c.Values)) == 1) {
+	raw := pc.data[c.Off : c.Off+c.Size]
+	if dead == 0 {
 		pc.cur.add(raw, c.Values)
 		return true, nil
 	}
-	keep := [][2]uint64{{0, uint64(c.Values)}}
-	if dead > 0 {
-		keep = liveRuns(s, lo, uint64(c.Values))
-	}
+	keep := liveRuns(s, lo, uint64(c.Values))
 	parts, err := lancefile.SplitMiniBlockChunk(pc.mb, raw)
 	if err != nil {
 		return false, fmt.Errorf("chunk %d: %w", ci, err)
@@ -332,8 +217,7 @@ func (pc *pageCutter) put(s *filterSrc, ci int, raw []byte, c lancefile.MiniBloc
 	if err != nil {
 		return false, fmt.Errorf("chunk %d: %w", ci, err)
 	}
-	cutBits := kind == rcBitpacked && pc.splitCost >= 0
-	whole := last || bits.OnesCount(uint(live)) == 1 || (kind == rcBitpacked && !cutBits)
+	whole := ci == pc.lastLive || bits.OnesCount(uint(live)) == 1 || kind == rcBitpacked
 	for at := 0; at < live; {
 		k := live - at
 		if !whole {
@@ -341,7 +225,6 @@ func (pc *pageCutter) put(s *filterSrc, ci int, raw []byte, c lancefile.MiniBloc
 		}
 		err := pc.rc.emit(&pc.cur, vals, defs, at, at+k)
 		if errors.Is(err, errRechunkFit) {
-			pc.unfit = true
 			return false, nil
 		}
 		if err != nil {
@@ -349,7 +232,7 @@ func (pc *pageCutter) put(s *filterSrc, ci int, raw []byte, c lancefile.MiniBloc
 		}
 		at += k
 	}
-	if kind == rcBitpacked && !last && !cutBits && bits.OnesCount(uint(live)) != 1 {
+	if kind == rcBitpacked && ci != pc.lastLive && bits.OnesCount(uint(live)) != 1 {
 		return true, pc.finish()
 	}
 	return true, nil
@@ -379,7 +262,7 @@ func (pc *pageCutter) finish() error {
 	for _, b := range out {
 		cost += int64(len(b))
 	}
-	pc.pages = append(pc.pages, &outPage{bufs: out, layout: mustAny(pageLayoutURL, lb), rows: cur.rows, priority: cur.start, cost: cost})
+	pc.pages = append(pc.pages, &outPage{bufs: out, layout: mustAny(pageLayoutURL, lb), rows: cur.rows, priority: pc.s.outRow(cur.start), cost: cost})
 	return nil
 }
 
@@ -387,7 +270,7 @@ func (pc *pageCutter) finish() error {
 type pieceBuf struct {
 	meta, data []byte
 	rows       uint64
-	start      uint64 // output row of its first value
+	start      uint64 // source row of its first value
 }
 
 // add appends one encoded chunk of nvals values.
