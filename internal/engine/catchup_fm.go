@@ -19,10 +19,6 @@ import (
 	"github.com/lanced-dev/lanced/internal/store"
 )
 
-// DefaultFMMaxBytes bounds the text of one FM partition a rebuild holds
-// when its task names no bound (the policy's index.fm_max_bytes default).
-const DefaultFMMaxBytes = 256 << 20
-
 // catchUpFM catches up an FM index as lance 8.0.0's optimize_indices does:
 // FM segments cannot take a delta, so the index is rebuilt from the column
 // over every fragment it covers and the task's fragments (the live rows of
@@ -53,10 +49,7 @@ func catchUpFM(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *cat
 	}
 	slices.SortFunc(read, func(a, b *tablepb.DataFragment) int { return int(a.GetId()) - int(b.GetId()) })
 	all := &catchUpInput{m: in.m, segs: in.segs, frags: read}
-	maxBytes := int64(t.FMMaxBytes)
-	if maxBytes == 0 {
-		maxBytes = DefaultFMMaxBytes
-	}
+	maxBytes := int64(t.FMMaxBytes) // 0: fm.DefaultBuildBytes
 	return runOneSegmentCatchUp(ctx, b, t, all, true, "rebuilds an FM index", "catchup.file", func(ctx context.Context, c *oneSegmentCatchUp, t *job.CatchUpTask, in *catchUpInput) error {
 		bld := fm.NewBuilder(ctx, c.w, maxBytes)
 		rows := c.rows(func(values arrow.Array, _ []uint64) uint64 { return uint64(values.Len() - values.NullN()) })

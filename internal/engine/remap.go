@@ -57,9 +57,6 @@ func ExecuteRemap(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, t 
 	req := in.request(w, t.Seed)
 	if in.kind == index.KindFM {
 		req.Rows, req.BuildBytes = remapRows(tbl, m, in), int64(t.FMMaxBytes)
-		if req.BuildBytes == 0 {
-			req.BuildBytes = DefaultFMMaxBytes
-		}
 	}
 	res, err := rm.Remap(ctx, req)
 	if err != nil {

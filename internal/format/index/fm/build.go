@@ -69,9 +69,12 @@ type Result struct {
 	Files []string
 }
 
-// NewBuilder starts a segment written through out. maxBytes (> 0) bounds
-// one partition's text.
+// NewBuilder starts a segment written through out. maxBytes bounds one
+// partition's text (DefaultBuildBytes when it is 0 or less).
 func NewBuilder(ctx context.Context, out index.SegmentWriter, maxBytes int64) *Builder {
+	if maxBytes <= 0 {
+		maxBytes = DefaultBuildBytes
+	}
 	return &Builder{ctx: ctx, out: out, maxBytes: min(maxBytes, maxText)}
 }
 

@@ -8,8 +8,8 @@ import (
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 )
 
-// DefaultBuildBytes bounds a partition's text when the request names no
-// bound (index.fm_max_bytes' default).
+// DefaultBuildBytes bounds a partition's text when the builder is given
+// no bound (the same figure as the policy's index.fm_max_bytes default).
 const DefaultBuildBytes = 256 << 20
 
 // remapper is the index.Remapper of the FM index. Lance 8.0.0 does not
@@ -43,11 +43,7 @@ func (r remapper) Remap(ctx context.Context, req index.RemapRequest) (index.Rema
 	if req.Rows == nil {
 		return out, fmt.Errorf("%w: the FM index is rebuilt from the column, and no rows were given", index.ErrNoRemapper)
 	}
-	bound := req.BuildBytes
-	if bound <= 0 {
-		bound = DefaultBuildBytes
-	}
-	b := NewBuilder(ctx, req.New, bound)
+	b := NewBuilder(ctx, req.New, req.BuildBytes)
 	if err := req.Rows(ctx, b.AddColumn); err != nil {
 		return out, err
 	}
