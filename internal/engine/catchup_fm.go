@@ -68,7 +68,7 @@ func catchUpFM(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *cat
 		if err != nil {
 			return err
 		}
-		c.out.Segment, c.out.Rebuilt = seg, true
+		c.out.Segment = seg
 		c.out.Merged = fmt.Sprintf("lance rebuilds an FM index from the column when it optimizes: %d segment(s) replaced by one over %d fragments (%d documents, %d partitions)",
 			len(in.segs), len(read), res.Docs, len(res.Files))
 		return nil

@@ -96,11 +96,13 @@ type CatchUpOutput struct {
 	// Drift is what a vector catch-up measured of the rows it added (nil
 	// for other kinds, or when the model segment stores no rows).
 	Drift *DriftSample
-	// Rebuilt: the segment was built from the column over the Base
-	// fragments (an FM index, as Lance's optimize rebuilds one): it covers
-	// exactly those.
-	Rebuilt bool
 }
+
+// rebuilt: the segment was built from the column over the Base fragments
+// and covers exactly those. An FM index is caught up that way only (as
+// Lance's optimize rebuilds one); every other kind takes a delta or a
+// merge.
+func (o *CatchUpOutput) rebuilt() bool { return index.Detect(o.Segment) == index.KindFM }
 
 // DriftSample is a vector catch-up's measure of distribution drift: of
 // the Rows it added, Far were farther from their nearest centroid than
@@ -385,7 +387,7 @@ func verifyCatchUpCoverage(after *format.Manifest, outs []*CatchUpOutput) error 
 		}
 		want := roaring.New()
 		for _, r := range o.Removed {
-			if o.Rebuilt {
+			if o.rebuilt() {
 				break
 			}
 			rb, err := decodeBitmap(r.GetFragmentBitmap())
@@ -397,7 +399,7 @@ func verifyCatchUpCoverage(after *format.Manifest, outs []*CatchUpOutput) error 
 		read := map[uint64]bool{}
 		for _, f := range o.Base {
 			read[f.GetId()] = true
-			if o.Rebuilt {
+			if o.rebuilt() {
 				want.Add(uint32(f.GetId()))
 			}
 			if v, why := RepackRebase(f, cur[f.GetId()]); v != Compatible {

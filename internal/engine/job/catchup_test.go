@@ -53,8 +53,8 @@ func TestVerifyCatchUpCoverage(t *testing.T) {
 
 // A catch-up result survives the trip from worker to coordinator whole:
 // every field of CatchUpOutput is set here (the check below fails when a
-// new field is added and not set) and must come back equal. The commit's
-// coverage check reads Rebuilt, which the wire form once dropped.
+// new field is added and not set) and must come back equal (the wire
+// form once dropped a field the commit's coverage check read).
 func TestCatchUpResultRoundTripsEveryField(t *testing.T) {
 	seg := &tablepb.IndexMetadata{Name: "body_idx", Uuid: &tablepb.UUID{Uuid: []byte("fedcba9876543210")}, Fields: []int32{2}, FragmentBitmap: bitmapBytes(t, 1, 2)}
 	old := &tablepb.IndexMetadata{Name: "body_idx", Uuid: &tablepb.UUID{Uuid: []byte("0123456789abcdef")}, Fields: []int32{2}, FragmentBitmap: bitmapBytes(t, 0)}
@@ -63,7 +63,7 @@ func TestCatchUpResultRoundTripsEveryField(t *testing.T) {
 			Slices: []RowRange{{Lo: 0, Hi: 2}}, FMMaxBytes: 1 << 20},
 		Segment: seg, Removed: []*tablepb.IndexMetadata{old}, Merged: "segments", Base: []*tablepb.DataFragment{frag(1, "c", "d"), frag(2, "e", "f")},
 		Outputs: []string{"_indices/x/part_0_fm.lance"}, Rows: 9, Dropped: 1, BytesRead: 100, BytesWritten: 50,
-		Drift: &DriftSample{Model: "m", Rows: 9, Far: 1, Bound: 0.5, Reference: 3}, Rebuilt: true,
+		Drift: &DriftSample{Model: "m", Rows: 9, Far: 1, Bound: 0.5, Reference: 3},
 	}
 	// Join results take their task from the join; that path is the
 	// joins' own tests'.

@@ -67,9 +67,6 @@ type resultJSON struct {
 	Merged  string   `json:"merged,omitempty"`
 	// Drift: a vector catch-up's drift measure.
 	Drift *DriftSample `json:"drift,omitempty"`
-	// Rebuilt: a catch-up rebuilt its segment from the column over the
-	// base fragments (CatchUpOutput.Rebuilt).
-	Rebuilt bool `json:"rebuilt,omitempty"`
 	// Slice is an executed slice (its pieces).
 	Slice *SliceOutput `json:"slice,omitempty"`
 	// Retained: a deferred rewrite's kept old row addresses (see
@@ -145,7 +142,7 @@ func (r Result) MarshalJSON() ([]byte, error) {
 			return nil, err
 		}
 		j.RowsRead, j.RowsWritten, j.BytesRead, j.BytesWritten = o.Rows+o.Dropped, o.Rows, o.BytesRead, o.BytesWritten
-		j.Merged, j.Drift, j.Rebuilt = o.Merged, o.Drift, o.Rebuilt
+		j.Merged, j.Drift = o.Merged, o.Drift
 	default:
 		return nil, fmt.Errorf("%w: empty result", ErrInvalidTask)
 	}
@@ -222,7 +219,7 @@ func (r *Result) UnmarshalJSON(data []byte) error {
 			}
 		}
 		*r = Result{CatchUp: &CatchUpOutput{CatchUp: j.Task.CatchUp, Segment: segs[0], Removed: segs[1:], Merged: j.Merged, Base: old, Outputs: j.Written,
-			Rows: j.RowsWritten, Dropped: j.RowsRead - j.RowsWritten, BytesRead: j.BytesRead, BytesWritten: j.BytesWritten, Drift: j.Drift, Rebuilt: j.Rebuilt}}
+			Rows: j.RowsWritten, Dropped: j.RowsRead - j.RowsWritten, BytesRead: j.BytesRead, BytesWritten: j.BytesWritten, Drift: j.Drift}}
 	default:
 		return fmt.Errorf("%w: result without a task", ErrTaskFormat)
 	}
