@@ -113,29 +113,55 @@ type Sample struct {
 
 // Load reads the table's record (empty when there is none; a damaged one
 // reads as empty too: drift is advice, the next catch-up writes it again).
+// It is read on planning and status paths, so once the record exists it
+// is one read: versions earlier lanced versions wrote are carried over by
+// Update, and listed here only while there is no record yet.
 func Load(ctx context.Context, b *store.Bucket) (File, error) {
-	f, _, _, err := load(ctx, b)
+	f, gen, err := read(ctx, b)
+	if err != nil || gen != "" {
+		return f, err
+	}
+	_, err = carryVersions(ctx, b, &f)
 	return f, err
+}
+
+// read reads the record with its generation ("" when there is none).
+func read(ctx context.Context, b *store.Bucket) (File, store.Generation, error) {
+	var f File
+	data, gen, err := b.GetWithGeneration(ctx, Key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return File{}, "", fmt.Errorf("read drift record: %w", err)
+	default:
+		if json.Unmarshal(data, &f) != nil {
+			f = File{}
+		}
+	}
+	return f, gen, nil
 }
 
 // load reads the record with its generation ("" when there is none) and
 // the versions earlier lanced versions wrote (their keys, ascending),
 // the latest of which is carried into f (carryOver).
 func load(ctx context.Context, b *store.Bucket) (File, store.Generation, []string, error) {
-	var f File
-	data, gen, err := b.GetWithGeneration(ctx, Key)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-	case err != nil:
-		return File{}, "", nil, fmt.Errorf("read drift record: %w", err)
-	default:
-		if json.Unmarshal(data, &f) != nil {
-			f = File{}
-		}
+	f, gen, err := read(ctx, b)
+	if err != nil {
+		return File{}, "", nil, err
 	}
+	old, err := carryVersions(ctx, b, &f)
+	if err != nil {
+		return File{}, "", nil, err
+	}
+	return f, gen, old, nil
+}
+
+// carryVersions lists the versions earlier lanced versions wrote (their
+// keys, ascending) and carries the latest into f.
+func carryVersions(ctx context.Context, b *store.Bucket, f *File) ([]string, error) {
 	old, err := versions(ctx, b)
 	if err != nil {
-		return File{}, "", nil, fmt.Errorf("list earlier drift records: %w", err)
+		return nil, fmt.Errorf("list earlier drift records: %w", err)
 	}
 	// The latest version; one deleted since the listing (another update
 	// carried it over) is in the record already.
@@ -145,15 +171,15 @@ func load(ctx context.Context, b *store.Bucket) (File, store.Generation, []strin
 			continue
 		}
 		if err != nil {
-			return File{}, "", nil, fmt.Errorf("read earlier drift record: %w", err)
+			return nil, fmt.Errorf("read earlier drift record: %w", err)
 		}
 		var v File
 		if json.Unmarshal(data, &v) == nil {
-			carryOver(&f, v)
+			carryOver(f, v)
 		}
 		break
 	}
-	return f, gen, old, nil
+	return old, nil
 }
 
 // versions lists the keys of the versions earlier lanced versions wrote,
