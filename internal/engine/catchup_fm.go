@@ -24,12 +24,11 @@ import (
 // over every fragment it covers and the task's fragments (the live rows of
 // the read version, in row address order, fm.Builder), one segment under
 // a new uuid that replaces all of the index's segments and covers exactly
-// the fragments read. Memory: one FM partition (10,000 documents), bounded
+// the fragments read. On a table with stable row ids the documents carry
+// their stable row ids, which lance's FM queries read the stored ids as
+// (lance 8.0.0's own build stores addresses there). Memory: one FM partition (10,000 documents), bounded
 // by the task's FMMaxBytes.
 func catchUpFM(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *catchUpInput) (*job.CatchUpOutput, error) {
-	if in.m.PB.GetReaderFeatureFlags()&format.FlagStableRowIDs != 0 {
-		return nil, fmt.Errorf("catch-up of %q (fm): a table with stable row ids (lance's FM index stores row addresses): %w", t.Index, job.ErrUnsupported)
-	}
 	covered := roaring.New()
 	for _, sg := range in.segs {
 		bm, err := index.DecodeBitmap(sg.GetFragmentBitmap())
@@ -52,6 +51,9 @@ func catchUpFM(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *cat
 	maxBytes := int64(t.FMMaxBytes) // 0: fm.DefaultBuildBytes
 	return runOneSegmentCatchUp(ctx, b, t, all, true, "rebuilds an FM index", "catchup.file", func(ctx context.Context, c *oneSegmentCatchUp, t *job.CatchUpTask, in *catchUpInput) error {
 		bld := fm.NewBuilder(ctx, c.w, maxBytes)
+		if format.StableRowIDs(in.m.PB) {
+			bld.StableRowIDs()
+		}
 		rows := c.rows(func(values arrow.Array, _ []uint64) uint64 { return uint64(values.Len() - values.NullN()) })
 		if err := rows(ctx, bld.AddColumn); err != nil {
 			return fmt.Errorf("catch-up of %q (fm): %w", t.Index, fmErr(err))

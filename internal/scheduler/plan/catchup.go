@@ -45,6 +45,7 @@ var catchUpKinds = map[index.Kind]bool{
 var stableCatchUpKinds = map[index.Kind]bool{
 	index.KindIVFPQ: true, index.KindIVFFlat: true, index.KindIVFRQ: true, index.KindHNSWSQ: true, index.KindHNSWPQ: true,
 	index.KindBTree: true, index.KindBitmap: true, index.KindLabelList: true,
+	index.KindFM: true,
 }
 
 // noCatchUp says why lanced does not catch up an index kind (the plan's

@@ -48,6 +48,9 @@ type Builder struct {
 	starts []uint64
 	last   uint64
 	any    bool
+	// unordered: the rows are stable row ids (StableRowIDs), unique but
+	// in no order.
+	unordered bool
 
 	// Reused between partitions.
 	sa  []int32
@@ -77,6 +80,11 @@ func NewBuilder(ctx context.Context, out index.SegmentWriter, maxBytes int64) *B
 	}
 	return &Builder{ctx: ctx, out: out, maxBytes: min(maxBytes, maxText)}
 }
+
+// StableRowIDs has the builder take the rows' stable row ids (a table
+// with stable row ids) instead of their row addresses: unique, in the
+// rows' address order, so not ascending once a row moved.
+func (b *Builder) StableRowIDs() { b.unordered = true }
 
 // AddColumn adds a batch of the indexed column (utf8, large_utf8, binary
 // or large_binary, as lance indexes) with the row addresses of its rows;
@@ -110,9 +118,10 @@ func (b *Builder) AddColumn(values arrow.Array, ids []uint64) error {
 	return nil
 }
 
-// Add adds one document at row address addr; addresses must ascend.
+// Add adds one document at row address addr; addresses must ascend
+// (stable row ids need only be unique, StableRowIDs).
 func (b *Builder) Add(addr uint64, doc []byte) error {
-	if b.any && addr <= b.last {
+	if b.any && addr <= b.last && !b.unordered {
 		return fmt.Errorf("fm index: row address %d after %d: rows must come in address order", addr, b.last)
 	}
 	b.any, b.last = true, addr
