@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/lanced-dev/lanced/internal/engine"
+	"github.com/lanced-dev/lanced/internal/engine/job"
 	"github.com/lanced-dev/lanced/internal/engine/table/tabletest"
 	"github.com/lanced-dev/lanced/internal/format/index/indextest"
 	"github.com/lanced-dev/lanced/internal/format/index/vector"
@@ -183,7 +184,6 @@ func compactInParts(t *testing.T, path, queued, index, by string) int {
 // returns how many part tasks ran.
 func commitQueued(t *testing.T, path string) int {
 	t.Helper()
-	ctx := context.Background()
 	tbl, m := tabletest.Open(t, "file://"+path)
 	p := planFor(t, path, m, smallParts)
 	r := &engine.Runner{Table: tbl, QueueRemaps: true, QueueJoins: true}
@@ -192,51 +192,36 @@ func commitQueued(t *testing.T, path string) int {
 	// One part's result comes a commit late: the other parts, the
 	// rewrites and the other remaps wait for it.
 	var late *engine.Pending
-	for round := 0; len(ps) > 0; round++ {
-		if round > 6 {
-			t.Fatalf("still %d jobs waiting after %d commits", len(ps), round)
-		}
-		reps, err := r.Commit(ctx, ps)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ps = nil
-		if late != nil {
-			checkWaitForLatePart(t, reps, late.Job.Task().Key())
-			ps, late = append(ps, *late), nil
-		}
-		for _, rep := range reps {
-			if len(rep.Dropped) > 0 {
-				t.Fatalf("dropped: %+v", rep.Dropped)
+	commitUntilSettled(t, r, ps, settleHooks{
+		committed: func(reps []*engine.CommitReport) []engine.Pending {
+			var next []engine.Pending
+			if late != nil {
+				checkWaitForLatePart(t, reps, late.Job.Task().Key())
+				next, late = append(next, *late), nil
 			}
-			for _, w := range rep.Waiting {
-				ps = append(ps, w.Pending)
+			for _, rep := range reps {
+				if len(rep.Dropped) > 0 {
+					t.Fatalf("dropped: %+v", rep.Dropped)
+				}
 			}
-			for _, qt := range rep.Queued {
-				switch {
-				case qt.Slice != nil && qt.Slice.Remap != nil:
-					parts++
-				case qt.Join != nil && qt.Join.Remap != nil:
-					joins++
-				default:
-					t.Fatalf("queued %s", qt.Key())
-				}
-				rm, err := r.LoadReadVersion(ctx, qt)
-				if err != nil {
-					t.Fatal(err)
-				}
-				pe, err := r.Execute(ctx, rm.PB, qt)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if qt.Slice != nil && parts == 1 {
-					late = &pe
-					continue
-				}
-				ps = append(ps, pe)
+			return next
+		},
+		executed: func(qt job.Task, pe engine.Pending) bool {
+			switch {
+			case qt.Slice != nil && qt.Slice.Remap != nil:
+				parts++
+			case qt.Join != nil && qt.Join.Remap != nil:
+				joins++
+			default:
+				t.Fatalf("queued %s", qt.Key())
 			}
-		}
-	}
+			if qt.Slice != nil && parts == 1 {
+				late = &pe
+				return false
+			}
+			return true
+		},
+	})
 	if joins != 1 {
 		t.Fatalf("%d joins queued", joins)
 	}
