@@ -172,7 +172,10 @@ func (o *RemapOutput) Bytes() (read, written int64) { return o.BytesRead, o.Byte
 
 // Classify implements Job: the rewrite's rules for its fragments, and a
 // CreateIndex that removed or replaced the segment (optimize, createIndex
-// replace, drop) makes the remap stale.
+// replace, drop) makes the remap stale. An FM segment is rebuilt from the
+// column of every fragment it covers (rewritten or not) as they were at the
+// read version, so a commit that changed that column's data in any of them
+// makes the rebuild stale too (fmRebuildConflict).
 func (o *RemapOutput) Classify(theirs *tablepb.Transaction) (Verdict, string) {
 	old := map[uint64]bool{}
 	for _, id := range o.Remap.fragments() {
@@ -181,14 +184,68 @@ func (o *RemapOutput) Classify(theirs *tablepb.Transaction) (Verdict, string) {
 	if v, why := ClassifyForRewrite(old, theirs); v != Compatible {
 		return v, why
 	}
-	if ci := theirs.GetCreateIndex(); ci != nil {
-		seg, err := o.Remap.SegmentMeta()
-		if err != nil {
-			return Incompatible, err.Error()
+	seg, err := o.Remap.SegmentMeta()
+	if err != nil {
+		return Incompatible, err.Error()
+	}
+	if index.Detect(seg) == index.KindFM {
+		if v, why := fmRebuildConflict(seg, theirs); v != Compatible {
+			return v, why
 		}
+	}
+	if ci := theirs.GetCreateIndex(); ci != nil {
 		for _, r := range ci.GetRemovedIndices() {
 			if proto.Equal(r.GetUuid(), seg.GetUuid()) {
 				return Retryable, fmt.Sprintf("CreateIndex removed index %q segment the remap rewrites", seg.GetName())
+			}
+		}
+	}
+	return Compatible, ""
+}
+
+// fmRebuildConflict checks a committed transaction against an FM segment
+// rebuilt from the column (its fields) of every fragment it covers, as read
+// at the remap's read version, with Lance's rules for a CreateIndex over
+// those fragments (check_create_index_txn in
+// https://github.com/lancedb/lance/blob/main/rust/lance/src/io/commit/conflict_resolver.rs):
+// an Update that rewrote the column in a covered fragment (fields_modified;
+// an Update that moves rows leaves deletions the index filters at query
+// time), a DataReplacement of the column's file in one, or a Rewrite that
+// moved a covered fragment's rows (the rebuilt segment would hold their
+// old addresses) is retryable: the rebuild would hold text or addresses
+// the table no longer has.
+func fmRebuildConflict(seg *tablepb.IndexMetadata, theirs *tablepb.Transaction) (Verdict, string) {
+	covered, err := index.DecodeBitmap(seg.GetFragmentBitmap())
+	if err != nil || covered == nil {
+		return Retryable, fmt.Sprintf("FM index %q: segment without a readable fragment bitmap", seg.GetName())
+	}
+	field := map[int32]bool{}
+	for _, f := range seg.GetFields() {
+		field[f] = true
+	}
+	in := func(id uint64) bool { return id <= 0xffffffff && covered.Contains(uint32(id)) }
+	name := format.OperationName(theirs)
+	switch op := theirs.GetOperation().(type) {
+	case *tablepb.Transaction_Update_:
+		u := op.Update
+		if !slices.ContainsFunc(u.GetFieldsModified(), func(f uint32) bool { return field[int32(f)] }) {
+			return Compatible, ""
+		}
+		for _, f := range u.GetUpdatedFragments() {
+			if in(f.GetId()) {
+				return Retryable, fmt.Sprintf("%s rewrote the column of FM index %q in fragment %d, which the index's rebuild read", name, seg.GetName(), f.GetId())
+			}
+		}
+	case *tablepb.Transaction_DataReplacement_:
+		for _, r := range op.DataReplacement.GetReplacements() {
+			if in(r.GetFragmentId()) && slices.ContainsFunc(r.GetNewFile().GetFields(), func(f int32) bool { return field[f] }) {
+				return Retryable, fmt.Sprintf("%s replaced the column of FM index %q in fragment %d, which the index's rebuild read", name, seg.GetName(), r.GetFragmentId())
+			}
+		}
+	case *tablepb.Transaction_Rewrite_:
+		for _, id := range touchedFragments(theirs) {
+			if in(id) {
+				return Retryable, fmt.Sprintf("%s moved the rows of fragment %d, which the rebuild of FM index %q read", name, id, seg.GetName())
 			}
 		}
 	}

@@ -180,3 +180,52 @@ func TestVerifyRemapCoverage(t *testing.T) {
 		t.Fatalf("unmapped group not detected: %v", err)
 	}
 }
+
+// An FM segment is rebuilt from its column in every fragment it covers:
+// a commit that rewrote or replaced that column in any of them, or moved
+// their rows, makes the remap retryable; other commits on those fragments
+// (a row-moving Update, other columns) and any commit on fragments it does
+// not cover do not, and a vector segment is judged by its rewritten
+// fragments alone.
+func TestFMRemapConflictsOnColumnChanges(t *testing.T) {
+	const body, other = 1, 5
+	remapOf := func(url string) *RemapOutput {
+		seg := &tablepb.IndexMetadata{Name: "body_idx", Uuid: &tablepb.UUID{Uuid: []byte("0123456789abcdef")}, Fields: []int32{body}, FragmentBitmap: bitmapBytes(t, 0, 1, 2, 3),
+			IndexDetails: &anypb.Any{TypeUrl: url}, IndexVersion: proto.Int32(10)}
+		b, err := proto.Marshal(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &RemapOutput{Remap: &RemapTask{Table: "t", ReadVersion: 6, Segment: b, Groups: []RemapGroup{{Old: []uint64{0, 1}, New: []RemapNewRow{{ID: 4, Rows: 200}}}}}}
+	}
+	update := func(id uint64, mode tablepb.Transaction_UpdateMode, fields ...uint32) *tablepb.Transaction {
+		return &tablepb.Transaction{Operation: &tablepb.Transaction_Update_{Update: &tablepb.Transaction_Update{
+			UpdatedFragments: []*tablepb.DataFragment{frag(id, "x")}, FieldsModified: fields, UpdateMode: mode}}}
+	}
+	replace := func(id uint64, fields ...int32) *tablepb.Transaction {
+		return &tablepb.Transaction{Operation: &tablepb.Transaction_DataReplacement_{DataReplacement: &tablepb.Transaction_DataReplacement{
+			Replacements: []*tablepb.Transaction_DataReplacementGroup{{FragmentId: id, NewFile: &tablepb.DataFile{Path: "r.lance", Fields: fields}}}}}}
+	}
+	rewrite := &tablepb.Transaction{Operation: &tablepb.Transaction_Rewrite_{Rewrite: &tablepb.Transaction_Rewrite{
+		Groups: []*tablepb.Transaction_Rewrite_RewriteGroup{{OldFragments: []*tablepb.DataFragment{frag(3, "d")}, NewFragments: []*tablepb.DataFragment{frag(9, "n")}}}}}}
+	fm, vec := remapOf("/lance.index.pb.FMIndexDetails"), remapOf("/lance.table.VectorIndexDetails")
+	for _, c := range []struct {
+		name   string
+		rm     *RemapOutput
+		theirs *tablepb.Transaction
+		want   Verdict
+	}{
+		{"column rewritten in an untouched covered fragment", fm, update(2, tablepb.Transaction_REWRITE_COLUMNS, body), Retryable},
+		{"rows moved out of a covered fragment", fm, update(2, tablepb.Transaction_REWRITE_ROWS), Compatible},
+		{"another column rewritten", fm, update(2, tablepb.Transaction_REWRITE_COLUMNS, other), Compatible},
+		{"column rewritten in an uncovered fragment", fm, update(7, tablepb.Transaction_REWRITE_COLUMNS, body), Compatible},
+		{"column's file replaced", fm, replace(3, body), Retryable},
+		{"another column's file replaced", fm, replace(3, other), Compatible},
+		{"covered fragment compacted by another writer", fm, rewrite, Retryable},
+		{"vector index: column rewritten in an untouched fragment", vec, update(2, tablepb.Transaction_REWRITE_COLUMNS, body), Compatible},
+	} {
+		if v, why := c.rm.Classify(c.theirs); v != c.want {
+			t.Errorf("%s: %s (%s), want %s", c.name, v, why, c.want)
+		}
+	}
+}
