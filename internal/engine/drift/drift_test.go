@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 	"github.com/lanced-dev/lanced/internal/store"
@@ -198,5 +200,88 @@ func TestEarlierVersionsAreCarriedOver(t *testing.T) {
 	}
 	if old, _ := versions(ctx, b); len(old) != 0 {
 		t.Fatalf("versions left: %v", old)
+	}
+}
+
+// TestLoadIsOneRequest: once the record exists, Load reads it in one
+// request: counted on the wire at the S3 emulator (gofakes3), and through
+// the store's instrumentation on a local table. Before there is a record
+// it also lists the versions an earlier lanced kept (the count shows it).
+func TestLoadIsOneRequest(t *testing.T) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	var wire []string
+	s3 := storetest.StartS3WithHandler(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			wire = append(wire, r.Method+" "+r.URL.Path+"?"+r.URL.RawQuery)
+			mu.Unlock()
+			h.ServeHTTP(w, r)
+		})
+	})
+	for name, uri := range map[string]string{"s3": s3.URI("t"), "file": "file://" + t.TempDir()} {
+		t.Run(name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			base, err := store.Open(ctx, uri)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := store.Instrument(base, reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { b.Close() })
+			ops := func() float64 {
+				mfs, err := reg.Gather()
+				if err != nil {
+					t.Fatal(err)
+				}
+				var n float64
+				for _, mf := range mfs {
+					if mf.GetName() == "lanced_store_operations_total" {
+						for _, m := range mf.GetMetric() {
+							n += m.GetCounter().GetValue()
+						}
+					}
+				}
+				return n
+			}
+			// count runs fn and returns the store operations and the
+			// requests the emulator saw meanwhile.
+			count := func(fn func()) (float64, []string) {
+				mu.Lock()
+				from := len(wire)
+				mu.Unlock()
+				before := ops()
+				fn()
+				mu.Lock()
+				defer mu.Unlock()
+				return ops() - before, slices.Clone(wire[from:])
+			}
+			load := func() File {
+				f, err := Load(ctx, b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return f
+			}
+			n, reqs := count(func() { load() })
+			if n < 2 || (name == "s3" && len(reqs) < 2) {
+				t.Fatalf("Load without a record: %v operations, requests %v (want the read and the listing of earlier versions)", n, reqs)
+			}
+			s1 := seg("vec_idx")
+			if err := Update(ctx, b, 3, []*tablepb.IndexMetadata{s1}, []Sample{{Index: "vec_idx", Model: "m1", Rows: 100, Far: 4, Bound: 2, Reference: 64}}); err != nil {
+				t.Fatal(err)
+			}
+			var f File
+			n, reqs = count(func() { f = load() })
+			if r := f.Indices["vec_idx"]; r.Rows != 100 || r.Far != 4 {
+				t.Fatalf("Load read %+v", f)
+			}
+			if n != 1 || (name == "s3" && len(reqs) != 1) {
+				t.Fatalf("Load with the record: %v store operations, requests on the wire %v; want one read", n, reqs)
+			}
+			t.Logf("Load with the record: %v store operation, wire %v", n, reqs)
+		})
 	}
 }
