@@ -44,6 +44,13 @@ type Config struct {
 	// versions is planned at once; a range's lease is released when its
 	// last coordinator stopped. Default LeaseTTL/2.
 	LeaseLinger time.Duration
+	// KeepHomeRanges makes the node take the lease ranges whose first
+	// turn is its own (its home ranges) while it runs and keep them while
+	// none of their tables is coordinated, so a table idle for longer
+	// than LeaseLinger, or never seen, is planned without a lease write
+	// (see homeranges.go). Off, a range is taken when one of its tables
+	// is announced and released when its last coordinator stops.
+	KeepHomeRanges bool
 	// Planners is how many tables this node plans at once (plans read the
 	// table's manifest from the object store). Default 16.
 	Planners int

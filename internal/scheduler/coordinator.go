@@ -138,8 +138,32 @@ func (n *Node) noteVersions(ps []poke) {
 		if !st.running && !st.leaseQueued && n.ranges[st.rng] == nil && n.view.heldElsewhere(rangeKey(st.rng), n.cfg.NodeID, now) {
 			continue
 		}
+		if n.startHeldLocked(st, now) {
+			continue
+		}
 		n.markDirtyLocked(st)
 	}
+}
+
+// startHeldLocked starts the coordinator of a table without one whose
+// range this node holds (a range kept idle, see homeranges.go, or one
+// whose other tables are coordinated here) at once, without a turn in
+// the lease queue: nothing is to be decided there. Its first plan checks
+// whether the table is held (heldCheckedAt is left zero), as a lease
+// attempt would have before starting it. It reports whether it started
+// one. n.mu is held.
+func (n *Node) startHeldLocked(st *tableState, now time.Time) bool {
+	if st.running || st.leaseQueued || n.coords == nil || n.planner == nil || !n.ready.Load() {
+		return false
+	}
+	rs := n.ranges[st.rng]
+	if rs == nil || rs.busy || rs.lease == nil || rs.ctx.Err() != nil || !rs.lease.valid(now, n.cfg.LeaseTTL/6) {
+		return false
+	}
+	n.traced(st.table, "lease")
+	n.startLocked(n.coords, st, rs)
+	st.heldCheckedAt = time.Time{}
+	return true
 }
 
 // markDirtyLocked marks the table for (re-)evaluation and queues it.
@@ -321,16 +345,25 @@ func (n *Node) tryCoordinate(ctx context.Context, wg *sync.WaitGroup, table stri
 	rs = &rangeState{busy: true, tables: map[string]*tableState{}, waiting: []*tableState{st}}
 	n.ranges[st.rng] = rs
 	n.mu.Unlock()
+	n.acquireRange(ctx, wg, st.rng, rs, table)
+}
 
+// acquireRange takes the lease of range rng for rs, which the caller put
+// in n.ranges marked busy, and starts the coordinators of the tables that
+// waited for it; table names the table that asked for it in logs ("" for
+// a home range, see homeranges.go). On failure, rs is forgotten and the
+// waiting tables are left to the next attempt or to the holder.
+func (n *Node) acquireRange(ctx context.Context, wg *sync.WaitGroup, rng int, rs *rangeState, table string) {
+	key := rangeKey(rng)
 	n.traced(key, "acquire")
-	ls, prev, err := n.leases.acquire(ctx, st.rng, n.view.freeRevision(key))
+	ls, prev, err := n.leases.acquire(ctx, rng, n.view.freeRevision(key))
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	rs.busy = false
 	waiting := rs.waiting
 	rs.waiting = nil
 	if err != nil || ls == nil {
-		delete(n.ranges, st.rng)
+		delete(n.ranges, rng)
 		for _, w := range waiting {
 			w.leaseQueued = false // on an error, the next sweep tries again
 			if err == nil {
@@ -343,7 +376,7 @@ func (n *Node) tryCoordinate(ctx context.Context, wg *sync.WaitGroup, table stri
 		return
 	}
 	rs.lease = ls
-	n.held[st.rng].Store(ls)
+	n.held[rng].Store(ls)
 	rs.ctx, rs.stop = context.WithCancelCause(ctx)
 	n.m.leasesHeld.Inc()
 	n.traced(key, "range+")
@@ -357,7 +390,7 @@ func (n *Node) tryCoordinate(ctx context.Context, wg *sync.WaitGroup, table stri
 		}
 		n.inheritEndedLocked(prev.endedTasks)
 		for _, o := range n.tables {
-			if o.rng == st.rng && !o.leaseQueued {
+			if o.rng == rng && !o.leaseQueued {
 				n.markDirtyLocked(o)
 			}
 		}

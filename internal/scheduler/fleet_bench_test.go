@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -145,7 +146,9 @@ func (c *fleetCommitter) Commit(_ context.Context, _ string, results []Result) (
 // end of its debounce window — its last event at the coalescer that
 // announces it first, plus the debounce — to its first plan of the
 // burst), tasks/s, heap per table and the JetStream store size; each
-// round logs where the time goes (stageClock.breakdown). Run with:
+// round logs where the time goes (stageClock.breakdown). The nodes keep
+// home ranges (Config.KeepHomeRanges) and the first burst starts once
+// every range is held; LANCED_FLEET_HOME=0 runs them without. Run with:
 //
 //	go test -run '^$' -bench BenchmarkFleet -benchtime 1x ./internal/scheduler/
 //
@@ -208,6 +211,19 @@ func BenchmarkFleet(b *testing.B) {
 	}
 }
 
+// fleetLogger logs as the daemon does by default: at info level, to
+// stderr (with -v; LANCED_FLEET_DEBUG=1 logs at debug level), else
+// nowhere.
+func fleetLogger() *slog.Logger {
+	switch {
+	case !testing.Verbose():
+		return slog.New(slog.DiscardHandler)
+	case os.Getenv("LANCED_FLEET_DEBUG") == "1":
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
 const (
 	fleetRounds   = 5
 	fleetDebounce = 200 * time.Millisecond
@@ -238,12 +254,16 @@ func startFleet(b *testing.B, replicas int) *fleet {
 		coalescers: make([]*watch.Coalescer, 3), nodes: make([]*Node, 3),
 	}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
+	// LANCED_FLEET_HOME=0 runs the nodes without home ranges: the first
+	// burst then takes every range's lease on demand.
+	home := os.Getenv("LANCED_FLEET_HOME") != "0"
 	for i, s := range f.servers {
 		nc := natstest.Connect(b, s)
 		node, err := New(f.ctx, nc, Config{
 			NodeID: fmt.Sprintf("n%d", i), Workers: 4, Replicas: replicas,
 			AckWait: 10 * time.Second, LeaseTTL: 20 * time.Second, CommitMaxWait: 50 * time.Millisecond,
-			MaxQueueDepth: 100_000, DrainTimeout: 2 * time.Second, Logger: testLogger(b),
+			MaxQueueDepth: 100_000, DrainTimeout: 2 * time.Second, Logger: fleetLogger(),
+			KeepHomeRanges: home,
 		}, f.pl, f.ex, f.cm)
 		if err != nil {
 			b.Fatal(err)
@@ -273,6 +293,28 @@ func startFleet(b *testing.B, replicas int) *fleet {
 		for !n.Ready() {
 			time.Sleep(10 * time.Millisecond)
 		}
+	}
+	if home {
+		// The first burst comes once the nodes took their home ranges,
+		// as it would on a fleet that has run for a few seconds.
+		start := time.Now()
+		for held := 0; held < leaseRanges; {
+			if time.Since(start) > time.Minute {
+				b.Fatalf("%d of %d ranges held a minute after start", held, leaseRanges)
+			}
+			time.Sleep(10 * time.Millisecond)
+			held = 0
+			for _, n := range f.nodes {
+				n.mu.Lock()
+				for _, rs := range n.ranges {
+					if rs.lease != nil {
+						held++
+					}
+				}
+				n.mu.Unlock()
+			}
+		}
+		b.Logf("home ranges held %s after the nodes were ready", time.Since(start).Round(time.Millisecond))
 	}
 	return f
 }

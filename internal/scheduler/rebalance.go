@@ -150,7 +150,7 @@ func (v *leaseView) live(node string, now time.Time) bool {
 func (n *Node) rebalance(ctx context.Context, wg *sync.WaitGroup) {
 	t := time.NewTicker(n.cfg.LeaseTTL / 12)
 	defer t.Stop()
-	var recorded time.Time
+	var recorded, live time.Time
 	var handing atomic.Bool
 	for {
 		if now := n.cfg.Now(); now.Sub(recorded) >= n.cfg.LeaseTTL/3 {
@@ -163,6 +163,9 @@ func (n *Node) rebalance(ctx context.Context, wg *sync.WaitGroup) {
 				recorded = now
 			}
 			cancel()
+		}
+		if n.cfg.KeepHomeRanges {
+			n.tendHomeRanges(ctx, wg, &live)
 		}
 		if handing.CompareAndSwap(false, true) {
 			if rng, to, ok := n.handOffChoice(); ok {

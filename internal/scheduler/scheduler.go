@@ -105,8 +105,11 @@ type Node struct {
 	wake        chan struct{}
 	planQ       *readyQueue // dirty tables whose coordinator runs here
 	leaseQ      *readyQueue // dirty tables without a coordinator here
-	ready       atomic.Bool
-	depth       atomic.Int64
+	// coords is Run's group of coordinator goroutines once it started
+	// them (nil before): noteVersions starts coordinators in it.
+	coords *sync.WaitGroup
+	ready  atomic.Bool
+	depth  atomic.Int64
 
 	running running
 	// legacyWarned holds the ids of nodes seen holding per-table leases
@@ -325,6 +328,9 @@ func (n *Node) Run(ctx context.Context) error {
 	var coords sync.WaitGroup
 	coords.Go(func() { n.coordinate(coordCtx) })
 	if n.planner != nil {
+		n.mu.Lock()
+		n.coords = &coords
+		n.mu.Unlock()
 		for range n.cfg.Planners {
 			coords.Go(func() { n.runPlanner(coordCtx) })
 		}
@@ -354,6 +360,7 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	coords.Wait()
 	if n.planner != nil {
+		n.releaseKeptRanges()
 		n.deleteNodeRecord()
 	}
 	n.log.Info("scheduler stopped")

@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"maps"
 	"slices"
 	"sync"
@@ -34,9 +33,8 @@ const resultPoll = 2 * time.Second
 // starts many coordinators at once, the planners would queue for it
 // behind all of them).
 func (n *Node) runTable(ctx context.Context, st *tableState, ls *lease, quiet bool) {
-	log := n.log.With("table", st.table)
-	defer n.stopCoordinator(ctx, st, ls, log)
-	log.Info("coordinator started")
+	defer n.stopCoordinator(ctx, st, ls)
+	n.log.Info("coordinator started", "table", st.table)
 
 	var batch []batchMsg
 	var idleSince time.Time
@@ -60,7 +58,7 @@ func (n *Node) runTable(ctx context.Context, st *tableState, ls *lease, quiet bo
 	for ctx.Err() == nil {
 		if !ls.valid(n.cfg.Now(), n.cfg.LeaseTTL/6) {
 			n.m.leaseLost.Inc()
-			log.Error("lease expired before renewal")
+			n.log.Error("lease expired before renewal", "table", st.table)
 			return
 		}
 		n.mu.Lock()
@@ -232,7 +230,7 @@ func (n *Node) nextWait(st *tableState, batch []batchMsg, idleSince *time.Time) 
 // releases the lease and forgets the table's queue state. Unfinished
 // results stay in the results stream for the next holder; a table that
 // became dirty meanwhile is queued for a lease again.
-func (n *Node) stopCoordinator(ctx context.Context, st *tableState, ls *lease, log *slog.Logger) {
+func (n *Node) stopCoordinator(ctx context.Context, st *tableState, ls *lease) {
 	n.mu.Lock()
 	st.stopping = true
 	planDone := st.planDone
@@ -260,12 +258,12 @@ func (n *Node) stopCoordinator(ctx context.Context, st *tableState, ls *lease, l
 	clear(st.ended)
 	if last {
 		delete(rs.tables, st.table)
-		last = len(rs.tables) == 0 && !rs.busy
+		last = len(rs.tables) == 0 && !rs.busy && !n.keepRangeLocked(st.rng)
 		rs.busy = rs.busy || last
 	}
 	n.scheduleLocked(st)
 	n.mu.Unlock()
-	log.Info("coordinator stopped", "cause", context.Cause(ctx))
+	n.log.Info("coordinator stopped", "table", st.table, "cause", context.Cause(ctx))
 	if last {
 		n.releaseRange(ctx, st.rng, rs)
 	}
