@@ -130,18 +130,23 @@ func (n *Node) noteVersions(ps []poke) {
 		n.traced(p.Table, "poke")
 	}
 	now := n.cfg.Now()
+	var starts []func()
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	for _, p := range ps {
 		st := n.state(p.Table)
 		st.latest = max(st.latest, p.Version)
 		if !st.running && !st.leaseQueued && n.ranges[st.rng] == nil && n.view.heldElsewhere(rangeKey(st.rng), n.cfg.NodeID, now) {
 			continue
 		}
-		if n.startHeldLocked(st, now) {
+		if start := n.startHeldLocked(st, now); start != nil {
+			starts = append(starts, start)
 			continue
 		}
 		n.markDirtyLocked(st)
+	}
+	n.mu.Unlock()
+	for _, start := range starts {
+		start()
 	}
 }
 
@@ -150,20 +155,20 @@ func (n *Node) noteVersions(ps []poke) {
 // whose other tables are coordinated here) at once, without a turn in
 // the lease queue: nothing is to be decided there. Its first plan checks
 // whether the table is held (heldCheckedAt is left zero), as a lease
-// attempt would have before starting it. It reports whether it started
-// one. n.mu is held.
-func (n *Node) startHeldLocked(st *tableState, now time.Time) bool {
+// attempt would have before starting it. It returns startLocked's
+// start, nil when it started none. n.mu is held.
+func (n *Node) startHeldLocked(st *tableState, now time.Time) func() {
 	if st.running || st.leaseQueued || n.coords == nil || n.planner == nil || !n.ready.Load() {
-		return false
+		return nil
 	}
 	rs := n.ranges[st.rng]
 	if rs == nil || rs.busy || rs.lease == nil || rs.ctx.Err() != nil || !rs.lease.valid(now, n.cfg.LeaseTTL/6) {
-		return false
+		return nil
 	}
 	n.traced(st.table, "lease")
-	n.startLocked(n.coords, st, rs)
+	start := n.startLocked(n.coords, st, rs)
 	st.heldCheckedAt = time.Time{}
-	return true
+	return start
 }
 
 // markDirtyLocked marks the table for (re-)evaluation and queues it.
@@ -317,12 +322,14 @@ func (n *Node) tryCoordinate(ctx context.Context, wg *sync.WaitGroup, table stri
 		n.mu.Unlock()
 		return
 	case rs != nil:
+		start := func() {}
 		if rs.lease.valid(n.cfg.Now(), n.cfg.LeaseTTL/6) {
-			n.startLocked(wg, st, rs)
+			start = n.startLocked(wg, st, rs)
 		} else {
 			st.leaseQueued = false // lapsing: taken again once its coordinators stopped
 		}
 		n.mu.Unlock()
+		start()
 		return
 	case n.view.heldElsewhere(key, n.cfg.NodeID, n.cfg.Now()):
 		n.mu.Unlock()
@@ -357,6 +364,12 @@ func (n *Node) acquireRange(ctx context.Context, wg *sync.WaitGroup, rng int, rs
 	key := rangeKey(rng)
 	n.traced(key, "acquire")
 	ls, prev, err := n.leases.acquire(ctx, rng, n.view.freeRevision(key))
+	var starts []func()
+	defer func() { // after the unlock below
+		for _, start := range starts {
+			start()
+		}
+	}()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	rs.busy = false
@@ -402,16 +415,20 @@ func (n *Node) acquireRange(ctx context.Context, wg *sync.WaitGroup, rng int, rs
 	}
 	for _, w := range waiting {
 		if w.dirty && !w.running {
-			n.startLocked(wg, w, rs)
+			starts = append(starts, n.startLocked(wg, w, rs))
 		} else {
 			w.leaseQueued = false
 		}
 	}
 }
 
-// startLocked starts the table's coordinator under the range's lease and
-// queues its first plan. n.mu is held.
-func (n *Node) startLocked(wg *sync.WaitGroup, st *tableState, rs *rangeState) {
+// startLocked makes the table's coordinator under the range's lease and
+// queues its first plan. n.mu is held. The caller must call the returned
+// start once it released n.mu: it logs the start and runs the
+// coordinator in wg (logging in the new goroutine grew its stack, and
+// with n.mu held would keep the planners waiting; a burst starts
+// thousands).
+func (n *Node) startLocked(wg *sync.WaitGroup, st *tableState, rs *rangeState) func() {
 	cctx, stop := context.WithCancelCause(rs.ctx)
 	st.leaseQueued = false
 	st.running, st.lease, st.ctx, st.stop, st.stopping = true, rs.lease, cctx, stop, false
@@ -431,7 +448,10 @@ func (n *Node) startLocked(wg *sync.WaitGroup, st *tableState, rs *rangeState) {
 	n.traced(st.table, "leased")
 	ls := rs.lease
 	quiet := st.caughtUp && st.notified == 0
-	wg.Go(func() { n.runTable(cctx, st, ls, quiet) })
+	return func() {
+		n.log.Info("coordinator started", "table", st.table)
+		wg.Go(func() { n.runTable(cctx, st, ls, quiet) })
+	}
 }
 
 // dispatch publishes pending tasks round-robin across tables, one task per
