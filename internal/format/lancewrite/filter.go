@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 
@@ -519,7 +520,6 @@ func runColumns(ctx context.Context, w *Writer, plans []*colPlan, opts FilterOpt
 	// the pages in flight (at least one page's worth)
 	bud := newBudget(max(opts.BudgetBytes-int64(workers)*perWorker, int64(opts.PageBytes)))
 	out := make(chan *outPage, 4*workers)
-	jobs := make(chan *colPlan)
 	var errOnce sync.Once
 	var firstErr error
 	fail := func(err error) {
@@ -527,12 +527,18 @@ func runColumns(ctx context.Context, w *Writer, plans []*colPlan, opts FilterOpt
 		cancel()
 		bud.close()
 	}
+	q := &planQueue{left: slices.Clone(plans)}
 	var wg sync.WaitGroup
-	for range workers {
+	for i := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for p := range jobs {
+			// worker 0 takes copied columns first, the others re-encoded
+			// ones: the output copies pages while columns are re-encoded
+			for p := q.next(i == 0 && workers > 1); p != nil; p = q.next(i == 0 && workers > 1) {
+				if ctx.Err() != nil {
+					return
+				}
 				if err := p.run(ctx, out, bud, opts); err != nil {
 					fail(err)
 					return
@@ -541,16 +547,8 @@ func runColumns(ctx context.Context, w *Writer, plans []*colPlan, opts FilterOpt
 		}()
 	}
 	go func() {
-		defer close(out)
-		defer wg.Wait()
-		defer close(jobs)
-		for _, p := range plans {
-			select {
-			case jobs <- p:
-			case <-ctx.Done():
-				return
-			}
-		}
+		wg.Wait()
+		close(out)
 	}()
 	var res FilterResult
 	cp := &copier{ctx: ctx, c: w.c, buf: make([]byte, copyBufSize)}
@@ -604,6 +602,33 @@ func runColumns(ctx context.Context, w *Writer, plans []*colPlan, opts FilterOpt
 		}
 	}
 	return res, nil
+}
+
+// planQueue hands out the columns still to process, in order, to workers
+// that prefer copied (page by page) or re-encoded columns.
+type planQueue struct {
+	mu   sync.Mutex
+	left []*colPlan
+}
+
+// next removes and returns the first remaining plan with copy ==
+// preferCopy, or else the first remaining plan; nil when none is left.
+func (q *planQueue) next(preferCopy bool) *colPlan {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.left) == 0 {
+		return nil
+	}
+	k := 0
+	for i, p := range q.left {
+		if p.copy == preferCopy {
+			k = i
+			break
+		}
+	}
+	p := q.left[k]
+	q.left = append(q.left[:k], q.left[k+1:]...)
+	return p
 }
 
 // emit hands a page to the output, holding cost bytes of the budget.

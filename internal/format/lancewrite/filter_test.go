@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -323,5 +324,29 @@ func TestOracleFilterConcatTables(t *testing.T) {
 			}
 			t.Logf("paths %v, stats %+v", paths, res.Paths)
 		})
+	}
+}
+
+// Workers take columns in order, one worker preferring copied columns and
+// the others re-encoded ones, so the output copies pages while columns
+// are re-encoded; the plans keep their order for the result.
+func TestPlanQueuePrefersKinds(t *testing.T) {
+	plans := []*colPlan{{col: 0}, {col: 1}, {col: 2, copy: true}, {col: 3, copy: true}, {col: 4}}
+	q := &planQueue{left: slices.Clone(plans)}
+	var got []int
+	for _, prefer := range []bool{true, false, true, true, false, false} {
+		if p := q.next(prefer); p != nil {
+			got = append(got, p.col)
+		} else {
+			got = append(got, -1)
+		}
+	}
+	if want := []int{2, 0, 3, 1, 4, -1}; !slices.Equal(got, want) {
+		t.Errorf("plans taken %v, want %v", got, want)
+	}
+	for i, p := range plans {
+		if p.col != i {
+			t.Fatalf("plans reordered: %d at %d", p.col, i)
+		}
 	}
 }
