@@ -651,6 +651,12 @@ func emit(ctx context.Context, out chan<- *outPage, bud *budget, op *outPage) er
 func (p *colPlan) run(ctx context.Context, out chan<- *outPage, bud *budget, opts FilterOptions) error {
 	p.leaf.reset()
 	cr := &colRun{p: p, l: p.leaf, ctx: ctx, out: out, bud: bud, opts: opts, pendingFrom: -1, pendingPage: -1}
+	if !p.copy {
+		for _, s := range p.sources {
+			cr.left += s.f.NumRows() - s.deadIn(0, s.f.NumRows())
+		}
+		cr.l.reserve(cr.left, opts.PageBytes)
+	}
 	for si, s := range p.sources {
 		if !p.copy {
 			if a, b, ok := s.liveSpan(); ok {
@@ -684,6 +690,9 @@ type colRun struct {
 	// source and page of the rows buffered in the leaf: -1 if mixed, -2
 	// after a flush
 	pendingFrom, pendingPage int
+	// left is how many rows of a column re-encoded whole are still to
+	// be buffered (the leaf's buffers are sized for them up front)
+	left uint64
 }
 
 // page handles source page pi of source si: dropped, copied, cut (filtered
@@ -750,6 +759,9 @@ func (cr *colRun) flush() error {
 	l.rep, l.codes, l.visible, l.fixed, l.bits, l.data, l.itemValid, l.offs = nil, nil, nil, nil, nil, nil, nil, []int64{0}
 	l.hasCodes, l.itemNulls = false, false
 	cr.pendingFrom, cr.pendingPage = -2, -2
+	if cr.left > 0 {
+		l.reserve(cr.left, cr.opts.PageBytes)
+	}
 	return emit(cr.ctx, cr.out, cr.bud, op)
 }
 
@@ -775,6 +787,7 @@ func (cr *colRun) addRows(si int, s *filterSrc, a, b uint64, page int) error {
 		if err := addLive(l, col, s, pos); err != nil {
 			return fmt.Errorf("column %q: %w", l.n.f.Name, err)
 		}
+		cr.left -= min(cr.left, n-s.deadIn(pos, pos+n))
 		pos += n
 		if l.size() >= cr.opts.PageBytes {
 			if err := cr.flush(); err != nil {

@@ -312,8 +312,29 @@ func (l *leaf) appendVariable(a arrow.Array, from, to int) error {
 	}
 	off, nulls := data.Offset(), a.NullN() > 0
 	l.offs = grow(l.offs, to-from)
-	if s, e := at(off+from), at(off+to); s >= 0 && e >= s && e <= int64(len(vals)) {
-		l.data = grow(l.data, int(e-s))
+	s0, e0 := at(off+from), at(off+to)
+	if s0 >= 0 && e0 >= s0 && e0 <= int64(len(vals)) {
+		l.data = grow(l.data, int(e0-s0))
+	}
+	if !nulls && s0 >= 0 && e0 >= s0 && e0 <= int64(len(vals)) {
+		// the values are one run of bytes: copy it whole, then shift
+		// their offsets, checking that they ascend within it
+		base := int64(len(l.data)) - s0
+		prev := s0
+		for i := from + 1; i <= to; i++ {
+			e := at(off + i)
+			if e < prev || e > e0 {
+				return fmt.Errorf("%w: field %q: bad offsets", ErrTypeMismatch, l.n.f.Name)
+			}
+			if int(e-prev) > l.maxLen {
+				l.maxLen = int(e - prev)
+			}
+			l.offs = append(l.offs, base+e)
+			prev = e
+		}
+		l.data = append(l.data, vals[s0:e0]...)
+		l.nvalid += to - from
+		return nil
 	}
 	for i := from; i < to; i++ {
 		if nulls && a.IsNull(i) {
@@ -384,6 +405,24 @@ func (l *leaf) appendFSL(a arrow.Array, from, to int) error {
 		}
 	}
 	return nil
+}
+
+// reserve sizes the value buffers of a flat fixed-width or variable-width
+// leaf for rows more rows, as far as one page of pageBytes holds them, so
+// they fill without being copied to larger ones on the way (a fresh
+// buffer's memory is only touched as it fills).
+func (l *leaf) reserve(rows uint64, pageBytes int) {
+	if len(l.path) != 1 || l.maxRep != 0 || rows == 0 {
+		return
+	}
+	limit := uint64(pageBytes + pageBytes/8)
+	switch l.n.vk {
+	case valFixed:
+		w := uint64(l.n.width)
+		l.fixed = grow(l.fixed, int(min(rows*w, limit)))
+	case valVariable:
+		l.offs = grow(l.offs, int(min(rows, limit/8)))
+	}
 }
 
 // grow makes room for n more elements, at least doubling the capacity when
