@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/proto"
 
@@ -45,68 +47,93 @@ func unsupported(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrCopyUnsupported, fmt.Sprintf(format, args...))
 }
 
+// openSourceWorkers bounds the sources openSources reads at once: each
+// open is a few small reads (footer, metadata) and a decode, so a few at a
+// time hide the reads' latency.
+const openSourceWorkers = 8
+
 func openSources(srcs []CopySource) ([]*openSource, error) {
 	if len(srcs) == 0 {
 		return nil, errors.New("lancewrite: copy: no sources")
 	}
 	out := make([]*openSource, len(srcs))
-	for i, s := range srcs {
-		if s.R == nil || s.File == nil {
-			return nil, fmt.Errorf("lancewrite: copy: source %d (%s) has no reader or DataFile", i, s.Name)
-		}
-		f, err := lancefile.Open(s.R, s.Size, s.Name)
-		if err != nil {
-			if errors.Is(err, lancefile.ErrUnsupportedVersion) {
-				return nil, fmt.Errorf("%w: %w", ErrCopyUnsupported, err)
-			}
-			return nil, fmt.Errorf("lancewrite: copy: open %s: %w", s.Name, err)
-		}
-		o := &openSource{CopySource: s, f: f, byID: map[int32]int{}}
-		df := s.File
-		if len(df.Fields) != len(df.ColumnIndices) {
-			return nil, fmt.Errorf("lancewrite: copy: %s: DataFile has %d fields but %d column indices", s.Name, len(df.Fields), len(df.ColumnIndices))
-		}
-		for k, id := range df.Fields {
-			ci := df.ColumnIndices[k]
-			if ci < 0 {
-				continue // field without a column (e.g. a struct in 2.1)
-			}
-			if int(ci) >= len(f.Columns) {
-				return nil, fmt.Errorf("lancewrite: copy: %s: field %d maps to column %d of %d", s.Name, id, ci, len(f.Columns))
-			}
-			o.byID[id] = int(ci)
-		}
-		if f.Footer.NumGlobalBuffers != 1 {
-			return nil, unsupported("%s has %d global buffers", s.Name, f.Footer.NumGlobalBuffers)
-		}
-		if f.Footer.Version != out0Version(out, f) {
-			return nil, unsupported("%s is version %s, %s is %s", s.Name, f.Footer.Version, out[0].Name, out[0].f.Footer.Version)
-		}
-		for _, fl := range f.Fields() {
-			if v, ok := fl.GetMetadata()["lance-encoding:blob"]; ok && strings.EqualFold(string(v), "true") {
-				return nil, unsupported("%s: blob field %q", s.Name, fl.GetName())
-			}
-		}
-		for _, c := range f.Columns {
-			if len(c.Meta.GetBufferOffsets()) > 0 {
-				return nil, unsupported("%s: column %d has column buffers", s.Name, c.Index)
-			}
-			for pi, p := range c.Meta.GetPages() {
-				if err := checkPage(f, p); err != nil {
-					return nil, fmt.Errorf("%s column %d page %d: %w", s.Name, c.Index, pi, err)
+	errs := make([]error, len(srcs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(openSourceWorkers, len(srcs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(srcs); i = int(next.Add(1) - 1) {
+				out[i], errs[i] = openSource1(srcs[i], i)
+				if errs[i] != nil {
+					next.Store(int64(len(srcs))) // stop at the first failure seen
 				}
 			}
+		}()
+	}
+	wg.Wait()
+	// the first failing source's error, as a sequential open would report
+	for i := range srcs {
+		if errs[i] != nil {
+			return nil, errs[i]
 		}
-		out[i] = o
+		if out[i] == nil {
+			continue // not opened: a source before it failed
+		}
+		if v := out[i].f.Footer.Version; v != out[0].f.Footer.Version {
+			return nil, unsupported("%s is version %s, %s is %s", out[i].Name, v, out[0].Name, out[0].f.Footer.Version)
+		}
 	}
 	return out, nil
 }
 
-func out0Version(out []*openSource, f *lancefile.File) lancefile.Version {
-	if out[0] == nil {
-		return f.Footer.Version
+// openSource1 opens source i and checks it can be copied from.
+func openSource1(s CopySource, i int) (*openSource, error) {
+	if s.R == nil || s.File == nil {
+		return nil, fmt.Errorf("lancewrite: copy: source %d (%s) has no reader or DataFile", i, s.Name)
 	}
-	return out[0].f.Footer.Version
+	f, err := lancefile.Open(s.R, s.Size, s.Name)
+	if err != nil {
+		if errors.Is(err, lancefile.ErrUnsupportedVersion) {
+			return nil, fmt.Errorf("%w: %w", ErrCopyUnsupported, err)
+		}
+		return nil, fmt.Errorf("lancewrite: copy: open %s: %w", s.Name, err)
+	}
+	o := &openSource{CopySource: s, f: f, byID: map[int32]int{}}
+	df := s.File
+	if len(df.Fields) != len(df.ColumnIndices) {
+		return nil, fmt.Errorf("lancewrite: copy: %s: DataFile has %d fields but %d column indices", s.Name, len(df.Fields), len(df.ColumnIndices))
+	}
+	for k, id := range df.Fields {
+		ci := df.ColumnIndices[k]
+		if ci < 0 {
+			continue // field without a column (e.g. a struct in 2.1)
+		}
+		if int(ci) >= len(f.Columns) {
+			return nil, fmt.Errorf("lancewrite: copy: %s: field %d maps to column %d of %d", s.Name, id, ci, len(f.Columns))
+		}
+		o.byID[id] = int(ci)
+	}
+	if f.Footer.NumGlobalBuffers != 1 {
+		return nil, unsupported("%s has %d global buffers", s.Name, f.Footer.NumGlobalBuffers)
+	}
+	for _, fl := range f.Fields() {
+		if v, ok := fl.GetMetadata()["lance-encoding:blob"]; ok && strings.EqualFold(string(v), "true") {
+			return nil, unsupported("%s: blob field %q", s.Name, fl.GetName())
+		}
+	}
+	for _, c := range f.Columns {
+		if len(c.Meta.GetBufferOffsets()) > 0 {
+			return nil, unsupported("%s: column %d has column buffers", s.Name, c.Index)
+		}
+		for pi, p := range c.Meta.GetPages() {
+			if err := checkPage(f, p); err != nil {
+				return nil, fmt.Errorf("%s column %d page %d: %w", s.Name, c.Index, pi, err)
+			}
+		}
+	}
+	return o, nil
 }
 
 // checkPage refuses pages a verbatim copy could break: blob pages (they hold

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -230,4 +232,40 @@ func writeMemFields(t testing.TB, fields []*filepb.Field, col arrow.Array) CopyS
 	}
 	return CopySource{R: bytes.NewReader(buf.Bytes()), Size: int64(buf.Len()), Name: "blob.lance",
 		File: &tablepb.DataFile{Fields: res.Fields, ColumnIndices: res.ColumnIndices}}
+}
+
+// Sources are opened several at a time; a failure is reported for the
+// first failing source in order, as a one-by-one open would, and every
+// opened source is in its place.
+func TestOpenSourcesInOrder(t *testing.T) {
+	schema := testSchema(true)
+	fields, err := FieldsFromArrow(schema, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var top []string
+	for _, f := range schema.Fields() {
+		top = append(top, f.Name)
+	}
+	var cs []CopySource
+	for i := range 3 * openSourceWorkers {
+		cs = append(cs, writeMem(t, fields, top, randomRecords(schema, uint64(i), 1, 50+i, 0.1, true), Options{}))
+	}
+	ss, err := openSources(cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range ss {
+		if s.Name != cs[i].Name || s.f.NumRows() != uint64(50+i) {
+			t.Fatalf("source %d: got %s with %d rows, want %s with %d", i, s.Name, s.f.NumRows(), cs[i].Name, 50+i)
+		}
+	}
+	bad := slices.Clone(cs)
+	bad[len(bad)-2].R = nil
+	bad[len(bad)-2].Name = "late.lance"
+	bad[5].R = nil
+	bad[5].Name = "early.lance"
+	if _, err := openSources(bad); err == nil || !strings.Contains(err.Error(), "source 5 (early.lance)") {
+		t.Fatalf("want source 5's error, got %v", err)
+	}
 }
