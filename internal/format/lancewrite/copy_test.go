@@ -17,6 +17,21 @@ import (
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
+// fieldsAndNames returns schema's lance fields and its top-level column
+// names.
+func fieldsAndNames(t testing.TB, schema *arrow.Schema) ([]*filepb.Field, []string) {
+	t.Helper()
+	fields, err := FieldsFromArrow(schema, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var top []string
+	for _, f := range schema.Fields() {
+		top = append(top, f.Name)
+	}
+	return fields, top
+}
+
 // writeMem writes recs (projected to the given top-level columns) into an
 // in-memory file and returns it as a copy source.
 func writeMem(t testing.TB, all []*filepb.Field, top []string, recs []arrow.RecordBatch, opts Options) CopySource {
@@ -239,14 +254,7 @@ func writeMemFields(t testing.TB, fields []*filepb.Field, col arrow.Array) CopyS
 // opened source is in its place.
 func TestOpenSourcesInOrder(t *testing.T) {
 	schema := testSchema(true)
-	fields, err := FieldsFromArrow(schema, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var top []string
-	for _, f := range schema.Fields() {
-		top = append(top, f.Name)
-	}
+	fields, top := fieldsAndNames(t, schema)
 	var cs []CopySource
 	for i := range 3 * openSourceWorkers {
 		cs = append(cs, writeMem(t, fields, top, randomRecords(schema, uint64(i), 1, 50+i, 0.1, true), Options{}))

@@ -66,14 +66,7 @@ type filterRunOut struct {
 func filterRun(t *testing.T, dels []*roaring.Bitmap, opts FilterOptions) filterRunOut {
 	t.Helper()
 	schema := testSchema(true)
-	fields, err := FieldsFromArrow(schema, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var top []string
-	for _, f := range schema.Fields() {
-		top = append(top, f.Name)
-	}
+	fields, top := fieldsAndNames(t, schema)
 	var srcs []FilterSource
 	var want []arrow.RecordBatch
 	for i, d := range dels {

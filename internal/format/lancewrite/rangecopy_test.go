@@ -87,14 +87,7 @@ func TestFilterConcatRangeWriter(t *testing.T) {
 // buffers to a destination that copies ranges itself; same bytes.
 func TestConcatRowsRangeWriter(t *testing.T) {
 	schema := testSchema(true)
-	all, err := FieldsFromArrow(schema, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, f := range schema.Fields() {
-		names = append(names, f.Name)
-	}
+	all, names := fieldsAndNames(t, schema)
 	opts := Options{Version: V2_1, PageBytes: 8 << 10}
 	recs := randomRecords(schema, 9, 2, 400, 0.2, true)
 	var parts []CopySource
