@@ -242,3 +242,65 @@ func TestHeldSkipIsNotAbandoned(t *testing.T) {
 		t.Errorf("attempts %v, want [5 0]", attempts)
 	}
 }
+
+// TestAbandonedTaskRunsAtMostOncePerNodeAfterItsRangeIsReleased: the
+// abandoned keys a node knows travel in its range's lease record only
+// while the range is held; a range released when its tables went idle
+// (or when its node stops) takes them along, so a node that takes the
+// range later and plans the table at the same version queues the task
+// once more. That node then knows it as abandoned too: announcing the
+// table again and again at that version, past the duplicate window, does
+// not run it again (no loop); each node runs it at most once per version.
+func TestAbandonedTaskRunsAtMostOncePerNodeAfterItsRangeIsReleased(t *testing.T) {
+	s := natstest.Server(t)
+	out, logs := t.TempDir(), t.TempDir()
+	const tb = "file:///tables/abandoned-released.lance"
+	k0 := tb + "@1/rewrite/0"
+	planner := newListPlanner(1)
+	committer := newLogCommitter(logs)
+	incompatible := func(Task) error { return fmt.Errorf("unsupported layout: %w", ErrIncompatible) }
+	const window = time.Second // JetStream's deduplication must not be what keeps it from running
+	config := func(id string) Config {
+		cfg := fastConfig(t, id)
+		cfg.DedupWindow = window
+		cfg.LeaseLinger = 200 * time.Millisecond // idle ranges are released soon
+		return cfg
+	}
+	runsOf := func(ex *fileExecutor) int {
+		ex.mu.Lock()
+		defer ex.mu.Unlock()
+		return ex.runs[k0]
+	}
+	ctx := context.Background()
+	exA := newFileExecutor(out, "a")
+	exA.fail = incompatible
+	a, cancelA, doneA := startNode(t, natstest.Connect(t, s), config("a"), planner, exA, committer)
+	if err := a.Submit(ctx, tb, 1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the task abandoned on a", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.tables[tb] != nil && a.tables[tb].abandoned[k0] == 1
+	})
+	waitFor(t, 20*time.Second, "a released the range", func() bool { return rangesHeld(a) == 0 })
+	cancelA()
+	<-doneA
+
+	exB := newFileExecutor(out, "b")
+	exB.fail = incompatible
+	b, _, _ := startNode(t, natstest.Connect(t, s), config("b"), planner, exB, committer)
+	for i := range 5 {
+		time.Sleep(window + 500*time.Millisecond)
+		calls := planner.callCount(tb)
+		if err := b.Submit(ctx, tb, 1); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, fmt.Sprintf("announcement %d planned", i), func() bool { return planner.callCount(tb) > calls })
+	}
+	time.Sleep(2 * time.Second)
+	if ra, rb := runsOf(exA), runsOf(exB); ra != 1 || rb > 1 {
+		t.Fatalf("the abandoned task ran %d times on a and %d on b over 5 announcements at its version; want 1 and at most 1", ra, rb)
+	}
+	t.Logf("runs: a %d, b %d", runsOf(exA), runsOf(exB))
+}

@@ -15,8 +15,11 @@
 //     which every node knowing of the ended copy derives alike and which
 //     is enqueued once too. A task that was abandoned (it cannot succeed
 //     on the table, or it exhausted its deliveries) is not queued again at
-//     its read version (tableState.abandoned, also in the lease record);
-//     the table's next version is planned afresh. A result's Nats-Msg-Id
+//     its read version (tableState.abandoned, also in the lease record
+//     while the range is held: a node that takes a released range and
+//     plans the table at that version queues such a task once more, and
+//     then knows it as abandoned too); the table's next version is
+//     planned afresh. A result's Nats-Msg-Id
 //     (and header Lanced-Task-Seq) names its task message, so each copy's
 //     result is stored once. One durable pull
 //     result is stored. One durable pull
