@@ -4,7 +4,11 @@
 package heapwatch
 
 import (
+	"os"
 	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -46,3 +50,35 @@ func Peak(fn func(), interval time.Duration, stat func(*runtime.MemStats) uint64
 // HeapAlloc and HeapInuse are the usual stats for Peak.
 func HeapAlloc(s *runtime.MemStats) uint64 { return s.HeapAlloc }
 func HeapInuse(s *runtime.MemStats) uint64 { return s.HeapInuse }
+
+// PeakRSS runs fn and returns the process's peak resident set size while
+// it ran and its resident set size before (Linux: the high-water mark
+// VmHWM of /proc/self/status, reset through /proc/self/clear_refs before
+// fn). ok is false where that is not available.
+func PeakRSS(fn func()) (peak, before uint64, ok bool) {
+	runtime.GC()
+	debug.FreeOSMemory()
+	if os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) != nil {
+		fn()
+		return 0, 0, false
+	}
+	before, ok = procStatus("VmRSS:")
+	fn()
+	peak, ok2 := procStatus("VmHWM:")
+	return peak, before, ok && ok2
+}
+
+// procStatus reads a "kB" figure of /proc/self/status in bytes.
+func procStatus(key string) (uint64, bool) {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, false
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, key); ok {
+			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10, err == nil
+		}
+	}
+	return 0, false
+}

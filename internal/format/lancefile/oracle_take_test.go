@@ -22,7 +22,11 @@ func TestTakeReadsOnlyNeededChunks(t *testing.T) {
 	}
 }
 
-func checkTakeBytes(t *testing.T, dir, table string, names []string, row uint64) {
+// openCounting opens the data file of an oracle table through a reader
+// that counts the bytes read, and returns the ids of the top-level fields
+// named.
+func openCounting(t *testing.T, dir, table string, names ...string) (*File, *countingReader, []int32) {
+	t.Helper()
 	lf := openDataFile(t, dir, table)
 	data, err := os.ReadFile(lf.Name())
 	if err != nil {
@@ -41,6 +45,11 @@ func checkTakeBytes(t *testing.T, dir, table string, names []string, row uint64)
 			}
 		}
 	}
+	return f, cr, ids
+}
+
+func checkTakeBytes(t *testing.T, dir, table string, names []string, row uint64) {
+	f, cr, ids := openCounting(t, dir, table, names...)
 	want, err := f.ReadAll(context.Background(), ids)
 	if err != nil {
 		t.Fatal(err)
@@ -159,4 +168,61 @@ func sameRows(a, b arrow.Array) bool {
 		}
 	}
 	return true
+}
+
+// A batch of ChunkReads over a list column whose rows span several
+// mini-block chunks (real Lance's "longlist" table) reads the chunks of its
+// own rows, through the chunk where its last row ends, not on to the end
+// of the page: over the whole scan, one row per batch, each chunk is read
+// once, and again only by a batch whose row starts in it.
+func TestChunkReadsStopAtTheirLastRow(t *testing.T) {
+	f, cr, ids := openCounting(t, oracleTables(t), "longlist", "ll")
+	id := ids[0]
+	want, err := f.ReadAll(context.Background(), []int32{id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer want.Release()
+	var colBytes int64
+	var leaves func(id int32)
+	leaves = func(id int32) {
+		if ci := f.ColumnForField(id); ci >= 0 {
+			for _, pg := range f.Columns[ci].Meta.GetPages() {
+				for _, s := range pg.GetBufferSizes() {
+					colBytes += int64(s)
+				}
+			}
+			return
+		}
+		for _, k := range f.Children(id) {
+			leaves(k.GetId())
+		}
+	}
+	leaves(id)
+	cr.bytes = 0
+	r, err := f.NewReader(context.Background(), ReadOptions{FieldIDs: []int32{id}, BatchRows: 1, ChunkReads: true, ChunkWindow: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	var at int64
+	for r.Next() {
+		rec := r.RecordBatch()
+		w := array.NewSlice(want.Column(0), at, at+rec.NumRows())
+		if !array.Equal(w, rec.Column(0)) {
+			t.Fatalf("row %d differs from the whole page", at)
+		}
+		w.Release()
+		at += rec.NumRows()
+	}
+	if err := r.Err(); err != nil || at != want.NumRows() {
+		t.Fatalf("read %d rows of %d: %v", at, want.NumRows(), err)
+	}
+	// Each batch may read again the chunk it shares with the previous
+	// row (no read-ahead window here); lance's mini-block chunks hold at
+	// most 8 KiB.
+	if limit := colBytes + at*(8<<10); cr.bytes > limit {
+		t.Fatalf("one row per batch read %d bytes, over %d (the column's pages hold %d)", cr.bytes, limit, colBytes)
+	}
+	t.Logf("one row per batch read %d bytes for %d bytes of pages", cr.bytes, colBytes)
 }

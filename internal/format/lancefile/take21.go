@@ -257,8 +257,16 @@ func (c *column21) partialRepeated(pm *pageMeta, bufs []Buffer, lo, hi int) (*pa
 	if i0 < 0 || i1 < i0 {
 		return nil, 0, false, fmt.Errorf("%w: rows [%d,%d) not in the repetition index", ErrCorrupt, lo, hi)
 	}
-	for i1 < n-1 && pm.trailer[i1] {
+	// Read on to the chunk where row hi-1 ends: while chunk i1's last row
+	// is row hi-1 (no later row starts in it, rowBefore) and it continues
+	// into the next chunk. A chunk that starts a row ends the continuation
+	// before it; the rows from hi on that the last chunk starts are
+	// decoded but not returned.
+	for i1 < n-1 && pm.trailer[i1] && pm.rowBefore[i1+1] <= hi {
 		i1++
+		if pm.rowsStarted[i1] > 0 {
+			break
+		}
 	}
 	from, to := pm.chunks[i0].off, pm.chunks[i1].off+pm.chunks[i1].nbytes
 	data, err := c.f.ReadBuffer(Buffer{bufs[1].Offset + uint64(from), uint64(to - from)})

@@ -43,9 +43,9 @@ const (
 	// batches of at most invertBatchRows lists or invertBatchBytes bytes
 	// (lance writes 256 lists per batch): a frequent token's list alone
 	// can be megabytes.
-	invertReadRows   = 4
+	invertReadRows   = 1
 	invertBatchRows  = 256
-	invertBatchBytes = 4 << 20
+	invertBatchBytes = 1 << 20
 )
 
 // idf is lance's BM25 inverse document frequency, in f32 like lance.
