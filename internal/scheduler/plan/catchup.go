@@ -332,6 +332,13 @@ func planCatchUps(in Input, p *Plan, frags []*tablepb.DataFragment, excluded []s
 			cu.Reason += "; caught up on a later plan: a rewrite or remap of its fragments is in flight (" + key + ")"
 			continue
 		}
+		if d.Kind == string(index.KindFM) && d.Action == IndexRemap && len(d.Rewritten) > 0 {
+			// This plan's Rewrite rebuilds the FM segment from the column;
+			// a catch-up beside it would rebuild the same segment, and
+			// whichever commits second is dropped.
+			cu.Reason += fmt.Sprintf("; caught up on a later plan: this plan's rewrite of fragment(s) %v it covers rebuilds it first", d.Rewritten)
+			continue
+		}
 		if stable && !stableCatchUpKinds[index.Kind(d.Kind)] {
 			cu.Action = CatchUpDue
 			cu.Reason += fmt.Sprintf("; lanced cannot catch up %s indices of tables with stable row ids yet: run Lance's optimize()", d.Kind)
