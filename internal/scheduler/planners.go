@@ -220,8 +220,9 @@ func (n *Node) plan(ctx context.Context, table string, extraInFlight []string) {
 	n.traced(table, "plan")
 	start := time.Now()
 	p, err := n.planner.Plan(ctx, table, inflight)
-	log := n.log.With("table", table)
+	log := n.log
 	if err != nil {
+		log = log.With("table", table)
 		n.m.plans.WithLabelValues("error").Inc()
 		switch disposition(err, n.cfg.Classify) {
 		case OutcomeCorrupt:
@@ -271,6 +272,6 @@ func (n *Node) plan(ctx context.Context, table string, extraInFlight []string) {
 		result = "empty"
 	}
 	n.m.plans.WithLabelValues(result).Inc()
-	log.Info("table planned", "version", p.ReadVersion, "tasks", added, "abandoned", abandoned, "duration", time.Since(start))
+	log.Info("table planned", "table", table, "version", p.ReadVersion, "tasks", added, "abandoned", abandoned, "duration", time.Since(start))
 	n.kick()
 }

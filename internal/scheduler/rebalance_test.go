@@ -97,12 +97,13 @@ type rangeNode struct {
 
 // startRangeNode starts a node with range-lease settings for the test on
 // server s, traced by tracker, and waits until it is ready.
-func startRangeNode(t *testing.T, id string, s *server.Server, p Planner, out string, c Committer, tracker *coordTracker) rangeNode {
+func startRangeNode(t *testing.T, id string, s *server.Server, p Planner, out string, c Committer, tracker *coordTracker, home bool) rangeNode {
 	nc := natstest.Connect(t, s)
 	cfg := fastConfig(t, id)
 	cfg.Replicas = 3
 	cfg.LeaseTTL = 6 * time.Second
 	cfg.LeaseLinger = 5 * time.Minute // ranges stay held while their tables idle
+	cfg.KeepHomeRanges = home
 	cfg.AckWait = 5 * time.Second
 	n, err := New(context.Background(), nc, cfg, p, newFileExecutor(out, id), c)
 	if err != nil {
@@ -197,11 +198,17 @@ func checkEveryRoundCommittedOnce(t *testing.T, tables []string, last int64, com
 // are busy, within bounded time and with bounded hand-offs; no table or
 // range is coordinated by two nodes at once, no task is committed twice or
 // lost. Then the third node dies without releasing anything, and the other
-// two take its ranges over once its leases expired.
+// two take its ranges over once its leases expired. The same with home
+// ranges (Config.KeepHomeRanges, as the daemon runs).
 func TestRangesMoveToANodeThatJoins(t *testing.T) {
 	if testing.Short() {
 		t.Skip("three-server cluster")
 	}
+	t.Run("on demand", func(t *testing.T) { testRangesMoveToANodeThatJoins(t, false) })
+	t.Run("home ranges", func(t *testing.T) { testRangesMoveToANodeThatJoins(t, true) })
+}
+
+func testRangesMoveToANodeThatJoins(t *testing.T, home bool) {
 	servers := runCluster(t, 3)
 	out, logs := t.TempDir(), t.TempDir()
 	planner := &roundPlanner{}
@@ -209,7 +216,7 @@ func TestRangesMoveToANodeThatJoins(t *testing.T) {
 	tracker := &coordTracker{table: map[string]string{}, rng: map[string]string{}}
 	tables := twoTablesPerRange()
 	start := func(id string, s int) rangeNode {
-		return startRangeNode(t, id, servers[s], planner, out, committer, tracker)
+		return startRangeNode(t, id, servers[s], planner, out, committer, tracker, home)
 	}
 
 	a, b := start("a", 0), start("b", 1)
