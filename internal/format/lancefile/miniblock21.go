@@ -346,3 +346,62 @@ func SplitMiniBlockChunk(l *enc21pb.MiniBlockLayout, chunk []byte) (ChunkParts, 
 	}
 	return p, nil
 }
+
+// DictionaryIndices decodes a mini-block page whose values are indices into
+// a dictionary of variable-width values (strings, binaries) without
+// applying the dictionary: its entries and, per value, the entry's index.
+// bufs are the page's buffers. ok is false, with nothing decoded, for any
+// other page: no dictionary, repetition or definition levels (every value
+// must be present), a dictionary of another kind.
+func DictionaryIndices(l *enc21pb.MiniBlockLayout, bufs [][]byte) (entries [][]byte, idx []uint32, ok bool, err error) {
+	if l.GetDictionary() == nil || l.GetRepCompression() != nil || l.GetDefCompression() != nil || l.GetRepetitionIndexDepth() > 0 {
+		return nil, nil, false, nil
+	}
+	if err := checkMiniBlock(l, len(bufs)); err != nil {
+		return nil, nil, false, err
+	}
+	dict, err := decodeDictionary(l, bufs[2])
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if dict.kind != kindVariable {
+		return nil, nil, false, nil
+	}
+	chunks, err := miniBlockChunks(l, bufs[0], len(bufs[1]))
+	if err != nil {
+		return nil, nil, false, err
+	}
+	p, err := decodeChunks(l, chunks, bufs[1], 0, nil)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	v := &p.vals
+	if v.kind != kindFixed || v.width < 1 || v.width > 8 || len(v.data) < v.n*v.width {
+		return nil, nil, false, fmt.Errorf("%w: dictionary indices are not integers", ErrCorrupt)
+	}
+	entries = make([][]byte, dict.n)
+	for i := range entries {
+		entries[i] = dict.value(i)
+	}
+	idx = make([]uint32, v.n)
+	for i := range idx {
+		var k uint64
+		switch b := v.data[i*v.width:]; v.width {
+		case 1:
+			k = uint64(b[0])
+		case 2:
+			k = uint64(binary.LittleEndian.Uint16(b))
+		case 4:
+			k = uint64(binary.LittleEndian.Uint32(b))
+		case 8:
+			k = binary.LittleEndian.Uint64(b)
+		default:
+			return nil, nil, false, fmt.Errorf("%w: dictionary indices of %d bytes", ErrCorrupt, v.width)
+		}
+		if k >= uint64(dict.n) {
+			return nil, nil, false, fmt.Errorf("%w: dictionary index %d of %d entries", ErrCorrupt, k, dict.n)
+		}
+		idx[i] = uint32(k)
+	}
+	return entries, idx, true, nil
+}

@@ -655,6 +655,12 @@ func (p *colPlan) run(ctx context.Context, out chan<- *outPage, bud *budget, opt
 		for _, s := range p.sources {
 			cr.left += s.f.NumRows() - s.deadIn(0, s.f.NumRows())
 		}
+		if ok, err := cr.dictionaries(); ok || err != nil {
+			if err != nil {
+				return err
+			}
+			return cr.flush()
+		}
 		cr.l.reserve(cr.left, opts.PageBytes)
 	}
 	for si, s := range p.sources {
@@ -693,6 +699,9 @@ type colRun struct {
 	// left is how many rows of a column re-encoded whole are still to
 	// be buffered (the leaf's buffers are sized for them up front)
 	left uint64
+	// merging: the column's pages are read as dictionary indices
+	// (dictionaries), the leaf's value buffers stay unused
+	merging bool
 }
 
 // page handles source page pi of source si: dropped, copied, cut (filtered
@@ -757,9 +766,10 @@ func (cr *colRun) flush() error {
 	// the page owns bufs now; the leaf starts new buffers
 	l.rows, l.nvis, l.nvalid, l.maxLen = 0, 0, 0, 0
 	l.rep, l.codes, l.visible, l.fixed, l.bits, l.data, l.itemValid, l.offs = nil, nil, nil, nil, nil, nil, nil, []int64{0}
+	l.dict = nil
 	l.hasCodes, l.itemNulls = false, false
 	cr.pendingFrom, cr.pendingPage = -2, -2
-	if cr.left > 0 {
+	if cr.left > 0 && !cr.merging {
 		l.reserve(cr.left, cr.opts.PageBytes)
 	}
 	return emit(cr.ctx, cr.out, cr.bud, op)
@@ -804,6 +814,105 @@ func (cr *colRun) addRows(si int, s *filterSrc, a, b uint64, page int) error {
 	return nil
 }
 
+// dictionaries re-encodes a flat string or binary column whose every
+// source page is a mini-block page of indices into a dictionary, without
+// levels, and none of whose rows is deleted, without decoding a value: the
+// pages' dictionaries are merged and their indices mapped into the merged
+// one (a page whose merged dictionary does not pass lance's rules for one
+// is encoded from its values after all). false, with nothing buffered,
+// when the column is not of that shape.
+func (cr *colRun) dictionaries() (bool, error) {
+	l, p := cr.l, cr.p
+	if len(l.path) != 1 || l.maxRep != 0 || l.n.vk != valVariable {
+		return false, nil
+	}
+	type srcPage struct {
+		si, pi int
+		pg     *file2pb.ColumnMetadata_Page
+		mb     *enc21pb.MiniBlockLayout
+	}
+	var pages []srcPage
+	for si, s := range p.sources {
+		if s.deleted != nil {
+			return false, nil
+		}
+		var next uint64
+		for pi, pg := range s.f.Columns[p.srcCol[si]].Meta.GetPages() {
+			if pg.GetPriority() != next {
+				return false, nil
+			}
+			next += pg.GetLength()
+			pl, err := pageLayout(pg)
+			if err != nil {
+				return false, err
+			}
+			mb := pl.GetMiniBlockLayout()
+			if mb == nil || mb.GetDictionary().GetVariable() == nil || mb.GetDefCompression() != nil ||
+				mb.GetRepCompression() != nil || mb.GetNumItems() != pg.GetLength() {
+				return false, nil
+			}
+			pages = append(pages, srcPage{si, pi, pg, mb})
+		}
+		if next != s.f.NumRows() {
+			return false, nil
+		}
+	}
+	cr.merging = true
+	for _, sp := range pages {
+		if err := cr.ctx.Err(); err != nil {
+			return true, err
+		}
+		s := p.sources[sp.si]
+		var bufs [][]byte
+		for _, b := range lancefile.PageBuffers(sp.pg) {
+			data, err := readBuffer(s, b)
+			if err != nil {
+				return true, err
+			}
+			bufs = append(bufs, data)
+		}
+		entries, idx, ok, err := lancefile.DictionaryIndices(sp.mb, bufs)
+		if err != nil {
+			return true, fmt.Errorf("%s column %d page %d: %w", s.Name, p.srcCol[sp.si], sp.pi, err)
+		}
+		a, n := sp.pg.GetPriority(), sp.pg.GetLength()
+		if !ok || uint64(len(idx)) != n {
+			// not what the layout said: decode this page's values
+			if l.dict != nil {
+				l.undict()
+			}
+			if err := cr.addRows(sp.si, s, a, a+n, sp.pi); err != nil {
+				return true, err
+			}
+			continue
+		}
+		if l.rows == 0 {
+			l.written = s.outRow(a)
+			cr.pendingFrom, cr.pendingPage = sp.si, sp.pi
+			// indices for the rows still to come, as far as a page holds them
+			l.dict = &mergedDict{ids: map[string]uint32{}, idx: make([]byte, 0, 4*min(cr.left, uint64(cr.opts.PageBytes/8)))}
+		} else if cr.pendingFrom != sp.si || cr.pendingPage != sp.pi {
+			cr.pendingFrom, cr.pendingPage = -1, -1
+		}
+		if l.dict == nil {
+			// rows of a decoded page are buffered: go on decoding
+			if err := cr.addRows(sp.si, s, a, a+n, sp.pi); err != nil {
+				return true, err
+			}
+			continue
+		}
+		l.addDictPage(entries, idx)
+		cr.left -= min(cr.left, n)
+		// a page as big as the decoded values would make it (leaf.size)
+		if l.dict.bytes+8*(l.nvis+1) >= cr.opts.PageBytes {
+			if err := cr.flush(); err != nil {
+				return true, err
+			}
+		}
+	}
+	return true, nil
+}
+
 // addLive adds the live rows of col (physical rows from pos on) to l, run
 // by run.
 func addLive(l *leaf, col arrow.Array, s *filterSrc, pos uint64) error {
@@ -846,23 +955,32 @@ func addSlice(l *leaf, col arrow.Array, a, b uint64) error {
 // mini-block page by its chunks (PathRechunk). It returns nil when the page
 // must be re-encoded.
 func cutPage(s *filterSrc, pg *file2pb.ColumnMetadata_Page, a, n uint64, direct bool) ([]*outPage, PagePath, error) {
-	anyEnc, err := lancefile.PageEncoding(pg.GetEncoding())
+	pl, err := pageLayout(pg)
 	if err != nil {
 		return nil, 0, err
 	}
-	var pl enc21pb.PageLayout
-	if err := proto.Unmarshal(anyEnc.GetValue(), &pl); err != nil {
-		return nil, 0, fmt.Errorf("%w: page layout: %v", lancefile.ErrCorrupt, err)
-	}
 	if pl.GetMiniBlockLayout() != nil {
-		ops, err := rechunkPage(s, pg, &pl, a, n)
+		ops, err := rechunkPage(s, pg, pl, a, n)
 		return ops, PathRechunk, err
 	}
-	op, err := filterPage(s, pg, &pl, a, n, direct)
+	op, err := filterPage(s, pg, pl, a, n, direct)
 	if op == nil || err != nil {
 		return nil, 0, err
 	}
 	return []*outPage{op}, PathFilter, nil
+}
+
+// pageLayout decodes a 2.1 page's layout.
+func pageLayout(pg *file2pb.ColumnMetadata_Page) (*enc21pb.PageLayout, error) {
+	anyEnc, err := lancefile.PageEncoding(pg.GetEncoding())
+	if err != nil {
+		return nil, err
+	}
+	var pl enc21pb.PageLayout
+	if err := proto.Unmarshal(anyEnc.GetValue(), &pl); err != nil {
+		return nil, fmt.Errorf("%w: page layout: %v", lancefile.ErrCorrupt, err)
+	}
+	return &pl, nil
 }
 
 // filterPage cuts the deleted rows out of a full-zip page without

@@ -75,6 +75,12 @@ func (l *leaf) encodePage21() ([][]byte, *enc21pb.PageLayout, error) {
 		}
 		return wrapMB(miniBlockPage(lv, l.nvis, v, nil))
 	case valVariable:
+		if l.dict != nil {
+			if d := l.mergedPage(); d != nil {
+				return wrapMB(miniBlockPage(lv, l.nvis, d.indices, d))
+			}
+			l.undict()
+		}
 		if l.maxLen >= wideValueBytes {
 			return l.fullZipVariable(lv)
 		}
@@ -169,7 +175,6 @@ func (l *leaf) tryDictionary() *dictPage {
 	}
 	ids := make(map[string]uint32)
 	var order [][]byte
-	dictBytes := 0
 	idx := make([]byte, 4*l.nvis)
 	for i := 0; i < l.nvis; i++ {
 		s := l.data[l.offs[i]:l.offs[i+1]]
@@ -181,17 +186,30 @@ func (l *leaf) tryDictionary() *dictPage {
 			id = uint32(len(order))
 			ids[string(s)] = id
 			order = append(order, s)
-			dictBytes += len(s)
 		}
 		binary.LittleEndian.PutUint32(idx[4*i:], id)
 	}
+	return dictionaryPage(order, idx, l.nvis, len(l.data), l.large())
+}
+
+// dictionaryPage is the dictionary page of nvis values given as indices
+// (little-endian uint32, idx) into the distinct values order, the values
+// holding plainBytes together; nil when the dictionary is not below
+// dictRatio of the plain size.
+func dictionaryPage(order [][]byte, idx []byte, nvis, plainBytes int, large bool) *dictPage {
+	if len(order) == 0 {
+		return nil
+	}
+	dictBytes := 0
+	for _, s := range order {
+		dictBytes += len(s)
+	}
 	w := bits.Len(uint(len(order) - 1))
-	dictSize := dictBytes + 4*(len(order)+3) + (l.nvis*w+7)/8 + (l.nvis/1024+1)*4
-	plain := len(l.data) + 4*l.nvis
+	dictSize := dictBytes + 4*(len(order)+3) + (nvis*w+7)/8 + (nvis/1024+1)*4
+	plain := plainBytes + 4*nvis
 	if float64(dictSize) >= dictRatio*float64(plain) {
 		return nil
 	}
-	large := l.large()
 	ob := 4
 	if large {
 		ob = 8
@@ -216,6 +234,66 @@ func (l *leaf) tryDictionary() *dictPage {
 		buf = append(buf, s...)
 	}
 	return &dictPage{indices: &bitpackedValues{data: idx, width: 4}, buf: buf, enc: variableOf(large), n: len(order)}
+}
+
+// mergedDict holds the values of a flat variable-width leaf as indices into
+// a dictionary merged from source pages' dictionaries (colRun.dictionaries):
+// no value is decoded on the way.
+type mergedDict struct {
+	ids   map[string]uint32
+	order [][]byte
+	idx   []byte // little-endian uint32 per value slot
+	bytes int    // the values' bytes
+}
+
+// addPage appends n values given by the indices idx into a source page's
+// dictionary entries.
+func (l *leaf) addDictPage(entries [][]byte, idx []uint32) {
+	d := l.dict
+	local := make([]uint32, len(entries))
+	lens := make([]int, len(entries))
+	for i, e := range entries {
+		id, ok := d.ids[string(e)]
+		if !ok {
+			id = uint32(len(d.order))
+			e = append([]byte(nil), e...)
+			d.ids[string(e)] = id
+			d.order = append(d.order, e)
+			l.maxLen = max(l.maxLen, len(e))
+		}
+		local[i], lens[i] = id, len(e)
+	}
+	d.idx = grow(d.idx, 4*len(idx))
+	for _, k := range idx {
+		d.idx = binary.LittleEndian.AppendUint32(d.idx, local[k])
+		d.bytes += lens[k]
+	}
+	l.rows += uint64(len(idx))
+	l.nvis += len(idx)
+	l.nvalid += len(idx)
+}
+
+// mergedPage is the leaf's merged dictionary as a dictionary page, or nil
+// when lance's rules for a dictionary do not hold for it (as tryDictionary
+// decides for decoded values).
+func (l *leaf) mergedPage() *dictPage {
+	d := l.dict
+	if l.nvis < dictMinValues || len(d.order) > l.nvis/2 || l.maxLen >= wideValueBytes {
+		return nil
+	}
+	return dictionaryPage(d.order, d.idx, l.nvis, d.bytes, l.large())
+}
+
+// undict turns the leaf's merged dictionary back into values.
+func (l *leaf) undict() {
+	d := l.dict
+	l.dict = nil
+	l.data = grow(l.data[:0], d.bytes)
+	l.offs = grow(l.offs[:1], l.nvis)
+	for i := 0; i < l.nvis; i++ {
+		l.data = append(l.data, d.order[binary.LittleEndian.Uint32(d.idx[4*i:])]...)
+		l.offs = append(l.offs, int64(len(l.data)))
+	}
 }
 
 // fullZipFixed writes fixed-width values of rowBytes bytes (fsl: with the

@@ -41,6 +41,9 @@ type leaf struct {
 	itemValid []byte // fsl item validity (LSB bitmap), all slots
 	itemNulls bool
 	nvalid    int // slots holding a non-null value
+	// dict: the values are held as indices into a merged dictionary
+	// (data and offs unused); nil otherwise
+	dict *mergedDict
 }
 
 func newLeaf(path []*node) *leaf {
@@ -79,6 +82,7 @@ func (l *leaf) reset() {
 	l.hasCodes, l.itemNulls = false, false
 	l.fixed, l.bits, l.data, l.itemValid = l.fixed[:0], l.bits[:0], l.data[:0], l.itemValid[:0]
 	l.offs = append(l.offs[:0], 0)
+	l.dict = nil
 }
 
 // size estimates the buffered bytes.
