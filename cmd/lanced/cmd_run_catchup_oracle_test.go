@@ -59,8 +59,11 @@ func daemonUnderRealLanceWriter(t *testing.T, maxRows, batch, perTick int, bound
 	}
 	root := t.TempDir()
 	path := indexedTableWithPolicy(t, root, maxRows)
-	logs, stop := startInProcessDaemon(t, "--config", writeTestDaemonConfig(t, root, ""))
+	cfgPath := writeTestDaemonConfig(t, root, "")
+	appendFile(t, cfgPath, "log { level = \"debug\" }\n")
+	logs, stop := startInProcessDaemon(t, "--config", cfgPath)
 	defer stop()
+	logDaemonOnFailure(t, logs)
 
 	ctx, cancel := context.WithTimeout(context.Background(), writing)
 	defer cancel()
@@ -211,6 +214,35 @@ func (w *lanceAppender) count() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.appends)
+}
+
+// appendFile appends text to the file at path.
+func appendFile(t *testing.T, path, text string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(text); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// logDaemonOnFailure logs every daemon log line (planning, tasks,
+// results, commits) once the test failed, so a stall shows where the work
+// stopped.
+func logDaemonOnFailure(t *testing.T, logs *syncBuffer) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, l := range logs.lines() {
+			t.Logf("daemon: %v", l)
+		}
+	})
 }
 
 // logCommits logs the versions the daemon's log lines say it committed,

@@ -101,6 +101,15 @@ func (w *maintainWorkload) Plan(ctx context.Context, table string, inFlight []st
 		in.Indices = m.Indices.GetIndices()
 	}
 	p := plan.Compute(in)
+	if w.log.Enabled(ctx, slog.LevelDebug) {
+		// Why each index is or is not caught up (a catch-up deferred
+		// behind a task in flight says so), as `lanced plan` shows it.
+		for _, d := range p.Indices {
+			if d.CatchUp != nil {
+				w.log.Debug("index catch-up decision", "table", table, "version", m.Version(), "index", d.Name, "action", d.CatchUp.Action, "reason", d.CatchUp.Reason, "in_flight", len(inFlight))
+			}
+		}
+	}
 	if len(p.Tasks()) == 0 {
 		w.cleanup.Trigger(table)
 	}

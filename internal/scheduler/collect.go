@@ -49,6 +49,15 @@ func (n *Node) collect(ctx context.Context, table string, batch []batchMsg, prob
 			break
 		}
 		if m == nil {
+			if !probe {
+				// Announced but not readable: the announcement (the
+				// core NATS copy of the message) can arrive before the
+				// stream stored it. Read to the end again shortly
+				// (nextWait) rather than at the next results poll.
+				n.mu.Lock()
+				st.probe = true
+				n.mu.Unlock()
+			}
 			caughtUp = true
 			break
 		}
@@ -80,10 +89,24 @@ func (n *Node) collect(ctx context.Context, table string, batch []batchMsg, prob
 			st.ended[res.Task.Key] = true
 			// A task skipped because its table was held is not
 			// abandoned: once the hold is released it is queued again.
-			if outcome == OutcomeAbandoned.String() && m.Header.Get(hdrError) != errTableHeld.Error() {
+			heldSkip := m.Header.Get(hdrError) == errTableHeld.Error()
+			if outcome == OutcomeAbandoned.String() && !heldSkip {
 				n.noteAbandonedLocked(st, res.Task.Key, res.Task.ReadVersion)
 			} else {
 				n.noteRedoLocked(st, res.Task.Key, res.taskSeq)
+			}
+			if heldSkip {
+				st.heldCheckedAt = time.Time{} // the plan looks at the hold first
+			}
+			// The plans made while the task was in flight planned around
+			// it: its fragments are free again, and work deferred behind
+			// it (a catch-up behind a rewrite of its fragments) is due now.
+			// No new version may ever announce that (the table's writer
+			// may have stopped), so the table is planned again here. Not
+			// after corruption: the worker holds the table (after it
+			// published this result), and it waits for an operator.
+			if outcome != OutcomeCorrupt.String() {
+				n.markDirtyLocked(st)
 			}
 			n.mu.Unlock()
 			log.Info("task result", "outcome", outcome, "err", m.Header.Get(hdrError))
@@ -105,6 +128,11 @@ func (n *Node) collect(ctx context.Context, table string, batch []batchMsg, prob
 
 // collectBound is how many results one collect reads.
 const collectBound = 32
+
+// announceRecheck is how soon a coordinator reads its results again
+// after an announced result was not found (stored a moment after its
+// announcement arrived); once, the node's results poll being the net.
+const announceRecheck = 50 * time.Millisecond
 
 // settle removes a result from the stream; a failure leaves it for the
 // next holder (or the next read) and is logged.
@@ -229,7 +257,19 @@ func (n *Node) maybeCommit(ctx context.Context, table string, batch []batchMsg) 
 		n.forgetKept(table, take)
 		n.mu.Lock()
 		for _, b := range take {
-			n.noteRedoLocked(st, b.res.Task.Key, b.res.taskSeq)
+			if o == OutcomeAbandoned {
+				// It cannot be committed at its read version: not
+				// queued again there (tableState.abandoned).
+				n.noteAbandonedLocked(st, b.res.Task.Key, b.res.Task.ReadVersion)
+			} else {
+				n.noteRedoLocked(st, b.res.Task.Key, b.res.taskSeq)
+			}
+		}
+		// Nothing was committed, so no new version announces the table:
+		// the work planned around these results (and theirs, if the
+		// table changed since) is planned here; not a table just held.
+		if o != OutcomeCorrupt {
+			n.markDirtyLocked(st)
 		}
 		n.mu.Unlock()
 		for _, b := range take {

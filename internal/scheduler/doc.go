@@ -19,11 +19,13 @@
 //     while the range is held: a node that takes a released range and
 //     plans the table at that version queues such a task once more, and
 //     then knows it as abandoned too); the table's next version is
-//     planned afresh. A result's Nats-Msg-Id
+//     planned afresh. A task that ends without being committed (any
+//     result but done or corrupt, a commit abandoned or dropped) marks
+//     its table for a plan at once: plans made while it was in flight
+//     planned around it, and no new version may follow to plan that work
+//     once the table's writer stopped. A result's Nats-Msg-Id
 //     (and header Lanced-Task-Seq) names its task message, so each copy's
-//     result is stored once. One durable pull
-//     result is stored. One durable pull
-//     consumer (lanced-workers) serves every node; AckWait, MaxDeliver and
+//     result is stored once. One durable pull consumer (lanced-workers) serves every node; AckWait, MaxDeliver and
 //     BackOff come from Config.
 //   - Workers: each message gets its own context.WithCancelCause; a heartbeat
 //     calls InProgress every AckWait/3 while the Executor runs; the outcome is

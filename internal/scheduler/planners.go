@@ -162,7 +162,14 @@ func (n *Node) planTable(table string) {
 		}
 	}()
 	if !ls.valid(n.cfg.Now(), n.cfg.LeaseTTL/6) {
-		return // the coordinator stops on its next turn
+		// The coordinator stops on its next turn (woken below) and no
+		// plan starts meanwhile; the table stays dirty, so the next
+		// lease attempt (here or on the node that takes the range)
+		// plans it.
+		n.mu.Lock()
+		st.dirty, st.stopping = true, true
+		n.mu.Unlock()
+		return
 	}
 	if n.legacyHeld(table) {
 		return // left to the older node that leased the table itself
@@ -228,7 +235,10 @@ func (n *Node) plan(ctx context.Context, table string, extraInFlight []string) {
 		case OutcomeCorrupt:
 			_ = n.hold(ctx, table, err)
 			log.Error("plan table", "err", err)
-		case OutcomeRetried:
+		case OutcomeRetried, OutcomeStale:
+			// A stale plan read something a concurrent commit or
+			// cleanup replaced: planned again like a transient failure,
+			// since no new version may follow to plan it.
 			delay := n.replanLater(table)
 			log.Warn("plan table failed, retrying", "retry_in", delay, "err", err)
 		default:

@@ -201,13 +201,22 @@ func addEnded(m map[string]map[string]uint64, table, key string, v uint64) map[s
 func (n *Node) nextWait(st *tableState, batch []batchMsg, idleSince *time.Time) (wait time.Duration, done bool) {
 	now := n.cfg.Now()
 	wait = resultPoll
-	if len(batch) > 0 {
-		wait = min(wait, max(time.Millisecond, batch[0].seen.Add(n.cfg.CommitMaxWait).Sub(now)))
-	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	// A result waiting for tasks still outstanding is not due at
+	// CommitMaxWait: it becomes ready when their results are read, which
+	// wakes the coordinator (a coordinator that slept 1 ms at a time
+	// while a rewrite waited for its remaps took the node's lock a
+	// thousand times a second).
+	ready := readyResults(batch, func(b batchMsg, key string) bool { return st.outstanding(key) || n.awaiting(st, batch, b, key) })
+	if i := slices.Index(ready, true); i >= 0 {
+		wait = min(wait, max(time.Millisecond, batch[i].seen.Add(n.cfg.CommitMaxWait).Sub(now)))
+	}
+	if st.probe {
+		wait = min(wait, announceRecheck) // an announced result not readable yet
+	}
 	busy := len(st.pending) > 0 || len(st.inflight) > 0 || len(batch) > 0 ||
-		st.dirty || st.planQueued || st.planning || !st.caughtUp
+		st.dirty || st.planQueued || st.planning || !st.caughtUp || st.probe
 	switch {
 	case !st.caughtUp && st.rereadAt.After(now):
 		*idleSince = time.Time{}
