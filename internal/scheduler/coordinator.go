@@ -423,11 +423,12 @@ func (n *Node) acquireRange(ctx context.Context, wg *sync.WaitGroup, rng int, rs
 }
 
 // startLocked makes the table's coordinator under the range's lease and
-// queues its first plan. n.mu is held. The caller must call the returned
-// start once it released n.mu: it logs the start and runs the
-// coordinator in wg (logging in the new goroutine grew its stack, and
-// with n.mu held would keep the planners waiting; a burst starts
-// thousands).
+// marks its first plan queued. n.mu is held. The caller must call the
+// returned start once it released n.mu: it puts the table in the plan
+// queue, logs the start and runs the coordinator in wg (with n.mu held,
+// the plan queue's lock and the log would keep the planners, woken by
+// the push, waiting for n.mu; logging in the new goroutine grew its
+// stack; a burst starts thousands).
 func (n *Node) startLocked(wg *sync.WaitGroup, st *tableState, rs *rangeState) func() {
 	cctx, stop := context.WithCancelCause(rs.ctx)
 	st.leaseQueued = false
@@ -444,11 +445,17 @@ func (n *Node) startLocked(wg *sync.WaitGroup, st *tableState, rs *rangeState) f
 	st.caughtUp = !n.results.mayHave(st.table)
 	st.probe = !st.caughtUp
 	rs.tables[st.table] = st
-	n.scheduleLocked(st)
+	// As scheduleLocked would for a running coordinator, the push left
+	// to start (a table marked queued is not pushed again meanwhile).
+	push := !st.planQueued
+	st.planQueued = true
 	n.traced(st.table, "leased")
 	ls := rs.lease
 	quiet := st.caughtUp && st.notified == 0
 	return func() {
+		if push {
+			n.planQ.push(st.table)
+		}
 		n.log.Info("coordinator started", "table", st.table)
 		wg.Go(func() { n.runTable(cctx, st, ls, quiet) })
 	}
