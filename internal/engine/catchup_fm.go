@@ -25,9 +25,9 @@ import (
 // the read version, in row address order, fm.Builder), one segment under
 // a new uuid that replaces all of the index's segments and covers exactly
 // the fragments read. On a table with stable row ids the documents carry
-// their stable row ids, which lance's FM queries read the stored ids as
-// (lance 8.0.0's own build stores addresses there). Memory: one FM partition (10,000 documents), bounded
-// by the task's FMMaxBytes.
+// their stable row ids, as lance's FM queries read the stored ids (lance
+// 8.0.0's own build stores addresses there). Memory: one FM partition
+// (10,000 documents), bounded by the task's FMMaxBytes.
 func catchUpFM(ctx context.Context, b *store.Bucket, t *job.CatchUpTask, in *catchUpInput) (*job.CatchUpOutput, error) {
 	covered := roaring.New()
 	for _, sg := range in.segs {

@@ -188,20 +188,9 @@ func applyDictionary(idx, dict, out *values) error {
 	if idx.kind != kindFixed {
 		return fmt.Errorf("%w: dictionary indices are not integers", ErrCorrupt)
 	}
-	get := func(i int) uint64 {
-		b := idx.data[i*idx.width:]
-		switch idx.width {
-		case 1:
-			return uint64(b[0])
-		case 2:
-			return uint64(binary.LittleEndian.Uint16(b))
-		case 4:
-			return uint64(binary.LittleEndian.Uint32(b))
-		}
-		return binary.LittleEndian.Uint64(b)
-	}
-	if idx.width > 8 {
-		return fmt.Errorf("%w: dictionary indices of %d bytes", ErrCorrupt, idx.width)
+	get, err := dictIndex(idx)
+	if err != nil {
+		return err
 	}
 	if dict.kind == kindVariable && dict.n > 0 && len(dict.offs) > dict.n {
 		// size the output once: the values' bytes are known from the indices
@@ -376,8 +365,12 @@ func DictionaryIndices(l *enc21pb.MiniBlockLayout, bufs [][]byte) (entries [][]b
 		return nil, nil, false, err
 	}
 	v := &p.vals
-	if v.kind != kindFixed || v.width < 1 || v.width > 8 || len(v.data) < v.n*v.width {
+	if v.kind != kindFixed || len(v.data) < v.n*v.width {
 		return nil, nil, false, fmt.Errorf("%w: dictionary indices are not integers", ErrCorrupt)
+	}
+	get, err := dictIndex(v)
+	if err != nil {
+		return nil, nil, false, err
 	}
 	entries = make([][]byte, dict.n)
 	for i := range entries {
@@ -385,23 +378,27 @@ func DictionaryIndices(l *enc21pb.MiniBlockLayout, bufs [][]byte) (entries [][]b
 	}
 	idx = make([]uint32, v.n)
 	for i := range idx {
-		var k uint64
-		switch b := v.data[i*v.width:]; v.width {
-		case 1:
-			k = uint64(b[0])
-		case 2:
-			k = uint64(binary.LittleEndian.Uint16(b))
-		case 4:
-			k = uint64(binary.LittleEndian.Uint32(b))
-		case 8:
-			k = binary.LittleEndian.Uint64(b)
-		default:
-			return nil, nil, false, fmt.Errorf("%w: dictionary indices of %d bytes", ErrCorrupt, v.width)
-		}
+		k := get(i)
 		if k >= uint64(dict.n) {
 			return nil, nil, false, fmt.Errorf("%w: dictionary index %d of %d entries", ErrCorrupt, k, dict.n)
 		}
 		idx[i] = uint32(k)
 	}
 	return entries, idx, true, nil
+}
+
+// dictIndex returns the reader of decoded dictionary indices (fixed-width
+// little-endian integers of 1, 2, 4 or 8 bytes).
+func dictIndex(idx *values) (func(i int) uint64, error) {
+	switch idx.width {
+	case 1:
+		return func(i int) uint64 { return uint64(idx.data[i]) }, nil
+	case 2:
+		return func(i int) uint64 { return uint64(binary.LittleEndian.Uint16(idx.data[2*i:])) }, nil
+	case 4:
+		return func(i int) uint64 { return uint64(binary.LittleEndian.Uint32(idx.data[4*i:])) }, nil
+	case 8:
+		return func(i int) uint64 { return binary.LittleEndian.Uint64(idx.data[8*i:]) }, nil
+	}
+	return nil, fmt.Errorf("%w: dictionary indices of %d bytes", ErrCorrupt, idx.width)
 }

@@ -12,7 +12,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/lanced-dev/lanced/internal/format/lancefile"
-	"github.com/lanced-dev/lanced/internal/format/pb/enc21pb"
 	"github.com/lanced-dev/lanced/internal/format/pb/file2pb"
 	"github.com/lanced-dev/lanced/internal/format/pb/filepb"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
@@ -159,9 +158,9 @@ func checkPage(f *lancefile.File, p *file2pb.ColumnMetadata_Page) error {
 	if name != "lance.encodings21.PageLayout" {
 		return unsupported("page encoding %q in a 2.1 file", a.GetTypeUrl())
 	}
-	var pl enc21pb.PageLayout
-	if err := proto.Unmarshal(a.GetValue(), &pl); err != nil {
-		return fmt.Errorf("%w: page layout: %v", lancefile.ErrCorrupt, err)
+	pl, err := layoutOf(a)
+	if err != nil {
+		return err
 	}
 	if pl.GetBlobLayout() != nil {
 		return unsupported("blob page")

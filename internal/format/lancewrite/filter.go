@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/lanced-dev/lanced/internal/format/lancefile"
 	"github.com/lanced-dev/lanced/internal/format/pb/enc21pb"
@@ -976,8 +977,13 @@ func pageLayout(pg *file2pb.ColumnMetadata_Page) (*enc21pb.PageLayout, error) {
 	if err != nil {
 		return nil, err
 	}
+	return layoutOf(anyEnc)
+}
+
+// layoutOf decodes a 2.1 page's encoding message as its layout.
+func layoutOf(a *anypb.Any) (*enc21pb.PageLayout, error) {
 	var pl enc21pb.PageLayout
-	if err := proto.Unmarshal(anyEnc.GetValue(), &pl); err != nil {
+	if err := proto.Unmarshal(a.GetValue(), &pl); err != nil {
 		return nil, fmt.Errorf("%w: page layout: %v", lancefile.ErrCorrupt, err)
 	}
 	return &pl, nil
