@@ -131,6 +131,9 @@ func TestFilterConcatMergesDictionaries(t *testing.T) {
 			if res.Paths.ColsCopied != 0 || res.Paths.Reencoded.Pages != 1 {
 				t.Fatalf("want the column re-encoded as one page: %+v", res.Paths)
 			}
+			if res.Paths.DictMerged != res.Paths.Reencoded {
+				t.Fatalf("want the page written from the merged dictionaries, not decoded: %+v", res.Paths)
+			}
 			got, layouts := readStrings(t, out)
 			if !slices.Equal(got, want) {
 				t.Fatalf("rows differ: got %d rows, want %d", len(got), len(want))
@@ -147,7 +150,10 @@ func TestFilterConcatMergesDictionaries(t *testing.T) {
 				s.Deleted = roaring.BitmapOf(0)
 				decoded = append(decoded, s)
 			}
-			out2, _ := run(decoded)
+			out2, res2 := run(decoded)
+			if res2.Paths.DictMerged.Pages != 0 || res2.Paths.Reencoded.Pages == 0 {
+				t.Fatalf("sources with deleted rows: want the decoding path: %+v", res2.Paths)
+			}
 			_, layouts2 := readStrings(t, out2)
 			mb2 := layouts2[0].GetMiniBlockLayout()
 			if (mb2.GetDictionary() == nil) != (mb.GetDictionary() == nil) || !proto.Equal(mb2.GetValueCompression(), mb.GetValueCompression()) {

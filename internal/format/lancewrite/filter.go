@@ -191,6 +191,9 @@ type PathStats struct {
 	Rechunked PathCount `json:"rechunked"`
 	Reencoded PathCount `json:"reencoded"`
 	Dropped   PathCount `json:"dropped"`
+	// DictMerged counts the re-encoded pages (also in Reencoded) written
+	// from source dictionaries merged without decoding a value.
+	DictMerged PathCount `json:"dict_merged"`
 	// Adopted counts the files of a join made of one slice piece: the
 	// piece became the file (Pages: files, Bytes: their size), nothing
 	// was copied.
@@ -213,6 +216,8 @@ func (s *PathStats) Add(o PathStats) {
 	s.Reencoded.Bytes += o.Reencoded.Bytes
 	s.Dropped.Pages += o.Dropped.Pages
 	s.Dropped.Bytes += o.Dropped.Bytes
+	s.DictMerged.Pages += o.DictMerged.Pages
+	s.DictMerged.Bytes += o.DictMerged.Bytes
 	s.Adopted.Pages += o.Adopted.Pages
 	s.Adopted.Bytes += o.Adopted.Bytes
 	s.ColsCopied += o.ColsCopied
@@ -428,6 +433,7 @@ type outPage struct {
 	cost     int64 // bytes of bufs, held from the budget (dropped pages: source bytes, not held)
 	ev       PageEvent
 	pooled   []byte // a buffer of bufs from getPageBuf, returned once written
+	merged   bool   // bufs encode a merged dictionary (colRun.dictionaries)
 }
 
 // Page buffers of filtered pages (the big ones: vectors, long strings) are
@@ -586,6 +592,10 @@ func runColumns(ctx context.Context, w *Writer, plans []*colPlan, opts FilterOpt
 			size = op.cost // a dropped page: its source bytes
 		}
 		res.Paths.count(op.ev.Path, size)
+		if op.merged {
+			res.Paths.DictMerged.Pages++
+			res.Paths.DictMerged.Bytes += size
+		}
 		if opts.OnPage != nil {
 			opts.OnPage(op.ev)
 		}
@@ -761,7 +771,8 @@ func (cr *colRun) flush() error {
 	for _, b := range bufs {
 		cost += int64(len(b))
 	}
-	op := &outPage{col: cr.p.col, bufs: bufs, layout: enc, rows: l.rows, priority: l.written, cost: cost,
+	// encodePage drops a merged dictionary it did not write (leaf.undict)
+	op := &outPage{col: cr.p.col, bufs: bufs, layout: enc, rows: l.rows, priority: l.written, cost: cost, merged: l.dict != nil,
 		ev: PageEvent{Column: cr.p.col, Source: cr.pendingFrom, SourcePage: cr.pendingPage, Path: PathReencode, Rows: l.rows}}
 	l.written += l.rows
 	// the page owns bufs now; the leaf starts new buffers
