@@ -242,10 +242,33 @@ func filterGroup(ctx context.Context, tbl *table.Table, fields []*filepb.Field, 
 		groupDone(ctx, g)
 		return true, newFragment(g, dels, "", lancewrite.Result{})
 	}
+	// The sources' metadata is read and the columns planned while the
+	// output is recorded in the journal and created (fsyncs): both are
+	// on the way to the first byte written.
+	type prepared struct {
+		fp  *lancewrite.FilterPlan
+		err error
+	}
+	prep := make(chan prepared, 1)
+	go func() {
+		fp, err := lancewrite.PrepareFilter(fields, srcs, lancewrite.FilterOptions{
+			Workers: int(taskWorkers.Load()), BudgetBytes: taskBudget.Load(), PageCost: pageCost(b)})
+		prep <- prepared{fp, err}
+	}()
+	planned := false
+	defer func() {
+		if !planned {
+			<-prep // the sources are closed after this returns
+		}
+	}()
 	var paths lancewrite.PathStats
 	name, res, ok, err := writeCopied(ctx, b, out, func(w io.Writer) (lancewrite.Result, error) {
-		fr, err := lancewrite.FilterConcat(ctx, w, fields, srcs, lancewrite.FilterOptions{
-			Workers: int(taskWorkers.Load()), BudgetBytes: taskBudget.Load(), PageCost: pageCost(b)})
+		p := <-prep
+		planned = true
+		if p.err != nil {
+			return lancewrite.Result{}, p.err
+		}
+		fr, err := p.fp.Write(ctx, w)
 		paths = fr.Paths
 		return fr.Result, err
 	})

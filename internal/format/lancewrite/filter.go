@@ -54,32 +54,54 @@ import (
 // handle (2.0 files, blob pages, fields missing from a source) return
 // ErrCopyUnsupported before anything is written to dst.
 func FilterConcat(ctx context.Context, dst io.Writer, fields []*filepb.Field, srcs []FilterSource, opts FilterOptions) (FilterResult, error) {
+	fp, err := PrepareFilter(fields, srcs, opts)
+	if err != nil {
+		return FilterResult{}, err
+	}
+	return fp.Write(ctx, dst)
+}
+
+// FilterPlan is a FilterConcat whose sources are open and whose columns
+// are planned, waiting for its destination: PrepareFilter reads the
+// sources' metadata before the output exists (a caller may overlap it with
+// creating the output), Write writes the file.
+type FilterPlan struct {
+	w      *Writer
+	fields []*filepb.Field
+	plans  []*colPlan
+	rows   uint64
+	opts   FilterOptions
+}
+
+// PrepareFilter opens srcs and plans FilterConcat's output columns without
+// writing anything. Its errors are FilterConcat's (ErrCopyUnsupported for
+// inputs a copy cannot handle).
+func PrepareFilter(fields []*filepb.Field, srcs []FilterSource, opts FilterOptions) (*FilterPlan, error) {
 	opts.defaults()
-	_, opts.direct = dst.(RangeWriter)
 	cs := make([]CopySource, len(srcs))
 	for i, s := range srcs {
 		cs[i] = s.CopySource
 	}
 	ss, err := openSources(cs)
 	if err != nil {
-		return FilterResult{}, err
+		return nil, err
 	}
 	if ss[0].f.Format != lancefile.Format21 {
-		return FilterResult{}, unsupported("filtered copy needs 2.1 files, %s is %s", ss[0].Name, ss[0].f.Footer.Version)
+		return nil, unsupported("filtered copy needs 2.1 files, %s is %s", ss[0].Name, ss[0].f.Footer.Version)
 	}
-	w, err := NewWriter(dst, fields, Options{Version: V2_1, PageBytes: opts.PageBytes})
+	w, err := NewWriter(nil, fields, Options{Version: V2_1, PageBytes: opts.PageBytes})
 	if err != nil {
 		if errors.Is(err, ErrUnsupportedType) {
-			return FilterResult{}, fmt.Errorf("%w: %w", ErrCopyUnsupported, err)
+			return nil, fmt.Errorf("%w: %w", ErrCopyUnsupported, err)
 		}
-		return FilterResult{}, err
+		return nil, err
 	}
 	fs := make([]*filterSrc, len(ss))
 	var rows uint64
 	if opts.Columnwise {
 		for _, s := range ss[1:] {
 			if s.f.NumRows() != ss[0].f.NumRows() {
-				return FilterResult{}, unsupported("%s has %d rows, %s has %d", s.Name, s.f.NumRows(), ss[0].Name, ss[0].f.NumRows())
+				return nil, unsupported("%s has %d rows, %s has %d", s.Name, s.f.NumRows(), ss[0].Name, ss[0].f.NumRows())
 			}
 		}
 	}
@@ -92,14 +114,14 @@ func FilterConcat(ctx context.Context, dst io.Writer, fields []*filepb.Field, sr
 		var dead uint64
 		if d != nil {
 			if mx := d.Maximum(); uint64(mx) >= phys {
-				return FilterResult{}, fmt.Errorf("lancewrite: %s: deleted row %d beyond its %d rows", s.Name, mx, phys)
+				return nil, fmt.Errorf("lancewrite: %s: deleted row %d beyond its %d rows", s.Name, mx, phys)
 			}
 			dead = d.GetCardinality()
 		}
 		fs[i] = &filterSrc{openSource: s, deleted: d, outStart: rows}
 		if opts.Columnwise {
 			if d0 := fs[0].deleted; i > 0 && ((d == nil) != (d0 == nil) || (d != nil && !d.Equals(d0))) {
-				return FilterResult{}, fmt.Errorf("lancewrite: column-wise filter: %s and %s remove different rows", s.Name, ss[0].Name)
+				return nil, fmt.Errorf("lancewrite: column-wise filter: %s and %s remove different rows", s.Name, ss[0].Name)
 			}
 			fs[i].outStart, rows = 0, phys-dead
 			continue
@@ -111,16 +133,27 @@ func FilterConcat(ctx context.Context, dst io.Writer, fields []*filepb.Field, sr
 		from := fs
 		if opts.Columnwise {
 			if from, err = holderOf(l, fs); err != nil {
-				return FilterResult{}, err
+				return nil, err
 			}
 		}
 		p, err := planColumn(l, from, opts)
 		if err != nil {
-			return FilterResult{}, err
+			return nil, err
 		}
 		p.col = ci
 		plans[ci] = p
 	}
+	return &FilterPlan{w: w, fields: fields, plans: plans, rows: rows, opts: opts}, nil
+}
+
+// Write writes the planned file to dst. A FilterPlan is written once.
+func (fp *FilterPlan) Write(ctx context.Context, dst io.Writer) (FilterResult, error) {
+	if fp.w.closed || fp.w.c.w != nil {
+		return FilterResult{}, errors.New("lancewrite: filter plan written twice")
+	}
+	w, plans, rows, opts, fields := fp.w, fp.plans, fp.rows, fp.opts, fp.fields
+	w.c = newContainer(dst)
+	_, opts.direct = dst.(RangeWriter)
 	res, err := runColumns(ctx, w, plans, opts)
 	if err != nil {
 		return FilterResult{}, err
