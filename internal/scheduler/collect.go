@@ -32,6 +32,7 @@ func (n *Node) collect(ctx context.Context, table string, batch []batchMsg, prob
 		return batch, false
 	}
 	now := n.cfg.Now()
+	replan := false // a result read ended its task without a commit
 	for i := range collectBound + 1 {
 		if i == collectBound {
 			more, caughtUp = true, false
@@ -69,20 +70,14 @@ func (n *Node) collect(ctx context.Context, table string, batch []batchMsg, prob
 			continue
 		}
 		outcome := m.Header.Get(hdrOutcome)
-		log := n.log.With("table", table, "task_id", res.Task.Key, "kind", res.Task.Kind, "worker", res.Worker)
 		n.mu.Lock()
 		delete(st.inflight, res.Task.Key)
 		if outcome == OutcomeDone.String() {
 			// Planned around until committed or dropped; a result that
 			// ended the task otherwise frees its fragments now.
 			st.collected = append(st.collected, res.Task.Key)
-		}
-		if outcome == OutcomeStale.String() {
-			n.markDirtyLocked(st)
-		}
-		n.mu.Unlock()
-		if outcome != OutcomeDone.String() {
-			n.mu.Lock()
+			n.mu.Unlock()
+		} else {
 			if st.ended == nil {
 				st.ended = map[string]bool{}
 			}
@@ -98,18 +93,18 @@ func (n *Node) collect(ctx context.Context, table string, batch []batchMsg, prob
 			if heldSkip {
 				st.heldCheckedAt = time.Time{} // the plan looks at the hold first
 			}
+			n.mu.Unlock()
 			// The plans made while the task was in flight planned around
 			// it: its fragments are free again, and work deferred behind
 			// it (a catch-up behind a rewrite of its fragments) is due now.
 			// No new version may ever announce that (the table's writer
-			// may have stopped), so the table is planned again here. Not
-			// after corruption: the worker holds the table (after it
-			// published this result), and it waits for an operator.
-			if outcome != OutcomeCorrupt.String() {
-				n.markDirtyLocked(st)
-			}
-			n.mu.Unlock()
-			log.Info("task result", "outcome", outcome, "err", m.Header.Get(hdrError))
+			// may have stopped), so the table is planned again once this
+			// read ends (once for all the results it read). Not after
+			// corruption: the worker holds the table (after it published
+			// this result), and it waits for an operator.
+			replan = replan || outcome != OutcomeCorrupt.String()
+			n.log.Info("task result", "table", table, "task_id", res.Task.Key, "kind", res.Task.Kind, "worker", res.Worker,
+				"outcome", outcome, "err", m.Header.Get(hdrError))
 			n.settle(ctx, table, m.Sequence)
 			continue
 		}
@@ -122,6 +117,9 @@ func (n *Node) collect(ctx context.Context, table string, batch []batchMsg, prob
 	n.mu.Lock()
 	st.resultsFrom = max(st.resultsFrom, from)
 	st.caughtUp = caughtUp && st.resultsFrom == from // nothing handed back meanwhile
+	if replan {
+		n.markDirtyLocked(st)
+	}
 	n.mu.Unlock()
 	return batch, more
 }

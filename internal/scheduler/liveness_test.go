@@ -247,3 +247,57 @@ func coordinatorState(t *testing.T, tb string) (*Node, *tableState) {
 	st.running, st.caughtUp = true, true
 	return n, st
 }
+
+// TestEndedResultsReadTogetherPlanTheTableOnce: results of tasks that
+// ended without a commit, read in one turn, plan the table again once
+// (not once per result, each plan a planner turn and a Plan call while
+// the rest are still being read).
+func TestEndedResultsReadTogetherPlanTheTableOnce(t *testing.T) {
+	ctx := context.Background()
+	const tb = "file:///tables/ended.lance"
+	planner := &deferPlanner{version: 1}
+	n, err := New(ctx, natstest.Connect(t, natstest.Server(t)), fastConfig(t, "a"), planner, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, stop := context.WithCancelCause(ctx)
+	t.Cleanup(func() { stop(nil) })
+	n.mu.Lock()
+	st := n.state(tb)
+	st.running, st.caughtUp = true, true
+	st.ctx, st.stop, st.heldCheckedAt = pctx, stop, time.Now()
+	st.lease = &lease{expires: time.Now().Add(time.Hour)}
+	n.mu.Unlock()
+	go n.runPlanner(pctx)
+	const ended = 8
+	for i := range ended {
+		task := Task{Kind: "catchup", Key: fmt.Sprintf("%s@1/catchup/%d", tb, i), Table: tb, ReadVersion: 1}
+		o := []Outcome{OutcomeStale, OutcomeAbandoned}[i%2]
+		if err := n.finish(ctx, task, uint64(i+1), Result{}, o, fmt.Errorf("task %d ended", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch, more := n.collect(ctx, tb, nil, true)
+	if len(batch) != 0 || more {
+		t.Fatalf("read %d results to commit (more: %v), want none", len(batch), more)
+	}
+	waitFor(t, 5*time.Second, "the table planned", func() bool {
+		planner.mu.Lock()
+		defer planner.mu.Unlock()
+		return len(planner.plans) > 0
+	})
+	time.Sleep(200 * time.Millisecond) // a second plan, if any, meanwhile
+	planner.mu.Lock()
+	plans := len(planner.plans)
+	planner.mu.Unlock()
+	if plans != 1 {
+		t.Errorf("%d ended results read in one turn planned the table %d times, want once", ended, plans)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for i := range ended {
+		if k := fmt.Sprintf("%s@1/catchup/%d", tb, i); !st.ended[k] {
+			t.Errorf("%s not recorded as ended", k)
+		}
+	}
+}
