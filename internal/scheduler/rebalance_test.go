@@ -162,6 +162,66 @@ func announceRounds(node *Node, planner *roundPlanner, tables []string) (stop fu
 	return func() { once.Do(func() { close(quit); writer.Wait() }) }
 }
 
+// resultsCommitted commits through a logCommitter as the engine's
+// committer does: a result committed before (the same copy of its task:
+// key and task message sequence) is not committed again (the engine finds
+// its own transaction, alreadyCommitted). The scheduler removes a result
+// only after its commit, so a node that commits a result and loses its
+// connection before removing it leaves it to the range's next holder,
+// which delivers it to the committer again. Each such delivery is recorded
+// with the node that committed the result first.
+type resultsCommitted struct {
+	log *logCommitter
+	mu  sync.Mutex
+	by  map[string]string // key#task sequence → node that committed it
+	// again lists "key#seq: committed by X, delivered again to Y"
+	again []string
+	// againFrom counts, per node, the results it committed that were
+	// delivered again
+	againFrom map[string]int
+}
+
+func newResultsCommitted(log *logCommitter) *resultsCommitted {
+	return &resultsCommitted{log: log, by: map[string]string{}, againFrom: map[string]int{}}
+}
+
+// node returns node's Committer.
+func (c *resultsCommitted) node(node string) Committer { return nodeCommitter{c, node} }
+
+type nodeCommitter struct {
+	c    *resultsCommitted
+	node string
+}
+
+func (nc nodeCommitter) Commit(ctx context.Context, table string, results []Result) (CommitReport, error) {
+	c := nc.c
+	var fresh []Result
+	c.mu.Lock()
+	for _, r := range results {
+		id := fmt.Sprintf("%s#%d", r.Task.Key, r.taskSeq)
+		if first, ok := c.by[id]; ok {
+			c.again = append(c.again, fmt.Sprintf("%s: committed by %s, delivered again to %s", id, first, nc.node))
+			c.againFrom[first]++
+			continue
+		}
+		c.by[id] = nc.node
+		fresh = append(fresh, r)
+	}
+	c.mu.Unlock()
+	if len(fresh) == 0 {
+		return CommitReport{}, nil
+	}
+	rep, err := c.log.Commit(ctx, table, fresh)
+	if err != nil {
+		c.mu.Lock()
+		for _, r := range fresh {
+			delete(c.by, fmt.Sprintf("%s#%d", r.Task.Key, r.taskSeq))
+		}
+		c.mu.Unlock()
+	}
+	return rep, err
+}
+
 // checkEveryRoundCommittedOnce waits until every table's last round was
 // committed and checks that no task was committed twice, no two commits
 // of one table overlapped, and no table or range was coordinated by two
@@ -213,10 +273,11 @@ func testRangesMoveToANodeThatJoins(t *testing.T, home bool) {
 	out, logs := t.TempDir(), t.TempDir()
 	planner := &roundPlanner{}
 	committer := newLogCommitter(logs)
+	results := newResultsCommitted(committer)
 	tracker := &coordTracker{table: map[string]string{}, rng: map[string]string{}}
 	tables := twoTablesPerRange()
 	start := func(id string, s int) rangeNode {
-		return startRangeNode(t, id, servers[s], planner, out, committer, tracker, home)
+		return startRangeNode(t, id, servers[s], planner, out, results.node(id), tracker, home)
 	}
 
 	a, b := start("a", 0), start("b", 1)
@@ -277,6 +338,18 @@ func testRangesMoveToANodeThatJoins(t *testing.T, home bool) {
 
 	stopWriter()
 	checkEveryRoundCommittedOnce(t, tables, planner.round.Load(), committer, tracker)
+	// Only c, whose connection closed under it, may have left a committed
+	// result in the stream (committed, not removed) to be delivered again.
+	results.mu.Lock()
+	defer results.mu.Unlock()
+	if len(results.again) > 0 {
+		t.Logf("results delivered again after their commit: %v", results.again)
+	}
+	for node, k := range results.againFrom {
+		if node != "c" {
+			t.Errorf("%d results committed by %s delivered again: %v", k, node, results.again)
+		}
+	}
 }
 
 // Free ranges are taken in turns: with three live nodes, every range is
