@@ -99,24 +99,37 @@ func DecodeDeletionFile(name string, kind tablepb.DeletionFile_DeletionFileType,
 	}
 }
 
-func decodeBitmapDeletions(name string, data []byte) (bm *roaring.Bitmap, err error) {
-	if err := checkRoaringSize(data); err != nil {
+func decodeBitmapDeletions(name string, data []byte) (*roaring.Bitmap, error) {
+	bm, err := DecodeRoaring(data)
+	if err != nil {
 		return nil, corruptf("deletion file", name, "roaring bitmap: %v", err)
+	}
+	return bm, nil
+}
+
+// DecodeRoaring decodes a 32-bit portable roaring bitmap (a deletion file,
+// an index's fragment bitmap) from bytes that may be damaged: the sizes its
+// header declares must fit in data before anything is allocated for them,
+// and a bitmap the roaring package reads but that breaks the format is an
+// error, not a panic or a bitmap that means something else.
+func DecodeRoaring(data []byte) (bm *roaring.Bitmap, err error) {
+	if err := checkRoaringSize(data); err != nil {
+		return nil, err
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			bm, err = nil, corruptf("deletion file", name, "roaring bitmap: %v", r)
+			bm, err = nil, fmt.Errorf("%v", r)
 		}
 	}()
 	bm = roaring.New()
 	if _, err := bm.ReadFrom(bytes.NewReader(data)); err != nil {
-		return nil, corruptf("deletion file", name, "roaring bitmap: %v", err)
+		return nil, err
 	}
 	// ReadFrom accepts containers the format forbids (overlapping or
 	// unsorted runs, wrong cardinalities); such a bitmap would not mean what
 	// its bytes say.
 	if err := bm.Validate(); err != nil {
-		return nil, corruptf("deletion file", name, "roaring bitmap: %v", err)
+		return nil, err
 	}
 	return bm, nil
 }

@@ -7,17 +7,15 @@
 package status
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/lanced-dev/lanced/internal/engine/drift"
 	"github.com/lanced-dev/lanced/internal/engine/hold"
 	"github.com/lanced-dev/lanced/internal/engine/table"
 	"github.com/lanced-dev/lanced/internal/format"
+	"github.com/lanced-dev/lanced/internal/format/index"
 	"github.com/lanced-dev/lanced/internal/store"
 )
 
@@ -151,12 +149,9 @@ func fill(t *Table, m *format.Manifest, smallRows uint64) {
 	if m.Indices != nil {
 		for _, ix := range m.Indices.GetIndices() {
 			t.Indices++
-			bm := roaring.New()
-			if len(ix.GetFragmentBitmap()) == 0 {
-				continue // legacy index without a bitmap: coverage unknown
-			}
-			if _, err := bm.ReadFrom(bytes.NewReader(ix.GetFragmentBitmap())); err != nil {
-				continue
+			bm, err := index.DecodeBitmap(ix.GetFragmentBitmap())
+			if err != nil || bm == nil {
+				continue // legacy index without a bitmap, or an undecodable one: coverage unknown
 			}
 			var un uint64
 			for id, rows := range live {

@@ -1,7 +1,6 @@
 package job
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"sort"
@@ -20,21 +19,14 @@ const fragReuseIndexName = index.FragReuseName
 // does not hold what its tasks promised. The table is held.
 var ErrInvariant = errors.New("engine: invariant violated")
 
+// decodeBitmap decodes a fragment bitmap a segment must have
+// (index.DecodeBitmap, for which an empty one is none recorded).
 func decodeBitmap(b []byte) (*roaring.Bitmap, error) {
-	bm := roaring.New()
-	if _, err := bm.ReadFrom(bytes.NewReader(b)); err != nil {
-		return nil, err
+	bm, err := index.DecodeBitmap(b)
+	if err == nil && bm == nil {
+		err = errors.New("no fragment bitmap recorded")
 	}
-	return bm, nil
-}
-
-func encodeBitmap(bm *roaring.Bitmap) ([]byte, error) {
-	bm.RunOptimize()
-	var buf bytes.Buffer
-	if _, err := bm.WriteTo(&buf); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return bm, err
 }
 
 // RewriteGroup is one executed rewrite task ready to commit: the fragments it
@@ -181,7 +173,7 @@ func ApplyRewriteIndices(indices []*tablepb.IndexMetadata, groups []*tablepb.Tra
 			out[i] = idx
 			continue
 		}
-		b, err := encodeBitmap(bm)
+		b, err := index.EncodeBitmap(bm)
 		if err != nil {
 			return nil, err
 		}

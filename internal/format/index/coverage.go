@@ -3,10 +3,12 @@ package index
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"sort"
 
 	"github.com/RoaringBitmap/roaring/v2"
 
+	"github.com/lanced-dev/lanced/internal/format"
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 )
 
@@ -16,16 +18,22 @@ func DecodeBitmap(b []byte) (*roaring.Bitmap, error) {
 	if len(b) == 0 {
 		return nil, nil
 	}
-	bm := roaring.New()
-	if _, err := bm.ReadFrom(bytes.NewReader(b)); err != nil {
+	bm, err := format.DecodeRoaring(b)
+	if err != nil {
 		return nil, fmt.Errorf("fragment bitmap: %w", err)
 	}
 	return bm, nil
 }
 
 // EncodeBitmap encodes a fragment bitmap the way Lance stores it.
-func EncodeBitmap(bm *roaring.Bitmap) ([]byte, error) {
-	c := bm.Clone()
+func EncodeBitmap(bm *roaring.Bitmap) ([]byte, error) { return encodeRoaring(bm.Clone()) }
+
+// encodeRoaring run-optimizes a bitmap (a copy: it is changed) and writes
+// it in the portable format (32- or 64-bit).
+func encodeRoaring(c interface {
+	RunOptimize()
+	WriteTo(io.Writer) (int64, error)
+}) ([]byte, error) {
 	c.RunOptimize()
 	var buf bytes.Buffer
 	if _, err := c.WriteTo(&buf); err != nil {

@@ -390,15 +390,7 @@ func (r *RetainedAddrs) Len() uint64 { return r.bm.GetCardinality() }
 // Bytes serializes the addresses as Lance's RoaringTreemap serialize_into
 // does: the number of 32-bit bitmaps (u64 LE), then per bitmap its high 32
 // bits (u32 LE) and the bitmap in the portable format.
-func (r *RetainedAddrs) Bytes() ([]byte, error) {
-	c := r.bm.Clone()
-	c.RunOptimize()
-	var buf bytes.Buffer
-	if _, err := c.WriteTo(&buf); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
+func (r *RetainedAddrs) Bytes() ([]byte, error) { return encodeRoaring(r.bm.Clone()) }
 
 // deferrable are the index kinds whose rows lance 8.0.0 reads through the
 // fragment reuse index wherever it reads them: in queries and when its

@@ -1,6 +1,8 @@
 package index
 
 import (
+	"encoding/binary"
+	"fmt"
 	"math/rand"
 	"testing"
 
@@ -183,5 +185,51 @@ func TestCompactionMappingRandom(t *testing.T) {
 		if got, ok := m.Map(Addr(99999, 5)); !ok || got != Addr(99999, 5) {
 			t.Fatal("untouched fragment moved")
 		}
+	}
+}
+
+// A damaged fragment bitmap (truncated, a bad cookie, a header declaring
+// more containers than the bytes hold, containers the format forbids) is
+// an error, never a panic or a different bitmap.
+func TestDecodeBitmapRefusesDamagedBytes(t *testing.T) {
+	bm := roaring.New()
+	bm.AddRange(0, 3000)
+	bm.AddMany([]uint32{70000, 70002, 1 << 20})
+	good, err := EncodeBitmap(bm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeBitmap(good)
+	if err != nil || !back.Equals(bm) {
+		t.Fatalf("round trip: %v, %v", back, err)
+	}
+	damaged := map[string][]byte{"bad cookie": append([]byte{1, 2, 3, 4}, good[4:]...)}
+	for n := 1; n < len(good); n++ {
+		damaged[fmt.Sprintf("first %d bytes", n)] = good[:n]
+	}
+	// cookie 12346 (no runs) declaring 65536 containers in 16 bytes
+	huge := binary.LittleEndian.AppendUint32(nil, 12346)
+	huge = binary.LittleEndian.AppendUint32(huge, 1<<16)
+	damaged["65536 containers declared"] = append(huge, make([]byte, 8)...)
+	// one array container of two values, stored out of order
+	unsorted := binary.LittleEndian.AppendUint32(nil, 12346)
+	unsorted = binary.LittleEndian.AppendUint32(unsorted, 1)
+	unsorted = binary.LittleEndian.AppendUint16(unsorted, 0)  // key
+	unsorted = binary.LittleEndian.AppendUint16(unsorted, 1)  // cardinality - 1
+	unsorted = binary.LittleEndian.AppendUint32(unsorted, 16) // offset
+	unsorted = binary.LittleEndian.AppendUint16(unsorted, 9)
+	unsorted = binary.LittleEndian.AppendUint16(unsorted, 3)
+	damaged["unsorted array container"] = unsorted
+	for name, b := range damaged {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("%s: panic %v", name, r)
+				}
+			}()
+			if got, err := DecodeBitmap(b); err == nil {
+				t.Errorf("%s: decoded %v, want an error", name, got.ToArray())
+			}
+		}()
 	}
 }

@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"slices"
@@ -122,8 +121,8 @@ func newIndexCoverage(indices []*tablepb.IndexMetadata, legacy map[uint64]uint32
 			ic.maps = append(ic.maps, nil)
 			continue
 		}
-		bm := roaring.New()
-		if _, err := bm.ReadFrom(bytes.NewReader(seen.GetFragmentBitmap())); err != nil {
+		bm, err := index.DecodeBitmap(seen.GetFragmentBitmap())
+		if err != nil {
 			warn(fmt.Sprintf("index %s: undecodable fragment bitmap (%v); treating it as covering every fragment", name, err))
 			ic.maps = append(ic.maps, nil)
 			continue
