@@ -427,15 +427,25 @@ func (f *fleet) waitPlanned(b *testing.B, r int, names []string, dues []time.Tim
 		return time.Time{}, false
 	}
 	deadline := time.Now().Add(2 * time.Minute)
+	// Each poll looks only at the tables not seen planned yet, taking the
+	// planner's lock per table: held across a scan of every table, it
+	// kept the planners of all three nodes waiting (in a cold burst's
+	// execution trace, 0.86 s summed).
+	seen := make([]bool, len(names))
+	n := 0
 	for {
-		pl.mu.Lock()
-		n := 0
 		for i := range names {
-			if _, ok := planAfter(i); ok {
+			if seen[i] {
+				continue
+			}
+			pl.mu.Lock()
+			_, ok := planAfter(i)
+			pl.mu.Unlock()
+			if ok {
+				seen[i] = true
 				n++
 			}
 		}
-		pl.mu.Unlock()
 		if n == len(names) {
 			break
 		}
