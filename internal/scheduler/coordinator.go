@@ -130,7 +130,7 @@ func (n *Node) noteVersions(ps []poke) {
 		n.traced(p.Table, "poke")
 	}
 	now := n.cfg.Now()
-	var starts []func()
+	var starts []coordStart
 	n.mu.Lock()
 	for _, p := range ps {
 		st := n.state(p.Table)
@@ -138,16 +138,14 @@ func (n *Node) noteVersions(ps []poke) {
 		if !st.running && !st.leaseQueued && n.ranges[st.rng] == nil && n.view.heldElsewhere(rangeKey(st.rng), n.cfg.NodeID, now) {
 			continue
 		}
-		if start := n.startHeldLocked(st, now); start != nil {
+		if start, ok := n.startHeldLocked(st, now); ok {
 			starts = append(starts, start)
 			continue
 		}
 		n.markDirtyLocked(st)
 	}
 	n.mu.Unlock()
-	for _, start := range starts {
-		start()
-	}
+	n.launch(starts)
 }
 
 // startHeldLocked starts the coordinator of a table without one whose
@@ -156,19 +154,19 @@ func (n *Node) noteVersions(ps []poke) {
 // the lease queue: nothing is to be decided there. Its first plan checks
 // whether the table is held (heldCheckedAt is left zero), as a lease
 // attempt would have before starting it. It returns startLocked's
-// start, nil when it started none. n.mu is held.
-func (n *Node) startHeldLocked(st *tableState, now time.Time) func() {
+// start, false when it started none. n.mu is held.
+func (n *Node) startHeldLocked(st *tableState, now time.Time) (coordStart, bool) {
 	if st.running || st.leaseQueued || n.coords == nil || n.planner == nil || !n.ready.Load() {
-		return nil
+		return coordStart{}, false
 	}
 	rs := n.ranges[st.rng]
 	if rs == nil || rs.busy || rs.lease == nil || rs.ctx.Err() != nil || !rs.lease.valid(now, n.cfg.LeaseTTL/6) {
-		return nil
+		return coordStart{}, false
 	}
 	n.traced(st.table, "lease")
 	start := n.startLocked(n.coords, st, rs)
 	st.heldCheckedAt = time.Time{}
-	return start
+	return start, true
 }
 
 // markDirtyLocked marks the table for (re-)evaluation and queues it.
@@ -322,14 +320,14 @@ func (n *Node) tryCoordinate(ctx context.Context, wg *sync.WaitGroup, table stri
 		n.mu.Unlock()
 		return
 	case rs != nil:
-		start := func() {}
+		var starts []coordStart
 		if rs.lease.valid(n.cfg.Now(), n.cfg.LeaseTTL/6) {
-			start = n.startLocked(wg, st, rs)
+			starts = append(starts, n.startLocked(wg, st, rs))
 		} else {
 			st.leaseQueued = false // lapsing: taken again once its coordinators stopped
 		}
 		n.mu.Unlock()
-		start()
+		n.launch(starts)
 		return
 	case n.view.heldElsewhere(key, n.cfg.NodeID, n.cfg.Now()):
 		n.mu.Unlock()
@@ -364,12 +362,8 @@ func (n *Node) acquireRange(ctx context.Context, wg *sync.WaitGroup, rng int, rs
 	key := rangeKey(rng)
 	n.traced(key, "acquire")
 	ls, prev, err := n.leases.acquire(ctx, rng, n.view.freeRevision(key))
-	var starts []func()
-	defer func() { // after the unlock below
-		for _, start := range starts {
-			start()
-		}
-	}()
+	var starts []coordStart
+	defer func() { n.launch(starts) }() // after the unlock below
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	rs.busy = false
@@ -422,14 +416,22 @@ func (n *Node) acquireRange(ctx context.Context, wg *sync.WaitGroup, rng int, rs
 	}
 }
 
+// coordStart is a coordinator startLocked made, launched by launch once
+// the caller released n.mu.
+type coordStart struct {
+	wg   *sync.WaitGroup
+	st   *tableState
+	push bool // the table's first plan is to be put in the plan queue
+	run  func()
+}
+
 // startLocked makes the table's coordinator under the range's lease and
-// marks its first plan queued. n.mu is held. The caller must call the
-// returned start once it released n.mu: it puts the table in the plan
-// queue, logs the start and runs the coordinator in wg (with n.mu held,
-// the plan queue's lock and the log would keep the planners, woken by
-// the push, waiting for n.mu; logging in the new goroutine grew its
-// stack; a burst starts thousands).
-func (n *Node) startLocked(wg *sync.WaitGroup, st *tableState, rs *rangeState) func() {
+// marks its first plan queued. n.mu is held. The caller must launch the
+// returned start once it released n.mu (with n.mu held, the plan
+// queue's lock and the log would keep the planners, woken by the push,
+// waiting for n.mu; logging in the new goroutine grew its stack; a burst
+// starts thousands).
+func (n *Node) startLocked(wg *sync.WaitGroup, st *tableState, rs *rangeState) coordStart {
 	cctx, stop := context.WithCancelCause(rs.ctx)
 	st.leaseQueued = false
 	st.running, st.lease, st.ctx, st.stop, st.stopping = true, rs.lease, cctx, stop, false
@@ -446,18 +448,34 @@ func (n *Node) startLocked(wg *sync.WaitGroup, st *tableState, rs *rangeState) f
 	st.probe = !st.caughtUp
 	rs.tables[st.table] = st
 	// As scheduleLocked would for a running coordinator, the push left
-	// to start (a table marked queued is not pushed again meanwhile).
+	// to launch (a table marked queued is not pushed again meanwhile).
 	push := !st.planQueued
 	st.planQueued = true
 	n.traced(st.table, "leased")
 	ls := rs.lease
 	quiet := st.caughtUp && st.notified == 0
-	return func() {
-		if push {
-			n.planQ.push(st.table)
+	return coordStart{wg: wg, st: st, push: push, run: func() { n.runTable(cctx, st, ls, quiet) }}
+}
+
+// launch puts the first plans of the started coordinators in the plan
+// queue, all under one hold of its lock, then runs the coordinators and
+// logs their starts. Queueing every table first lets the planners start
+// on a burst's first plans while the goroutines are made and the start
+// lines written (a cold burst starts a coordinator for each of thousands
+// of tables, and each line waits for the log's writer).
+func (n *Node) launch(starts []coordStart) {
+	var push []string
+	for _, s := range starts {
+		if s.push {
+			push = append(push, s.st.table)
 		}
-		n.log.Info("coordinator started", "table", st.table)
-		wg.Go(func() { n.runTable(cctx, st, ls, quiet) })
+	}
+	n.planQ.push(push...)
+	for _, s := range starts {
+		s.wg.Go(s.run)
+	}
+	for _, s := range starts {
+		n.log.Info("coordinator started", "table", s.st.table)
 	}
 }
 

@@ -45,14 +45,20 @@ func newReadyQueue(rank func(string) uint64) *readyQueue {
 	return &readyQueue{rank: rank, items: minheap.New(readyBefore), signal: make(chan struct{}, 1)}
 }
 
-func (q *readyQueue) push(table string) {
-	q.mu.Lock()
-	q.seq++
-	it := readyItem{key: q.seq, table: table}
-	if q.rank != nil {
-		it.window, it.key = time.Now().UnixNano()/int64(rankWindow), q.rank(table)
+// push queues the tables in order under one hold of the queue's lock.
+func (q *readyQueue) push(tables ...string) {
+	if len(tables) == 0 {
+		return
 	}
-	q.items.Push(it)
+	q.mu.Lock()
+	for _, table := range tables {
+		q.seq++
+		it := readyItem{key: q.seq, table: table}
+		if q.rank != nil {
+			it.window, it.key = time.Now().UnixNano()/int64(rankWindow), q.rank(table)
+		}
+		q.items.Push(it)
+	}
 	q.mu.Unlock()
 	wake(q.signal)
 }
@@ -282,6 +288,6 @@ func (n *Node) plan(ctx context.Context, table string, extraInFlight []string) {
 		result = "empty"
 	}
 	n.m.plans.WithLabelValues(result).Inc()
-	log.Info("table planned", "table", table, "version", p.ReadVersion, "tasks", added, "abandoned", abandoned, "duration", time.Since(start))
+	n.lines.info("table planned", "table", table, "version", p.ReadVersion, "tasks", added, "abandoned", abandoned, "duration", time.Since(start))
 	n.kick()
 }

@@ -80,6 +80,7 @@ type Node struct {
 	nc       *nats.Conn
 	q        *queue
 	log      *slog.Logger
+	lines    *lineLog // n.log's "table planned" lines, written by Run's writer
 	m        *metrics
 	planner  Planner
 	exec     Executor
@@ -171,6 +172,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config, p Planner, e Executor, 
 		wake:        make(chan struct{}, 1),
 		planQ:       newReadyQueue(nil),
 	}
+	n.lines = newLineLog(n.log)
 	n.leaseQ = newReadyQueue(leaseRank(cfg.NodeID, func(table string) int {
 		return n.view.rangeRank(rangeOf(table), cfg.NodeID, cfg.Now())
 	}))
@@ -316,6 +318,12 @@ func (n *Node) Run(ctx context.Context) error {
 		return fmt.Errorf("flush subscriptions: %w", err)
 	}
 
+	linesStop := make(chan struct{})
+	var linesWriter sync.WaitGroup
+	linesWriter.Go(func() { n.lines.run(linesStop) })
+	stopLines := sync.OnceFunc(func() { close(linesStop); linesWriter.Wait() })
+	defer stopLines()
+
 	stop := make(chan struct{})
 	taskBase, cancelTasks := context.WithCancelCause(context.Background())
 	defer cancelTasks(nil)
@@ -359,6 +367,7 @@ func (n *Node) Run(ctx context.Context) error {
 		<-done
 	}
 	coords.Wait()
+	stopLines()
 	if n.planner != nil {
 		n.releaseKeptRanges()
 		n.deleteNodeRecord()

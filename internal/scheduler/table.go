@@ -33,7 +33,7 @@ const resultPoll = 2 * time.Second
 // starts many coordinators at once, the planners would queue for it
 // behind all of them).
 func (n *Node) runTable(ctx context.Context, st *tableState, ls *lease, quiet bool) {
-	defer n.stopCoordinator(ctx, st, ls) // started: logged by startLocked's start
+	defer n.stopCoordinator(ctx, st, ls) // started: logged by launch
 
 	var batch []batchMsg
 	var idleSince time.Time
