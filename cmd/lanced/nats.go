@@ -214,7 +214,10 @@ func connectNATS(ctx context.Context, cfg natsConfig, ns *server.Server, name st
 	if err != nil {
 		return nil, fmt.Errorf("connect nats %s: %w", redactURL(url), err)
 	}
-	// With RetryOnFailedConnect the first connect may still be pending.
+	// With RetryOnFailedConnect the first connect may still be pending: it
+	// is retried until the server answers (it may start after this node),
+	// and said in the log meanwhile.
+	began, warnAfter := time.Now(), natsWaitWarn
 	for !nc.IsConnected() {
 		select {
 		case err := <-refused:
@@ -222,12 +225,28 @@ func connectNATS(ctx context.Context, cfg natsConfig, ns *server.Server, name st
 			return nil, fmt.Errorf("connect nats %s: %w (check the nats credentials and tls settings)", redactURL(url), err)
 		case <-ctx.Done():
 			nc.Close()
-			return nil, ctx.Err()
+			return nil, fmt.Errorf("connect nats %s: stopped after %v without an answer: %s", redactURL(url),
+				time.Since(began).Round(time.Millisecond), natsUnreachableAdvice)
 		case <-time.After(100 * time.Millisecond):
+		}
+		if waited := time.Since(began); waited >= warnAfter {
+			args := []any{"url", redactURL(url), "waited_ms", waited.Milliseconds(), "advice", natsUnreachableAdvice}
+			if err := nc.LastError(); err != nil {
+				args = append(args, "err", err)
+			}
+			log.Warn("nats not reachable yet, still trying", args...)
+			warnAfter = min(2*warnAfter, warnAfter+time.Minute)
 		}
 	}
 	return nc, nil
 }
+
+// natsWaitWarn is how long the first connect to an external NATS waits
+// before it is logged as not reachable yet (then again after twice as long,
+// at least once a minute).
+var natsWaitWarn = 5 * time.Second
+
+const natsUnreachableAdvice = "check nats.url (--nats-url) and that the NATS server is up and reachable from this node"
 
 // rejected reports connection errors that mean the server refused this
 // node: bad credentials or a failed TLS handshake.
