@@ -94,10 +94,7 @@ func runTableConfig(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stdout, "committed version %d\n", m.Version())
 		return nil
 	}
-	m, err := t.Latest(ctx)
-	if *version != 0 {
-		m, err = t.Load(ctx, *version)
-	}
+	m, _, err := loadVersion(ctx, t, pos[0], *version)
 	if err != nil {
 		return err
 	}

@@ -91,7 +91,7 @@ func TestHistoryTellsLancedFromWriters(t *testing.T) {
 }
 
 // TestStatsErrorsSayWhatToDo: a version past the latest is "not found
-// (latest N)"; a LanceDB directory lists the tables inside; `lanced status`
+// (latest N)" in stats, scan and config get; a LanceDB directory lists the tables inside; `lanced status`
 // on the directory (relative path) agrees with `lanced stats` per table.
 func TestStatsErrorsSayWhatToDo(t *testing.T) {
 	oracle.Require(t)
@@ -101,9 +101,13 @@ func TestStatsErrorsSayWhatToDo(t *testing.T) {
 	t.Chdir(root)
 	latest := statsJSON(t, tbl).LatestVersion
 	var o, e bytes.Buffer
-	if code := runMain([]string{"stats", "db/appends.lance", "--version", "999"}, &o, &e); code == 0 ||
-		!strings.Contains(e.String(), "version 999 not found (latest "+strconv.FormatUint(latest, 10)+")") {
-		t.Fatalf("stats --version 999: exit %d, %q", code, e.String())
+	for _, args := range [][]string{{"stats"}, {"scan"}, {"config", "get"}} {
+		e.Reset()
+		args = append(args, "db/appends.lance", "--version", "999")
+		if code := runMain(args, &o, &e); code != 1 ||
+			strings.TrimSpace(e.String()) != "lanced "+args[0]+": version 999 not found (latest "+strconv.FormatUint(latest, 10)+")" {
+			t.Fatalf("%v: exit %d, %q", args, code, e.String())
+		}
 	}
 	e.Reset()
 	if code := runMain([]string{"stats", "db"}, &o, &e); code == 0 || !strings.Contains(e.String(), "holds 2 table(s)") ||

@@ -12,7 +12,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/lanced-dev/lanced/internal/engine/scan"
-	"github.com/lanced-dev/lanced/internal/format"
 )
 
 func init() {
@@ -43,12 +42,7 @@ func runScan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer b.Close()
-	var m *format.Manifest
-	if *version == 0 {
-		m, err = t.Latest(ctx)
-	} else {
-		m, err = t.Load(ctx, *version)
-	}
+	m, _, err := loadVersion(ctx, t, arg, *version)
 	if err != nil {
 		return err
 	}

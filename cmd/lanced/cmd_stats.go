@@ -71,7 +71,7 @@ type indexDrift struct {
 func parseAnyOrder(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := parseFlags(fs, args); err != nil {
 			return nil, err
 		}
 		if fs.NArg() == 0 {
@@ -117,26 +117,11 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer b.Close()
-	latest, err := t.LatestVersion(ctx)
-	if err != nil {
-		return notATableHint(ctx, arg, err)
-	}
-	if *version > latest {
-		return fmt.Errorf("version %d not found (latest %d)", *version, latest)
-	}
-	naming, err := t.Naming(ctx)
+	m, latest, err := loadVersion(ctx, t, arg, *version)
 	if err != nil {
 		return err
 	}
-	var m *format.Manifest
-	if *version == 0 {
-		m, err = t.Latest(ctx)
-	} else {
-		m, err = t.Load(ctx, *version)
-		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("version %d not found (cleaned up; latest %d; lanced history %s lists the versions kept)", *version, latest, store.CanonicalURI(arg))
-		}
-	}
+	naming, err := t.Naming(ctx)
 	if err != nil {
 		return err
 	}
@@ -270,6 +255,32 @@ func openTable(ctx context.Context, arg string) (*store.Bucket, *table.Table, er
 		return nil, nil, notATableHint(ctx, arg, err)
 	}
 	return b, t, nil
+}
+
+// loadVersion reads version v of the table at arg (0: the latest) and
+// returns it with the latest version; a version past the latest or cleaned
+// up is an error that says which versions there are.
+func loadVersion(ctx context.Context, t *table.Table, arg string, v uint64) (*format.Manifest, uint64, error) {
+	latest, err := t.LatestVersion(ctx)
+	if err != nil {
+		return nil, 0, notATableHint(ctx, arg, err)
+	}
+	if v > latest {
+		return nil, 0, fmt.Errorf("version %d not found (latest %d)", v, latest)
+	}
+	var m *format.Manifest
+	if v == 0 {
+		m, err = t.Latest(ctx)
+	} else {
+		m, err = t.Load(ctx, v)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, 0, fmt.Errorf("version %d not found (cleaned up; latest %d; lanced history %s lists the versions kept)", v, latest, store.CanonicalURI(arg))
+		}
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	return m, latest, nil
 }
 
 func notATableHint(ctx context.Context, arg string, err error) error {

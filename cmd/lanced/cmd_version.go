@@ -56,7 +56,7 @@ func init() {
 			fs.SetOutput(stderr)
 			asJSON := fs.Bool("json", false, "print JSON")
 			fs.Usage = func() { printUsage(stderr, commands["version"], fs) }
-			if err := fs.Parse(args); err != nil {
+			if err := parseFlags(fs, args); err != nil {
 				return err
 			}
 			bi := readBuildInfo()

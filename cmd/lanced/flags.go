@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -31,4 +32,15 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 		}
 		fmt.Fprintln(w, line)
 	})
+}
+
+// parseFlags parses args into fs. A bad flag or value is a usage error:
+// the flag package has printed it and the usage to fs's output, so it is
+// exit status 2 with nothing more printed; --help is flag.ErrHelp.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return exitError{2}
 }

@@ -93,6 +93,8 @@ func TestStoreErrorsSayWhatToDo(t *testing.T) {
 		{"s3 no region", "s3://lake/events.lance", map[string]string{"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"},
 			[]string{"no valid AWS region", "AWS_REGION", "region="}},
 		{"gcs no credentials", "gs://lake/events.lance", nil, []string{"no Google credentials found", "GOOGLE_APPLICATION_CREDENTIALS"}},
+		{"gcs credentials file missing", "gs://lake/events.lance", map[string]string{"GOOGLE_APPLICATION_CREDENTIALS": "/nonexistent/key.json"},
+			[]string{"GOOGLE_APPLICATION_CREDENTIALS=/nonexistent/key.json is not a readable credentials file", "service-account key file"}},
 		{"gcs credentials refused", "gs://lance/db/t.lance?endpoint=" + url.QueryEscape(gcs.Endpoint),
 			map[string]string{"GOOGLE_APPLICATION_CREDENTIALS": badKey}, []string{"Google credentials do not work", "GOOGLE_APPLICATION_CREDENTIALS"}},
 		{"gcs access denied", gcsDenied.URI("db/t.lance"), nil, []string{`access denied to bucket "lance" (HTTP 403)`, "GOOGLE_APPLICATION_CREDENTIALS"}},

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -68,7 +69,7 @@ func LoadDir(fsys fs.FS) (*Set, hcl.Diagnostics) {
 		return &Set{Sources: map[string][]byte{}}, hcl.Diagnostics{{
 			Severity: hcl.DiagError,
 			Summary:  "Cannot read policy directory",
-			Detail:   err.Error(),
+			Detail:   err.Error() + ": check the path (a directory of *.hcl policy files)",
 		}}
 	}
 	var names []string
@@ -115,6 +116,10 @@ type prefixFS struct {
 func (p prefixFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	es, err := fs.ReadDir(p.FS, name)
 	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) && pe.Path == "." {
+			pe.Path = p.dir // name the directory, not "."
+		}
 		return nil, err
 	}
 	out := make([]fs.DirEntry, len(es))

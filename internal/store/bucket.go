@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -69,6 +70,9 @@ var (
 //     endpoint=http(s)://host:port for an emulator or other JSON-API
 //     endpoint; see openGCS).
 func Open(ctx context.Context, uri string) (*Bucket, error) {
+	if strings.TrimSpace(uri) == "" {
+		return nil, errors.New("store: open: empty URI: give a local path, file:///abs/path, s3://bucket/path or gs://bucket/path")
+	}
 	uri = LocalURI(uri)
 	u, err := url.Parse(uri)
 	if err != nil {
@@ -157,10 +161,26 @@ func openFile(u *url.URL) (*Bucket, error) {
 		NoTempDir: true,
 	})
 	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = noDirError{dir, err}
+		}
 		return nil, &Error{Op: "open", URI: "file://" + dir, Code: classify(err), Err: err}
 	}
 	return &Bucket{uri: &url.URL{Scheme: "file", Path: dir}, bkt: bkt, localDir: dir, owner: true}, nil
 }
+
+// noDirError is openFile's error for a directory that does not exist: it
+// names the directory and what to check instead of the stat error.
+type noDirError struct {
+	dir string
+	err error
+}
+
+func (e noDirError) Error() string {
+	return fmt.Sprintf("directory %s does not exist: check the path (lanced opens existing tables and roots)", e.dir)
+}
+
+func (e noDirError) Unwrap() error { return e.err }
 
 func withPath(u *url.URL, p string) *url.URL {
 	c := *u

@@ -77,6 +77,10 @@ func openGCSBucket(ctx context.Context, root *url.URL) (*blob.Bucket, error) {
 		// prints a warning to stdout and carries on with empty credentials.
 		creds, err := gcp.DefaultCredentials(ctx)
 		if err != nil {
+			if f := os.Getenv("GOOGLE_APPLICATION_CREDENTIALS"); f != "" {
+				return nil, fmt.Errorf("%w: GOOGLE_APPLICATION_CREDENTIALS=%s is not a readable credentials file: point it at a service-account key file",
+					errGCSBadCredentialsFile, f)
+			}
 			return nil, errGCSNoCredentials
 		}
 		c, err := gcp.NewHTTPClient(httpTransport(), gcp.CredentialsTokenSource(creds))

@@ -28,17 +28,20 @@ const (
 		"or an emulator that checks none)"
 )
 
-// errAWSNoCredentials and errGCSNoCredentials report missing credentials.
+// errAWSNoCredentials and errGCSNoCredentials report missing credentials,
+// errGCSBadCredentialsFile a GOOGLE_APPLICATION_CREDENTIALS that names no
+// usable file.
 var (
-	errAWSNoCredentials = errors.New(adviceAWSNoCreds)
-	errGCSNoCredentials = errors.New(adviceGCSNoCreds)
+	errAWSNoCredentials      = errors.New(adviceAWSNoCreds)
+	errGCSNoCredentials      = errors.New(adviceGCSNoCreds)
+	errGCSBadCredentialsFile = errors.New("Google credentials not loaded")
 )
 
 // advise describes err, an error of the store at uri, in one line that
 // says what to do; "" when err is none of the configuration errors known
 // here.
 func advise(uri string, err error) string {
-	if errors.Is(err, errAWSNoCredentials) || errors.Is(err, errGCSNoCredentials) {
+	if errors.Is(err, errAWSNoCredentials) || errors.Is(err, errGCSNoCredentials) || errors.Is(err, errGCSBadCredentialsFile) {
 		return err.Error()
 	}
 	bucket := ""

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCLIErrorsSayWhatToDo: the mistakes a new user makes first (a table
+// path that does not exist, an empty URI, a bad flag value, a --policy
+// directory that does not exist) each fail with one message that names
+// the thing and what to check, printed once, with a non-zero exit status
+// (2 for a usage error) and no raw system error.
+func TestCLIErrorsSayWhatToDo(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "no", "events.lance")
+	pol := filepath.Join(dir, "nopolicies")
+	cases := []struct {
+		args []string
+		code int
+		want []string
+	}{
+		{[]string{"stats", missing}, 1, []string{"directory " + missing + " does not exist: check the path"}},
+		{[]string{"scan", missing, "--limit", "1"}, 1, []string{"directory " + missing + " does not exist: check the path"}},
+		{[]string{"cleanup", missing, "--dry-run"}, 1, []string{"directory " + missing + " does not exist: check the path"}},
+		{[]string{"stats", ""}, 1, []string{"empty URI: give a local path"}},
+		{[]string{"cleanup", missing, "--older-than", "3x"}, 2, []string{`invalid value "3x" for flag -older-than`, "usage: lanced cleanup URI"}},
+		{[]string{"stats", missing, "--version", "abc"}, 2, []string{`invalid value "abc" for flag -version`, "usage: lanced stats URI"}},
+		{[]string{"policy", "check", "--bogus", pol}, 2, []string{"flag provided but not defined: -bogus", "usage: lanced policy check DIR"}},
+		{[]string{"plan", missing, "--policy", pol}, 1, []string{"open " + pol + ": no such file or directory: check the path (a directory of *.hcl policy files)",
+			"policy directory " + pol + " has errors"}},
+	}
+	for _, c := range cases {
+		var out, errb bytes.Buffer
+		code := runMain(c.args, &out, &errb)
+		msg := strings.Join(strings.Fields(errb.String()), " ") // diagnostics wrap at 100 columns
+		if code != c.code {
+			t.Errorf("%q: exit %d, want %d: %s", c.args, code, c.code, errb.String())
+		}
+		for _, w := range c.want {
+			if n := strings.Count(msg, w); n != 1 {
+				t.Errorf("%q: %q appears %d times, want once, in:\n%s", c.args, w, n, msg)
+			}
+		}
+		if strings.Contains(msg, "stat ") || strings.Contains(msg, "open .:") || strings.Contains(msg, "panic") {
+			t.Errorf("%q: raw error in:\n%s", c.args, msg)
+		}
+	}
+}
+
+// TestConnectNATSUnreachableSaysSo: an external NATS that does not answer
+// is retried (it may start after this node), logged as not reachable with
+// what to check while it is, and a stop while waiting returns an error that
+// names the URL and the setting instead of "context canceled".
+func TestConnectNATSUnreachableSaysSo(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "nats://" + ln.Addr().String()
+	ln.Close() // a closed port: connection refused
+	old := natsWaitWarn
+	natsWaitWarn = 200 * time.Millisecond
+	defer func() { natsWaitWarn = old }()
+
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	nc, err := connectNATS(ctx, natsConfig{URL: url}, nil, "test", log)
+	if err == nil {
+		nc.Close()
+		t.Fatal("connected to a closed port")
+	}
+	if took := time.Since(began); took < time.Second || took > 5*time.Second {
+		t.Errorf("returned after %v; want it to keep trying until the context ends (1.5s)", took)
+	}
+	for _, w := range []string{"connect nats " + url, "without an answer", "--nats-url"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q lacks %q", err, w)
+		}
+	}
+	if strings.Contains(err.Error(), "context") {
+		t.Errorf("error %q speaks of the context", err)
+	}
+	if n := strings.Count(logs.String(), `"msg":"nats not reachable yet, still trying"`); n < 2 || n > 4 {
+		t.Errorf("%d not-reachable warnings in 1.5s with the first after 0.2s, want 2-4 (doubling):\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), `"url":"`+url+`"`) || !strings.Contains(logs.String(), "--nats-url") {
+		t.Errorf("warning lacks the url or the advice:\n%s", logs.String())
+	}
+}
