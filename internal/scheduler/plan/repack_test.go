@@ -76,7 +76,7 @@ func (c repackCase) run(t *testing.T) {
 		t.Fatalf("repack goes from %d to %d live files", before, now)
 	}
 	// Convergence: the layout the repack leaves plans nothing (after
-	// c.rounds repacks when the seed's preference takes two).
+	// c.rounds repacks when keeping the largest file in place takes two).
 	for round := 1; round < max(c.rounds, 1); round++ {
 		again, why := planFragmentRepack(s, after, c.groups, c.max)
 		if again == nil {
@@ -97,7 +97,7 @@ func layoutOf(f *tablepb.DataFragment) [][]int32 {
 	return out
 }
 
-func TestRepackSeedCases(t *testing.T) {
+func TestRepackCases(t *testing.T) {
 	blob4 := fields(top(0, "id"), blobCol(1, "img"), top(2, "d"), top(3, "e"))
 	lineageABC := fields(top(0, "a"), top(1, "b"), top(2, "c"))
 	lineageFrag := frag(0, 4, 0, v20("lineage.lance", 10, 0, rowIDField), v20("b.lance", 10, 1), v20("c.lance", 10, 2))
@@ -210,7 +210,7 @@ func TestRepackNonTopLevelGroupColumn(t *testing.T) {
 }
 
 // TestLiveFileCountMatchesLayoutStats: the planner's live file count is
-// format.ComputeLayoutStats' DataFiles for every seed layout, and a plan
+// format.ComputeLayoutStats' DataFiles for every layout listed here, and a plan
 // given the stats decides the same as one without.
 func TestLiveFileCountMatchesLayoutStats(t *testing.T) {
 	for _, c := range []struct {
