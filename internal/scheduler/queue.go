@@ -27,49 +27,33 @@ type queue struct {
 func setupQueue(ctx context.Context, js jetstream.JetStream, cfg *Config) (*queue, error) {
 	q := &queue{js: js}
 	var err error
-	storage := jetstream.FileStorage
-	if err = setupStep(ctx, cfg, "stream "+TasksStream, func(ctx context.Context) (err error) {
-		q.tasks, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-			Name:        TasksStream,
-			Description: "lanced maintenance tasks (work queue, deduplicated by task key)",
-			Subjects:    []string{taskSubjectPrefix + ">"},
-			Retention:   jetstream.WorkQueuePolicy,
-			Storage:     storage,
-			Replicas:    cfg.Replicas,
-			Duplicates:  cfg.DedupWindow,
-		})
-		return err
+	if q.tasks, err = createStream(ctx, js, cfg, jetstream.StreamConfig{
+		Name:        TasksStream,
+		Description: "lanced maintenance tasks (work queue, deduplicated by task key)",
+		Subjects:    []string{taskSubjectPrefix + ">"},
+		Retention:   jetstream.WorkQueuePolicy,
+		Duplicates:  cfg.DedupWindow,
 	}); err != nil {
-		return nil, fmt.Errorf("create stream %s: %w", TasksStream, err)
+		return nil, err
 	}
-	if err = setupStep(ctx, cfg, "stream "+ResultsStream, func(ctx context.Context) (err error) {
-		q.results, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-			Name:        ResultsStream,
-			Description: "lanced task results, one subject per table, read and removed by the table's coordinator",
-			Subjects:    []string{resultSubjectPrefix + "*"},
-			Retention:   jetstream.WorkQueuePolicy,
-			Storage:     storage,
-			Replicas:    cfg.Replicas,
-			Duplicates:  cfg.DedupWindow,
-		})
-		return err
+	if q.results, err = createStream(ctx, js, cfg, jetstream.StreamConfig{
+		Name:        ResultsStream,
+		Description: "lanced task results, one subject per table, read and removed by the table's coordinator",
+		Subjects:    []string{resultSubjectPrefix + "*"},
+		Retention:   jetstream.WorkQueuePolicy,
+		Duplicates:  cfg.DedupWindow,
 	}); err != nil {
-		return nil, fmt.Errorf("create stream %s: %w", ResultsStream, err)
+		return nil, err
 	}
-	if err = setupStep(ctx, cfg, "stream "+DeadStream, func(ctx context.Context) (err error) {
-		q.dead, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-			Name:        DeadStream,
-			Description: "lanced tasks that exhausted their deliveries",
-			Subjects:    []string{deadSubjectPrefix + ">"},
-			Retention:   jetstream.LimitsPolicy,
-			Storage:     storage,
-			Replicas:    cfg.Replicas,
-			MaxAge:      cfg.DeadLetterMaxAge,
-			Duplicates:  cfg.DedupWindow,
-		})
-		return err
+	if q.dead, err = createStream(ctx, js, cfg, jetstream.StreamConfig{
+		Name:        DeadStream,
+		Description: "lanced tasks that exhausted their deliveries",
+		Subjects:    []string{deadSubjectPrefix + ">"},
+		Retention:   jetstream.LimitsPolicy,
+		MaxAge:      cfg.DeadLetterMaxAge,
+		Duplicates:  cfg.DedupWindow,
 	}); err != nil {
-		return nil, fmt.Errorf("create stream %s: %w", DeadStream, err)
+		return nil, err
 	}
 	if err = setupStep(ctx, cfg, "consumer "+WorkerDurable, func(ctx context.Context) (err error) {
 		q.workers, err = js.CreateOrUpdateConsumer(ctx, TasksStream, jetstream.ConsumerConfig{
@@ -86,31 +70,43 @@ func setupQueue(ctx context.Context, js jetstream.JetStream, cfg *Config) (*queu
 	}); err != nil {
 		return nil, fmt.Errorf("create consumer %s: %w", WorkerDurable, err)
 	}
-	if err = setupStep(ctx, cfg, "kv "+LeaseBucket, func(ctx context.Context) (err error) {
-		q.leases, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      LeaseBucket,
-			Description: "lanced table coordinator leases",
-			History:     1,
-			Storage:     storage,
-			Replicas:    cfg.Replicas,
-		})
-		return err
-	}); err != nil {
-		return nil, fmt.Errorf("create kv %s: %w", LeaseBucket, err)
+	if q.leases, err = createKV(ctx, js, cfg, LeaseBucket, "lanced table coordinator leases"); err != nil {
+		return nil, err
 	}
-	if err = setupStep(ctx, cfg, "kv "+HoldBucket, func(ctx context.Context) (err error) {
-		q.holds, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      HoldBucket,
-			Description: "lanced tables held after corruption",
-			History:     1,
-			Storage:     storage,
-			Replicas:    cfg.Replicas,
-		})
-		return err
-	}); err != nil {
-		return nil, fmt.Errorf("create kv %s: %w", HoldBucket, err)
+	if q.holds, err = createKV(ctx, js, cfg, HoldBucket, "lanced tables held after corruption"); err != nil {
+		return nil, err
 	}
 	return q, nil
+}
+
+// createStream creates or updates the stream sc (file storage, cfg's
+// replicas) with setupStep's retries.
+func createStream(ctx context.Context, js jetstream.JetStream, cfg *Config, sc jetstream.StreamConfig) (jetstream.Stream, error) {
+	sc.Storage, sc.Replicas = jetstream.FileStorage, cfg.Replicas
+	var st jetstream.Stream
+	if err := setupStep(ctx, cfg, "stream "+sc.Name, func(ctx context.Context) (err error) {
+		st, err = js.CreateOrUpdateStream(ctx, sc)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("create stream %s: %w", sc.Name, err)
+	}
+	return st, nil
+}
+
+// createKV creates or updates the key-value bucket name (one revision per
+// key, file storage, cfg's replicas) with setupStep's retries.
+func createKV(ctx context.Context, js jetstream.JetStream, cfg *Config, name, description string) (jetstream.KeyValue, error) {
+	var kv jetstream.KeyValue
+	if err := setupStep(ctx, cfg, "kv "+name, func(ctx context.Context) (err error) {
+		kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: name, Description: description, History: 1,
+			Storage: jetstream.FileStorage, Replicas: cfg.Replicas,
+		})
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("create kv %s: %w", name, err)
+	}
+	return kv, nil
 }
 
 // setupStep runs one idempotent setup call, retrying while the JetStream
