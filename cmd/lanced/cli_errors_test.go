@@ -3,17 +3,21 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
 // TestCLIErrorsSayWhatToDo: the mistakes a new user makes first (a table
 // path that does not exist, an empty URI, a bad flag value, a --policy
-// directory that does not exist) each fail with one message that names
+// directory that does not exist, a --scope compact does not know, with
+// --dry-run too, a --config file that does not exist) each fail with one message that names
 // the thing and what to check, printed once, with a non-zero exit status
 // (2 for a usage error) and no raw system error.
 func TestCLIErrorsSayWhatToDo(t *testing.T) {
@@ -32,6 +36,9 @@ func TestCLIErrorsSayWhatToDo(t *testing.T) {
 		{[]string{"cleanup", missing, "--older-than", "3x"}, 2, []string{`invalid value "3x" for flag -older-than`, "usage: lanced cleanup URI"}},
 		{[]string{"stats", missing, "--version", "abc"}, 2, []string{`invalid value "abc" for flag -version`, "usage: lanced stats URI"}},
 		{[]string{"policy", "check", "--bogus", pol}, 2, []string{"flag provided but not defined: -bogus", "usage: lanced policy check DIR"}},
+		{[]string{"compact", missing, "--scope", "bogus", "--dry-run"}, 1, []string{`--scope "bogus": want all, rewrite, repack or index`}},
+		{[]string{"policy", "explain", missing, "--config", filepath.Join(dir, "none.hcl")}, 1, []string{
+			filepath.Join(dir, "none.hcl") + ": error: Cannot read config file", "no such file or directory: check the --config path"}},
 		{[]string{"plan", missing, "--policy", pol}, 1, []string{"open " + pol + ": no such file or directory: check the path (a directory of *.hcl policy files)",
 			"policy directory " + pol + " has errors"}},
 	}
@@ -47,7 +54,7 @@ func TestCLIErrorsSayWhatToDo(t *testing.T) {
 				t.Errorf("%q: %q appears %d times, want once, in:\n%s", c.args, w, n, msg)
 			}
 		}
-		if strings.Contains(msg, "stat ") || strings.Contains(msg, "open .:") || strings.Contains(msg, "panic") {
+		if strings.Contains(msg, "stat ") || strings.Contains(msg, "open .:") || strings.Contains(msg, "<nil>") || strings.Contains(msg, "panic") {
 			t.Errorf("%q: raw error in:\n%s", c.args, msg)
 		}
 	}
@@ -94,5 +101,34 @@ func TestConnectNATSUnreachableSaysSo(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `"url":"`+url+`"`) || !strings.Contains(logs.String(), "--nats-url") {
 		t.Errorf("warning lacks the url or the advice:\n%s", logs.String())
+	}
+}
+
+// TestCompactDryRunHonoursScope: compact --dry-run plans with its --scope
+// (it planned with the policy's scope, whatever --scope said): on a table
+// of small appended fragments the rewrite is planned under the default
+// scope and under --scope rewrite, and not under --scope repack.
+func TestCompactDryRunHonoursScope(t *testing.T) {
+	oracle.Require(t)
+	path := oracle.Build(t, "appends", t.TempDir())
+	rewrites := func(extra ...string) int {
+		t.Helper()
+		var p struct {
+			Rewrites []json.RawMessage `json:"rewrites"`
+		}
+		out := runCLI(t, append([]string{"compact", path, "--dry-run", "--json"}, extra...)...)
+		if err := json.Unmarshal([]byte(out), &p); err != nil {
+			t.Fatalf("%v: %v\n%s", extra, err, out)
+		}
+		return len(p.Rewrites)
+	}
+	if n := rewrites(); n == 0 {
+		t.Fatal("no rewrite planned on small appended fragments")
+	}
+	if n := rewrites("--scope", "rewrite"); n == 0 {
+		t.Fatal("--scope rewrite: no rewrite planned")
+	}
+	if n := rewrites("--scope", "repack"); n != 0 {
+		t.Fatalf("--scope repack: %d rewrite(s) planned", n)
 	}
 }

@@ -46,20 +46,13 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	uri := arg
-	if *dryRun {
-		planArgs := []string{uri}
-		if *policyDir != "" {
-			planArgs = append(planArgs, "--policy", *policyDir)
-		}
-		if *asJSON {
-			planArgs = append(planArgs, "--json")
-		}
-		return runPlan(ctx, planArgs, stdout, stderr)
-	}
 	switch *scope {
 	case "", policy.ScopeAll, policy.ScopeRewrite, policy.ScopeRepack, policy.ScopeIndex:
 	default:
 		return fmt.Errorf("--scope %q: want all, rewrite, repack or index", *scope)
+	}
+	if *dryRun {
+		return showPlan(ctx, uri, *policyDir, *scope, *asJSON, stdout, stderr)
 	}
 	set, err := loadPolicyDir(*policyDir, stderr)
 	if err != nil {

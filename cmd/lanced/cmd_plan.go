@@ -43,8 +43,9 @@ func loadPolicyDir(dir string, stderr io.Writer) (*policy.Set, error) {
 	return set, nil
 }
 
-// planTable opens uri, reads its latest manifest and computes the plan.
-func planTable(ctx context.Context, uri string, set *policy.Set) (*plan.Plan, policy.Effective, error) {
+// planTable opens uri, reads its latest manifest and computes the plan
+// (the policy's scope, unless scope is not empty).
+func planTable(ctx context.Context, uri string, set *policy.Set, scope string) (*plan.Plan, policy.Effective, error) {
 	b, err := store.Open(ctx, uri)
 	if err != nil {
 		return nil, policy.Effective{}, err
@@ -62,7 +63,7 @@ func planTable(ctx context.Context, uri string, set *policy.Set) (*plan.Plan, po
 	if err != nil {
 		return nil, policy.Effective{}, err
 	}
-	p, eff := computePlan(uri, m, set, "", marks)
+	p, eff := computePlan(uri, m, set, scope, marks)
 	return p, eff, nil
 }
 
@@ -119,18 +120,24 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	set, err := loadPolicyDir(*policyDir, stderr)
+	return showPlan(ctx, arg, *policyDir, "", *asJSON, stdout, stderr)
+}
+
+// showPlan prints the plan of the table at arg (lanced plan, and lanced
+// compact --dry-run with its --scope).
+func showPlan(ctx context.Context, arg, policyDir, scope string, asJSON bool, stdout, stderr io.Writer) error {
+	set, err := loadPolicyDir(policyDir, stderr)
 	if err != nil {
 		return err
 	}
-	p, eff, err := planTable(ctx, arg, set)
+	p, eff, err := planTable(ctx, arg, set, scope)
 	if err != nil {
 		return err
 	}
 	if h, err := (hold.Tables{}).Get(ctx, arg); err == nil && h != nil {
 		fmt.Fprintf(stderr, "warning: %v\n", &hold.HeldError{Table: store.CanonicalURI(arg), Hold: *h})
 	}
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(p)

@@ -108,7 +108,8 @@ func runPolicyExplain(ctx context.Context, args []string, stdout, stderr io.Writ
 	if *configPath != "" {
 		c, _, diags := loadConfigFile(*configPath)
 		if diags.HasErrors() {
-			return fmt.Errorf("config %s: %s", *configPath, diags.Error())
+			writeDiags(stderr, *configPath, diags)
+			return exitError{1}
 		}
 		daemonCfg = c
 		if *policyDir == "" {

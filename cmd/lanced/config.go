@@ -202,7 +202,7 @@ func loadConfigFile(path string) (runConfig, *hclparse.Parser, hcl.Diagnostics) 
 	p := hclparse.NewParser()
 	src, err := os.ReadFile(path)
 	if err != nil {
-		return cfg, p, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read config file", Detail: err.Error()}}
+		return cfg, p, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read config file", Detail: err.Error() + ": check the --config path"}}
 	}
 	f, diags := p.ParseHCL(src, path)
 	if diags.HasErrors() {
