@@ -132,3 +132,27 @@ func TestCompactDryRunHonoursScope(t *testing.T) {
 		t.Fatalf("--scope repack: %d rewrite(s) planned", n)
 	}
 }
+
+// TestHTTPListenErrorsSayWhatToDo: an --http address another process
+// holds (a second lanced on the default address) or that is not HOST:PORT
+// fails with what to do instead of the bare listen error.
+func TestHTTPListenErrorsSayWhatToDo(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for addr, want := range map[string]string{
+		ln.Addr().String(): "http listen " + ln.Addr().String() + ": address already in use (another lanced?): stop that process, or give this one another address with --http HOST:PORT",
+		"nonsense":         "http listen nonsense: listen tcp: address nonsense: missing port in address: give --http HOST:PORT",
+	} {
+		h, err := newHealthServer(addr, nil, nil, nil, slog.Default())
+		if err == nil {
+			h.ln.Close()
+			t.Fatalf("%s: listening", addr)
+		}
+		if !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--http off") {
+			t.Errorf("%s: %q, want %q ... --http off", addr, err, want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,8 +28,12 @@ type healthServer struct {
 
 func newHealthServer(addr string, reg *prometheus.Registry, healthy, ready func() error, log *slog.Logger, extra ...func(*http.ServeMux)) (*healthServer, error) {
 	ln, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("http listen %s: address already in use (another lanced?): stop that process, "+
+			"or give this one another address with --http HOST:PORT (http { listen } in the config), or --http off", addr)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("http listen %s: %w", addr, err)
+		return nil, fmt.Errorf("http listen %s: %w: give --http HOST:PORT (http { listen } in the config), or --http off", addr, err)
 	}
 	h := &healthServer{ln: ln, healthy: healthy, ready: ready, log: log, serveErr: make(chan error, 1)}
 	mux := http.NewServeMux()
