@@ -36,6 +36,8 @@ func TestCLIErrorsSayWhatToDo(t *testing.T) {
 		{[]string{"cleanup", missing, "--older-than", "3x"}, 2, []string{`invalid value "3x" for flag -older-than`, "usage: lanced cleanup URI"}},
 		{[]string{"stats", missing, "--version", "abc"}, 2, []string{`invalid value "abc" for flag -version`, "usage: lanced stats URI"}},
 		{[]string{"policy", "check", "--bogus", pol}, 2, []string{"flag provided but not defined: -bogus", "usage: lanced policy check DIR"}},
+		{[]string{"run", "--workers", "x"}, 2, []string{`invalid value "x" for flag -workers`, "usage: lanced run"}},
+		{[]string{"run", "--workers", "-1"}, 2, []string{"--workers -1: want 0 (coordinate only) or more"}},
 		{[]string{"compact", missing, "--scope", "bogus", "--dry-run"}, 1, []string{`--scope "bogus": want all, rewrite, repack or index`}},
 		{[]string{"policy", "explain", missing, "--config", filepath.Join(dir, "none.hcl")}, 1, []string{
 			filepath.Join(dir, "none.hcl") + ": error: Cannot read config file", "no such file or directory: check the --config path"}},

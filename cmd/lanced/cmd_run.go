@@ -83,11 +83,14 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, *flag.FlagSet, e
 	fs.Var(durationFlag{&f.progressEvery}, "debug-progress-every", `testing aid: how often a running task logs "task in progress" (default 30s)`)
 	hideFlag("debug-progress-every")
 	fs.Usage = func() { printUsage(stderr, commands["run"], fs) }
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return nil, fs, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fs, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if set(fs, "workers") && f.workers < 0 {
+		return nil, fs, fmt.Errorf("--workers %d: want 0 (coordinate only) or more", f.workers)
 	}
 	if f.workload != "maintain" && f.workload != "inspect" {
 		return nil, fs, fmt.Errorf("--workload %q: want maintain or inspect", f.workload)
@@ -206,7 +209,8 @@ func loadPolicies(dir string) (*policy.Reloader, *policy.Set, hcl.Diagnostics) {
 func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, _, err := parseRunFlags(args, stderr)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		var exit exitError
+		if errors.Is(err, flag.ErrHelp) || errors.As(err, &exit) {
 			return err
 		}
 		fmt.Fprintf(stderr, "lanced run: %v\n", err)

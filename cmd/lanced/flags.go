@@ -44,3 +44,10 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	}
 	return exitError{2}
 }
+
+// set reports whether the flag name was given on the command line.
+func set(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
