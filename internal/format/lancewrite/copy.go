@@ -229,7 +229,7 @@ func (cp *copier) copyPage(src *openSource, p *file2pb.ColumnMetadata_Page, prio
 			return nil, err
 		}
 		size := p.GetBufferSizes()[i]
-		cp.c.align()
+		cp.c.alignCopy(off, size)
 		np.BufferOffsets[i] = uint64(cp.c.pos)
 		if err := cp.c.copyRuns(src.R, src.Name, []byteRun{{off, size}}, cp.buf); err != nil {
 			return nil, err

@@ -17,6 +17,33 @@ type RangeWriter interface {
 	CopyRange(src io.ReaderAt, off, n int64) (bool, error)
 }
 
+// pageAlignMin is the smallest buffer alignCopy places at its source
+// offset's position within a 4 KiB page: the padding (at most 4032 bytes)
+// is then at most 1/64 of the buffer.
+const pageAlignMin = 256 << 10
+
+// alignCopy pads the stream for a buffer of size bytes about to be copied
+// from offset off of a source: to 64 bytes (align), and, when the
+// destination copies ranges itself (RangeWriter) and the buffer is at
+// least pageAlignMin, further so that the buffer starts at the same offset
+// within a 4 KiB page as in the source. A kernel copy (copy_file_range(2)
+// into the page cache) then fills each page of the output from one page
+// of the source, not from parts of two: on a 523 MiB clean rewrite of
+// 800 such buffers (ext4, Linux 6.18) the copy took about 10% less system
+// CPU. The pad bytes lie between buffers, where the format allows any
+// (readers find buffers by their offsets).
+func (c *container) alignCopy(off, size uint64) {
+	c.align()
+	if c.rw == nil || size < pageAlignMin || off%bufferAlign != 0 {
+		return // (a buffer stays 64-byte aligned)
+	}
+	for d := (int64(off) - c.pos) & 4095; d > 0 && c.err == nil; {
+		k := min(d, int64(len(c.pad)))
+		c.write(c.pad[:k])
+		d -= k
+	}
+}
+
 // byteRun is a run of bytes of a source file: offset and size.
 type byteRun [2]uint64
 

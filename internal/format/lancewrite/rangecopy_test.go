@@ -8,6 +8,8 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
 // rangeDst is a destination that copies source ranges itself
@@ -18,10 +20,12 @@ type rangeDst struct {
 	refuse bool
 	copied int64
 	calls  int
+	ranges [][3]int64 // offered ranges: output position, source offset, size
 }
 
 func (d *rangeDst) CopyRange(src io.ReaderAt, off, n int64) (bool, error) {
 	d.calls++
+	d.ranges = append(d.ranges, [3]int64{int64(d.Len()), off, n})
 	if d.refuse {
 		return false, nil
 	}
@@ -119,6 +123,69 @@ func TestConcatRowsRangeWriter(t *testing.T) {
 		}
 		if dst.copied == 0 || res.KernelBytes != dst.copied || res.Size < dst.copied {
 			t.Fatalf("%s: destination copied %d bytes, result says %d of %d", tc.name, dst.copied, res.KernelBytes, res.Size)
+		}
+	}
+}
+
+// TestKernelCopiesKeepPageOffsets: a buffer of at least pageAlignMin
+// handed to a destination that copies ranges itself starts at the same
+// offset within a 4 KiB page as in its source (a kernel copy then fills
+// each output page from one source page); smaller buffers and a
+// destination that writes through memory get the packed layout. The
+// files hold the same rows either way.
+func TestKernelCopiesKeepPageOffsets(t *testing.T) {
+	schema := testSchema(false)
+	all, names := fieldsAndNames(t, schema)
+	opts := Options{Version: V2_1, PageBytes: 8 << 20}
+	var srcs []CopySource
+	var fsrcs []FilterSource
+	for i := range 3 {
+		// vec96 holds 384 bytes a row: 700-1100 rows make one page of
+		// 262-412 KiB per source
+		recs := randomRecords(schema, uint64(20+i), 1, 700+200*i, 0, false)
+		s := writeMem(t, all, names, recs, opts)
+		srcs = append(srcs, s)
+		fsrcs = append(fsrcs, FilterSource{CopySource: s})
+	}
+	for _, tc := range []struct {
+		name string
+		run  func(io.Writer) (Result, error)
+	}{
+		{"concat", func(w io.Writer) (Result, error) { return ConcatRows(context.Background(), w, srcs...) }},
+		{"filter", func(w io.Writer) (Result, error) {
+			r, err := FilterConcat(context.Background(), w, all, fsrcs, FilterOptions{PageCost: -1, Workers: 1})
+			return r.Result, err
+		}},
+	} {
+		var plain bytes.Buffer
+		if _, err := tc.run(&plain); err != nil {
+			t.Fatal(err)
+		}
+		dst := &rangeDst{}
+		if _, err := tc.run(dst); err != nil {
+			t.Fatal(err)
+		}
+		large, moved := 0, 0
+		for _, r := range dst.ranges {
+			if r[2] < pageAlignMin {
+				continue
+			}
+			large++
+			if r[0]%bufferAlign != 0 || (r[0]-r[1])%4096 != 0 {
+				t.Fatalf("%s: %d bytes from source offset %d copied to output offset %d", tc.name, r[2], r[1], r[0])
+			}
+			if r[0] != r[1] {
+				moved++
+			}
+		}
+		if large < 3 || moved == 0 {
+			t.Fatalf("%s: %d ranges of at least %d bytes, %d at another offset than in their source: the case tests nothing", tc.name, large, pageAlignMin, moved)
+		}
+		if pad := int64(dst.Len() - plain.Len()); pad <= 0 || pad > int64(large)*4096 {
+			t.Fatalf("%s: %d bytes through the range copier, %d through memory, %d large ranges", tc.name, dst.Len(), plain.Len(), large)
+		}
+		if d := oracle.Diff(readBack(t, plain.Bytes()), readBack(t, dst.Bytes())); d != "" {
+			t.Fatalf("%s: rows differ: %s", tc.name, d)
 		}
 	}
 }
