@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -112,4 +113,22 @@ func (n *Node) releaseKeptRanges() {
 		wg.Go(func() { n.releaseRange(context.Background(), rng, rss[i]) })
 	}
 	wg.Wait()
+}
+
+// HomeNode names the home of table's lease range among the live nodes
+// with the given ids (as Config.NodeID): the node whose first turn the
+// range is (leaseView.rangeRank), which holds the range and coordinates
+// the table when the nodes keep home ranges (Config.KeepHomeRanges) and
+// have seen each other's records. It returns "" for no nodes.
+func HomeNode(table string, nodes []string) string {
+	ids := slices.Clone(nodes)
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	rng := rangeOf(table)
+	for i, id := range ids {
+		if turnOf(i, rng, len(ids)) == 0 {
+			return id
+		}
+	}
+	return ""
 }

@@ -1,9 +1,11 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -203,4 +205,95 @@ type countingCommitter struct{ n atomic.Int64 }
 func (c *countingCommitter) Commit(_ context.Context, _ string, rs []Result) (CommitReport, error) {
 	c.n.Add(int64(len(rs)))
 	return CommitReport{Version: 1}, nil
+}
+
+// With KeepHomeRanges, a node that held every range alone keeps the busy
+// range that is still its home when another node joins: its coordinator
+// runs on without a stop (a joining node used to get it by a hand-off,
+// the load of the idle ranges being released counted against the
+// holder); the busy range that became the new node's home is handed to
+// it. HomeNode names the node that ends up coordinating each table.
+func TestBusyHomeRangeStaysWhenANodeJoins(t *testing.T) {
+	s := runServer(t)
+	planner := nodePlannersShared()
+	var mu sync.Mutex
+	stops := map[string]int{} // node/table → coordinator stops
+	start := func(id string) *Node {
+		cfg := fastConfig(t, id)
+		cfg.LeaseTTL = 3 * time.Second
+		cfg.LeaseLinger = 5 * time.Minute // coordinators stay while their tables idle
+		cfg.KeepHomeRanges = true
+		n, err := New(context.Background(), connect(t, s), cfg, planner.forNode(id), nil, &countingCommitter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.trace = func(_, table, stage string) {
+			if stage == "stopped" {
+				mu.Lock()
+				stops[id+"/"+table]++
+				mu.Unlock()
+			}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { _ = n.Run(ctx); close(done) }()
+		waitFor(t, 5*time.Second, "node ready", n.Ready)
+		t.Cleanup(func() { cancel(); <-done })
+		return n
+	}
+	// One table whose range stays a's home once b is live, one whose
+	// range becomes b's.
+	var stay, move string
+	for i := 0; stay == "" || move == ""; i++ {
+		tb := fmt.Sprintf("file:///tables/t%d.lance", i)
+		switch HomeNode(tb, []string{"b", "a"}) {
+		case "a":
+			stay = cmp.Or(stay, tb)
+		case "b":
+			move = cmp.Or(move, tb)
+		}
+	}
+	if HomeNode(stay, []string{"a"}) != "a" || HomeNode(stay, nil) != "" {
+		t.Fatal("HomeNode: a lone node is not the home of every range")
+	}
+	running := func(n *Node, tb string) bool {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		st := n.tables[tb]
+		return st != nil && st.running
+	}
+
+	a := start("a")
+	waitFor(t, 10*time.Second, "a holds every range", func() bool { ok, held := homeHeld(a); return ok && held == leaseRanges })
+	for _, tb := range []string{stay, move} {
+		if err := a.Submit(context.Background(), tb, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 5*time.Second, "both tables coordinated on a", func() bool { return running(a, stay) && running(a, move) })
+
+	b := start("b")
+	waitFor(t, 30*time.Second, "a and b hold their home ranges", func() bool {
+		okA, la := homeHeld(a)
+		okB, lb := homeHeld(b)
+		return okA && okB && la+lb == leaseRanges && running(b, move)
+	})
+	time.Sleep(time.Second) // a few more rebalance ticks
+	mu.Lock()
+	defer mu.Unlock()
+	if stops["a/"+stay] != 0 || !running(a, stay) || running(b, stay) {
+		t.Errorf("%s, whose range stayed a's home: stopped on a %d times, running on a %v, on b %v", stay, stops["a/"+stay], running(a, stay), running(b, stay))
+	}
+	if planner.count(stay, "b") != 0 {
+		t.Errorf("%s planned on b", stay)
+	}
+	if running(a, move) || planner.count(move, "b") == 0 {
+		t.Errorf("%s, whose range became b's home: running on a %v, planned on b %d times", move, running(a, move), planner.count(move, "b"))
+	}
+	if h := metricValue(t, a.m.handOffs); h != 1 {
+		t.Errorf("a handed %.0f ranges off, want 1 (the busy one that became b's home)", h)
+	}
+	if lost := metricValue(t, a.m.leaseLost) + metricValue(t, b.m.leaseLost); lost > 0 {
+		t.Errorf("%.0f leases lost", lost)
+	}
 }

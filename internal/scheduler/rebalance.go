@@ -133,8 +133,12 @@ func (v *leaseView) rangeRank(rng int, node string, now time.Time) int {
 	if !ok {
 		return 0
 	}
-	return ((i-rng)%len(ids) + len(ids)) % len(ids)
+	return turnOf(i, rng, len(ids))
 }
+
+// turnOf is the turn at range rng of the i-th of n live nodes in id
+// order: range rng is first node rng mod n's.
+func turnOf(i, rng, n int) int { return ((i-rng)%n + n) % n }
 
 // live reports whether the view has an unexpired record of node.
 func (v *leaseView) live(node string, now time.Time) bool {
@@ -188,7 +192,13 @@ func (n *Node) rebalance(ctx context.Context, wg *sync.WaitGroup) {
 // handOffChoice picks a range to hand off and the node to hand it to:
 // the least loaded live node (fewest ranges, then lowest id), when this
 // node holds at least two ranges more; the range with the fewest tasks
-// in flight among those held and not being taken or given up.
+// in flight among those held and not being taken or given up. With
+// KeepHomeRanges a node's home ranges are not handed off (the receiver
+// would give such a range back once its tables idle, and a node that
+// kept every range while alone would otherwise hand its busy ranges
+// away when another node joins, though releasing the idle ones that are
+// no longer its home evens the loads), and a range whose home is the
+// receiver goes first.
 func (n *Node) handOffChoice() (int, string, bool) {
 	now := n.cfg.Now()
 	loads := n.view.loads(now)
@@ -206,7 +216,10 @@ func (n *Node) handOffChoice() (int, string, bool) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	type cand struct{ rng, inflight int }
+	type cand struct {
+		rng, inflight int
+		away          int // 1 unless the range's home is to
+	}
 	var cands []cand
 	held := 0
 	for rng, rs := range n.ranges {
@@ -218,6 +231,14 @@ func (n *Node) handOffChoice() (int, string, bool) {
 			continue
 		}
 		c := cand{rng: rng}
+		if n.cfg.KeepHomeRanges {
+			if n.view.rangeRank(rng, n.cfg.NodeID, now) == 0 {
+				continue
+			}
+			if n.view.rangeRank(rng, to, now) != 0 {
+				c.away = 1
+			}
+		}
 		for _, st := range rs.tables {
 			c.inflight += len(st.inflight)
 		}
@@ -226,7 +247,9 @@ func (n *Node) handOffChoice() (int, string, bool) {
 	if held-loads[to] < 2 || len(cands) == 0 {
 		return 0, "", false
 	}
-	c := slices.MinFunc(cands, func(a, b cand) int { return cmp.Or(cmp.Compare(a.inflight, b.inflight), cmp.Compare(a.rng, b.rng)) })
+	c := slices.MinFunc(cands, func(a, b cand) int {
+		return cmp.Or(cmp.Compare(a.away, b.away), cmp.Compare(a.inflight, b.inflight), cmp.Compare(a.rng, b.rng))
+	})
 	return c.rng, to, true
 }
 
