@@ -357,7 +357,7 @@ func (d *daemon) run(ctx context.Context) error {
 		TableInFlight: q.TableInFlight, MaxQueueDepth: q.MaxQueueDepth, CommitBatchTasks: q.CommitBatchTasks,
 		CommitMaxWait: q.CommitMaxWait, Replicas: q.Replicas,
 		Classify: engineClassify, Logger: baseLog, Registerer: reg, Holds: hold.Tables{Open: roots.OpenURI},
-		ProgressEvery: d.flags.progressEvery, KeepHomeRanges: false, // off until the daemon kill tests pass with it: a joining node takes ranges by hand-off mid-task
+		ProgressEvery: d.flags.progressEvery, KeepHomeRanges: true,
 	}, planner, exec, committer)
 	if err != nil {
 		return err

@@ -39,7 +39,7 @@ func TestDaemonCatchesUpInPartsAcrossWorkers(t *testing.T) {
 	src := catchUpPartsTable(t, stage)
 	hcl := "defaults {\n  scope = \"index\"\n  index { catchup_part_rows = 700 }\n}\n"
 	tables, a, b, c := startThreeWorkers(t, root, hcl, "LANCED_FAILPOINT=catchup.delta:1")
-	path := filepath.Join(tables, "parts.lance")
+	path := homeTablePath(tables, "parts", "a", "b", "c") // a coordinates it, b dies as a worker
 	if err := os.Rename(src, path); err != nil {
 		t.Fatal(err)
 	}

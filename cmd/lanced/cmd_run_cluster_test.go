@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lanced-dev/lanced/internal/scheduler"
 	"github.com/lanced-dev/lanced/testenv/oracle"
 )
 
@@ -29,6 +30,48 @@ type daemonProc struct {
 func startDaemonProc(t *testing.T, bin, name, cfgPath, state string) *daemonProc {
 	t.Helper()
 	return startDaemonProcEnv(t, bin, name, cfgPath, state)
+}
+
+// homeTablePath returns dir/<base>-<i>.lance for the first i whose
+// table's lease range has node as its home whichever of others are live
+// too (scheduler.HomeNode, on the URI the watch reports): lanced run
+// keeps home ranges, so node takes the table's range and keeps
+// coordinating the table while the others join and leave (a range whose
+// home moved to a node that joined is handed to it).
+func homeTablePath(dir, base, node string, others ...string) string {
+	for i := 0; ; i++ {
+		path := filepath.Join(dir, fmt.Sprintf("%s-%d.lance", base, i))
+		home := true
+		for set := range 1 << len(others) {
+			live := []string{node}
+			for j, o := range others {
+				if set&(1<<j) != 0 {
+					live = append(live, o)
+				}
+			}
+			home = home && scheduler.HomeNode("file://"+path, live) == node
+		}
+		if home {
+			return path
+		}
+	}
+}
+
+// waitCoordinating waits until p started a coordinator and fails t
+// unless it started one for the table at path (whose URI picks the
+// table's home node, see homeTablePath).
+func waitCoordinating(t *testing.T, p *daemonProc, path string) {
+	t.Helper()
+	waitUntil(t, 60*time.Second, p.name+" coordinating the table", func() bool { return p.has("coordinator started", "", "") })
+	if uri := "file://" + path; !p.has("coordinator started", "table", uri) {
+		var got []any
+		for _, l := range p.snapshot() {
+			if l["msg"] == "coordinator started" {
+				got = append(got, l["table"])
+			}
+		}
+		t.Fatalf("%s coordinates %v, not %s", p.name, got, uri)
+	}
 }
 
 // daemonProcsTest readies a test that runs daemon processes on tables

@@ -31,6 +31,10 @@ import (
 //     not begun (failpoint remap.commit); b or c takes the table's lease and
 //     gets it compacted.
 //
+// The table's lease range is a's home whichever of b and c are live
+// (homeTablePath): the daemons keep home ranges, and a joining node that
+// became the home of a busy range would be handed it.
+//
 // After each, real Lance reads the same rows in fewer fragments, lists both
 // indices with the indexed/unindexed rows they had, finds the same ids
 // through the BTree and searches through the IVF_PQ with recall@10 no worse
@@ -83,14 +87,16 @@ type partsKillRun struct {
 }
 
 // newRun makes a directory with an empty tables directory; the table is
-// copied in by place.
+// copied in by place, under a name whose lease range has a as its home
+// whichever of b and c are live (homeTablePath), so a coordinates it
+// throughout.
 func (b *partsKillBase) newRun(t *testing.T) *partsKillRun {
 	root := t.TempDir()
 	r := &partsKillRun{root: root, tables: filepath.Join(root, "tables")}
 	if err := os.MkdirAll(r.tables, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r.path = filepath.Join(r.tables, "parts.lance")
+	r.path = homeTablePath(r.tables, "parts", "a", "b", "c")
 	return r
 }
 
@@ -113,13 +119,13 @@ func (b *partsKillBase) start(t *testing.T, bin string, r *partsKillRun, name, n
 }
 
 // startCoordinator starts daemon a (natsBlock, workers, env), then places
-// the table, and waits until a coordinates it, so the daemons started
-// after it only work.
+// the table, and waits until a coordinates it; the table's range stays
+// a's home (newRun), so the daemons started after it only work.
 func (b *partsKillBase) startCoordinator(t *testing.T, bin string, r *partsKillRun, natsBlock string, workers int, env ...string) *daemonProc {
 	a := b.start(t, bin, r, "a", natsBlock, workers, env...)
 	waitUntil(t, 60*time.Second, "a running", func() bool { return a.has("lanced running", "", "") })
 	b.place(t, r)
-	waitUntil(t, 60*time.Second, "a coordinating the table", func() bool { return a.has("coordinator started", "", "") })
+	waitCoordinating(t, a, r.path)
 	return a
 }
 

@@ -30,7 +30,7 @@ func TestDaemonRemapsIndicesInPartsAcrossWorkers(t *testing.T) {
 	bin, root := daemonProcsTest(t, "tables", "stage")
 	tables, stage := filepath.Join(root, "tables"), filepath.Join(root, "stage")
 	src := remapPartsTable(t, stage)
-	path := filepath.Join(tables, "parts.lance")
+	path := homeTablePath(tables, "parts", "a", "b", "c") // a coordinates it
 	pre := oracle.Inspect(t, src, 0)
 	wantIdx := []string{"id_idx", "vec_idx"}
 	if got := pre.IndexNames(); !slices.Equal(got, wantIdx) {

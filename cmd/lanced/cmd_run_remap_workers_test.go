@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -37,7 +38,8 @@ func remapDone(t *testing.T, addr string) int {
 // TestDaemonRemapTasksRunOnWorkersAndSurviveAKilledWorker: three daemon
 // processes on one table real Lance built with an IVF_FLAT on vec, a
 // BTree on id and a positional FTS on body, then appended to and deleted
-// from. a (embedded NATS, one worker) takes the table's lease; b (two
+// from. a (embedded NATS, one worker) takes the table's lease (its range
+// is a's home whichever of b and c are live); b (two
 // workers) dies by kill -9 (failpoint remap.written) in the middle of the
 // first remap task it runs, after writing the new segment's files; c has
 // one worker. The remap of each index is a task on the queue: the
@@ -50,7 +52,13 @@ func remapDone(t *testing.T, addr string) int {
 func TestDaemonRemapTasksRunOnWorkersAndSurviveAKilledWorker(t *testing.T) {
 	bin, root := daemonProcsTest(t)
 	tables := filepath.Join(root, "tables")
-	path, ops := remapDaemonTable(t, tables)
+	built, ops := remapDaemonTable(t, tables)
+	// a coordinates the table throughout: its range is a's home
+	// whichever of b and c are live.
+	path := homeTablePath(tables, "remap", "a", "b", "c")
+	if err := os.Rename(built, path); err != nil {
+		t.Fatal(err)
+	}
 	uri := "file://" + path
 	pre := oracle.Inspect(t, path, 0)
 	wantIdx := []string{"body_idx", "id_idx", "vec_idx"}
@@ -66,7 +74,7 @@ func TestDaemonRemapTasksRunOnWorkersAndSurviveAKilledWorker(t *testing.T) {
 	}
 	httpA, httpC := freeAddr(t), freeAddr(t)
 	a := startDaemonProc(t, bin, "a", config("a", fmt.Sprintf("nats {\n  embedded = true\n  listen = %q\n%s}", natsAddr, auth), httpA, 1), filepath.Join(root, "a"))
-	waitUntil(t, 60*time.Second, "a coordinating the table", func() bool { return a.has("coordinator started", "", "") })
+	waitCoordinating(t, a, path)
 	b := startDaemonProcEnv(t, bin, "b", config("b", client, "", 2), filepath.Join(root, "b"), "LANCED_FAILPOINT=remap.written:1")
 	c := startDaemonProc(t, bin, "c", config("c", client, httpC, 1), filepath.Join(root, "c"))
 	waitUntil(t, 60*time.Second, "b and c running", func() bool { return b.has("lanced running", "", "") && c.has("lanced running", "", "") })

@@ -33,7 +33,8 @@ func TestDaemonSlicesHugeFragmentsAcrossWorkers(t *testing.T) {
 	rows := sliceTestRows(t)
 	tables, stage := filepath.Join(root, "tables"), filepath.Join(root, "stage")
 	srcs, want, sliceBytes := buildSliceTables(t, stage, rows)
-	paths := map[string]string{"rep": filepath.Join(tables, "rep.lance"), "rw": filepath.Join(tables, "rw.lance")}
+	// a coordinates both tables, b dies as a worker.
+	paths := map[string]string{"rep": homeTablePath(tables, "rep", "a", "b", "c"), "rw": homeTablePath(tables, "rw", "a", "b", "c")}
 	pol := writeSlicePolicy(t, root, sliceBytes)
 
 	natsAddr := freeAddr(t)
