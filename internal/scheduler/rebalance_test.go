@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -398,5 +399,98 @@ func TestRangeTurnsSpreadRangesEvenly(t *testing.T) {
 	v.recs[rangeKey(7)] = leaseRecord{Range: 7, HandOffTo: last, HandOffUntil: now.Add(time.Minute).UnixNano()}
 	if rank := v.rangeRank(7, last, now); rank != 0 {
 		t.Errorf("range handed to %s: it waits %d turns", last, rank)
+	}
+}
+
+// inflightPlanner plans a fast and a slow task for every table, each
+// unless it is in flight, and records the in-flight keys of every plan
+// per node.
+type inflightPlanner struct {
+	mu   sync.Mutex
+	seen map[string][][]string // node → inFlight of each plan, in order
+}
+
+type inflightPlannerOf struct {
+	p    *inflightPlanner
+	node string
+}
+
+func (p inflightPlannerOf) Plan(_ context.Context, table string, inFlight []string) (Plan, error) {
+	p.p.mu.Lock()
+	p.p.seen[p.node] = append(p.p.seen[p.node], slices.Clone(inFlight))
+	p.p.mu.Unlock()
+	var tasks []Task
+	for _, k := range []string{table + "/fast", table + "/slow"} {
+		if !slices.Contains(inFlight, k) {
+			tasks = append(tasks, Task{Kind: "rewrite", Key: k, Table: table, ReadVersion: 1, Payload: []byte(k)})
+		}
+	}
+	return Plan{ReadVersion: 1, Tasks: tasks}, nil
+}
+
+func (p *inflightPlanner) plans(node string) [][]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.seen[node])
+}
+
+// A range handed off while its coordinator holds a result it read and
+// has not committed (waiting for the table's other task) names that
+// result's task among the tasks in flight: the receiver's first plan
+// plans around it, and each task is committed once, by the receiver.
+func TestHandOffCarriesCollectedResults(t *testing.T) {
+	s := runServer(t)
+	out := t.TempDir()
+	planner := &inflightPlanner{seen: map[string][][]string{}}
+	committer := &countingCommitter{}
+	release := make(chan struct{})
+	start := func(id string) *Node {
+		cfg := fastConfig(t, id)
+		cfg.LeaseTTL = 3 * time.Second
+		cfg.CommitMaxWait = time.Minute // the fast result waits for the slow one
+		ex := newFileExecutor(out, id)
+		ex.fail = func(tk Task) error {
+			if strings.HasSuffix(tk.Key, "/slow") {
+				<-release
+			}
+			return nil
+		}
+		n, err := New(context.Background(), connect(t, s), cfg, inflightPlannerOf{planner, id}, ex, committer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { _ = n.Run(ctx); close(done) }()
+		waitFor(t, 5*time.Second, id+" ready", n.Ready)
+		t.Cleanup(func() { cancel(); <-done })
+		return n
+	}
+	const tb = "file:///tables/handed.lance"
+	a := start("a")
+	if err := a.Submit(context.Background(), tb, 1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "a holding the fast task's result", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		st := a.tables[tb]
+		return st != nil && slices.Contains(st.collected, tb+"/fast")
+	})
+	start("b")
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(release) }) }) // before the nodes stop
+	waitFor(t, 10*time.Second, "a sees b", func() bool { return a.view.live("b", time.Now()) })
+
+	a.handOff(context.Background(), rangeOf(tb), "b")
+	waitFor(t, 10*time.Second, "b plans the handed table", func() bool { return len(planner.plans("b")) > 0 })
+	if first := planner.plans("b")[0]; !slices.Contains(first, tb+"/fast") || !slices.Contains(first, tb+"/slow") {
+		t.Errorf("b's first plan had in flight %v, want both tasks", first)
+	}
+	once.Do(func() { close(release) })
+	waitFor(t, 20*time.Second, "both tasks committed", func() bool { return committer.n.Load() >= 2 })
+	time.Sleep(time.Second)
+	if n := committer.n.Load(); n != 2 {
+		t.Errorf("%d results committed, want 2", n)
 	}
 }

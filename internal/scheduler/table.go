@@ -253,10 +253,13 @@ func (n *Node) stopCoordinator(ctx context.Context, st *tableState, ls *lease) {
 	rs := n.ranges[st.rng]
 	last := rs != nil && rs.lease == ls && rs.tables[st.table] == st
 	if last && rs.handed != nil {
-		// Handed off: the receiver plans around the tasks in flight and
-		// the kept results, as a node taking over an expired range does.
+		// Handed off: the receiver plans around the tasks in flight, the
+		// kept results and the results read and not committed yet (the
+		// receiver reads them again from the results stream), as a node
+		// taking over an expired range does.
 		keys := slices.Collect(maps.Keys(st.inflight))
 		keys = append(keys, slices.Collect(maps.Keys(st.kept))...)
+		keys = append(keys, st.collected...)
 		keys = append(keys, st.inherited...)
 		rs.handed[st.table] = keys
 	}
