@@ -284,10 +284,18 @@ func (e env) baseRewrite(frags, rows int) map[string]any {
 	}
 }
 
-// repack: backfilled fragments repacked by lanced, against cp of the moved
-// bytes, with and without fsync (lanced makes every data file durable
-// before it commits; the durable physical limit is a copy that fsyncs each
-// file).
+// repackVsCp times lanced's repack of fresh copies of base against cp +
+// fsync of the files each run wrote (vsCpFsync).
+func (e env) repackVsCp(base string, written func(int64)) (run, run, []map[string]any) {
+	return vsCpFsync(e.work, "rp", e.reps, base, dirBytes(base)+128<<20, func(c string) run {
+		return measure(e.root, e.bin, "compact", "--scope", "repack", "--policy", e.policies, "--json", "file://"+c)
+	}, written)
+}
+
+// repack: backfilled fragments repacked by lanced, against cp -r of the
+// data directory (page cache only) and cp + fsync of the files lanced wrote
+// (lanced makes every data file durable before it commits; the durable
+// physical limit is a copy that fsyncs each file).
 func (e env) repack(frags, rows, backfills int, sliced bool) map[string]any {
 	rbase := filepath.Join(e.work, "rp", "t.lance")
 	log.Printf("building repack table: %d fragments x %d rows, %d backfills", frags, rows, backfills)
@@ -296,24 +304,24 @@ func (e env) repack(frags, rows, backfills int, sliced bool) map[string]any {
 	cp := best(e.reps, func(i int) run {
 		return measure(e.root, "cp", "-r", data, filepath.Join(e.work, fmt.Sprintf("cp%d", i)))
 	})
-	cpSync := best(e.reps, func(i int) run {
-		dst := filepath.Join(e.work, fmt.Sprintf("cps%d", i))
-		return measure(e.root, "sh", "-c", fmt.Sprintf("cp -r %q %q && for f in %q/*; do dd if=/dev/null of=\"$f\" conv=notrunc,fsync status=none; done", data, dst, dst))
-	})
-	repack := best(e.reps, func(i int) run {
-		c := filepath.Join(e.work, fmt.Sprintf("rp%d", i), "t.lance")
-		copyTree(rbase, c)
-		return measure(e.root, e.bin, "compact", "--scope", "repack", "--policy", e.policies, "--json", "file://"+c)
-	})
+	// lanced's repack and cp + fsync of the files it wrote, both right
+	// after a scratch file as big as the table plus 128 MiB was freed (as
+	// for the rewrite tables: warmFreePages)
+	var written int64
+	repack, cpSync, pairs := e.repackVsCp(rbase, func(n int64) { written = n })
 	res := map[string]any{
 		"repack_table":                  fmt.Sprintf("%d fragments x %d rows, %d backfills, %.1f MiB moved", frags, rows, backfills, float64(dirBytes(data))/(1<<20)),
 		"cp_seconds":                    cp.wall.Seconds(),
-		"cp_fsync_seconds":              cpSync.wall.Seconds(),
+		"cp_fsync_written_seconds":      cpSync.wall.Seconds(),
+		"cp_fsync_written_cpu_seconds":  cpSync.cpu.Seconds(),
+		"lanced_written_mib":            float64(written) / (1 << 20),
+		"repack_runs":                   pairs,
 		"lanced_repack_seconds":         repack.wall.Seconds(),
 		"lanced_repack_cpu_seconds":     repack.cpu.Seconds(),
 		"lanced_repack_rss_mib":         float64(repack.rssKB) / 1024,
 		"repack_vs_cp_time_ratio":       repack.wall.Seconds() / cp.wall.Seconds(),
 		"repack_vs_cp_fsync_time_ratio": repack.wall.Seconds() / cpSync.wall.Seconds(),
+		"repack_vs_cp_fsync_cpu_ratio":  repack.cpu.Seconds() / cpSync.cpu.Seconds(),
 	}
 	if sliced {
 		maps.Copy(res, slicedRepack(e, rbase, repack))

@@ -57,43 +57,13 @@ func sizedRewrite(name, work, cache, oracleDir, root, bin string, reps int) map[
 		Reencoded int             `json:"files_reencoded"`
 		Pages     json.RawMessage `json:"pages"`
 	}
-	var cpSync run
-	var pairs []map[string]any
 	// both processes start with as much just-freed memory as the table
 	// plus 128 MiB (see warmFreePages)
-	warm := dirBytes(sb) + 128<<20
-	o := best(reps, func(i int) run {
-		c := filepath.Join(work, fmt.Sprintf("%s-ours%d", name, i), "t.lance")
-		copyTree(sb, c)
-		defer os.RemoveAll(filepath.Dir(c))
-		warmFreePages(work, warm)
+	o, cpSync, pairs := vsCpFsync(work, name, reps, sb, dirBytes(sb)+128<<20, func(c string) run {
 		r := measure(root, bin, "compact", "--scope", "rewrite", "--json", "file://"+c)
 		_ = json.Unmarshal(r.out, &sum)
-		files, n := newDataFiles(sb, c)
-		oursOut = n
-		// the durable physical limit: cp of the same bytes, each file fsynced
-		dst := filepath.Join(work, fmt.Sprintf("%s-cp%d", name, i))
-		_ = os.MkdirAll(dst, 0o755)
-		script := "for f in \"$@\"; do cp \"$f\" " + dst + "/ && dd if=/dev/null of=" + dst + "/$(basename \"$f\") conv=notrunc,fsync status=none; done"
-		warmFreePages(work, warm)
-		c2 := measure(root, "sh", append([]string{"-c", script, "sh"}, files...)...)
-		if i == 0 || c2.wall < cpSync.wall {
-			cpSync.wall = c2.wall
-		}
-		if i == 0 || c2.cpu < cpSync.cpu {
-			cpSync.cpu = c2.cpu
-		}
-		pairs = append(pairs, map[string]any{
-			"load":                 loadAvg(),
-			"lanced_seconds":       r.wall.Seconds(),
-			"lanced_cpu_seconds":   r.cpu.Seconds(),
-			"cp_fsync_seconds":     c2.wall.Seconds(),
-			"cp_fsync_cpu_seconds": c2.cpu.Seconds(),
-			"ratio":                r.wall.Seconds() / c2.wall.Seconds(),
-		})
-		_ = os.RemoveAll(dst)
 		return r
-	})
+	}, func(n int64) { oursOut = n })
 	return map[string]any{
 		"table":                         fmt.Sprintf("%s, %.1f MiB", name, float64(dirBytes(sb))/(1<<20)),
 		"lance_optimize_seconds":        l.wall.Seconds(),
@@ -117,6 +87,47 @@ func sizedRewrite(name, work, cache, oracleDir, root, bin string, reps int) map[
 		"files_reencoded":               sum.Reencoded,
 		"pages":                         sum.Pages,
 	}
+}
+
+// vsCpFsync runs lanced (do, on a fresh synced copy of base) reps times,
+// each run followed by cp + fsync of the data files it wrote (each file
+// made durable, as lanced makes every data file durable before it
+// commits), both right after warm bytes of scratch file were freed
+// (warmFreePages). It returns the best of each (wall and CPU taken
+// separately) and every run's pair; written gets each run's bytes written.
+func vsCpFsync(work, tag string, reps int, base string, warm int64, do func(table string) run, written func(int64)) (ours, cpSync run, pairs []map[string]any) {
+	ours = best(reps, func(i int) run {
+		c := filepath.Join(work, fmt.Sprintf("%s-ours%d", tag, i), "t.lance")
+		copyTree(base, c)
+		defer os.RemoveAll(filepath.Dir(c))
+		warmFreePages(work, warm)
+		r := do(c)
+		files, n := newDataFiles(base, c)
+		written(n)
+		// the durable physical limit: cp of the same bytes, each file fsynced
+		dst := filepath.Join(work, fmt.Sprintf("%s-cp%d", tag, i))
+		_ = os.MkdirAll(dst, 0o755)
+		script := "for f in \"$@\"; do cp \"$f\" " + dst + "/ && dd if=/dev/null of=" + dst + "/$(basename \"$f\") conv=notrunc,fsync status=none; done"
+		warmFreePages(work, warm)
+		c2 := measure(work, "sh", append([]string{"-c", script, "sh"}, files...)...)
+		if i == 0 || c2.wall < cpSync.wall {
+			cpSync.wall = c2.wall
+		}
+		if i == 0 || c2.cpu < cpSync.cpu {
+			cpSync.cpu = c2.cpu
+		}
+		pairs = append(pairs, map[string]any{
+			"load":                 loadAvg(),
+			"lanced_seconds":       r.wall.Seconds(),
+			"lanced_cpu_seconds":   r.cpu.Seconds(),
+			"cp_fsync_seconds":     c2.wall.Seconds(),
+			"cp_fsync_cpu_seconds": c2.cpu.Seconds(),
+			"ratio":                r.wall.Seconds() / c2.wall.Seconds(),
+		})
+		_ = os.RemoveAll(dst)
+		return r
+	})
+	return ours, cpSync, pairs
 }
 
 // buildSized builds a Sized table with real Lance (testenv/oracle/build.mjs),
