@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"sync"
+	"unsafe"
 
 	"github.com/lanced-dev/lanced/internal/format/codec"
 	"github.com/lanced-dev/lanced/internal/format/pb/enc21pb"
@@ -203,37 +205,35 @@ func appendFlat(f *enc21pb.Flat, b []byte, n int, out *values) error {
 	return fmt.Errorf("%w: flat values of %d bits", ErrUnsupportedEncoding, bits)
 }
 
+// inlineBlocks holds the blocks appendInlineBitpacked unpacks chunks
+// into: a block allocated per chunk of 1024 values was most of a
+// bit-packed column's garbage when it is read whole. (A block on the stack
+// escapes: the unpack kernels are called through a table.)
+var inlineBlocks = sync.Pool{New: func() any { return new([codec.FastLanesBlock]uint64) }}
+
+// appendInlineBitpacked unpacks one chunk into a pooled block and appends
+// its n values.
 func appendInlineBitpacked(bits uint64, b []byte, n int, out *values) error {
-	var raw []byte
+	blk := inlineBlocks.Get().(*[codec.FastLanesBlock]uint64)
+	defer inlineBlocks.Put(blk)
+	p := unsafe.Pointer(blk)
+	var err error
 	switch bits {
 	case 8:
-		v, err := codec.DecodeInlineBitpacked[uint8](nil, b, n)
-		if err != nil {
-			return err
-		}
-		raw = v
+		err = codec.UnpackInlineBitpacked((*[codec.FastLanesBlock]uint8)(p), b, n)
 	case 16:
-		v, err := codec.DecodeInlineBitpacked[uint16](nil, b, n)
-		if err != nil {
-			return err
-		}
-		raw = codec.AsBytes(v)
+		err = codec.UnpackInlineBitpacked((*[codec.FastLanesBlock]uint16)(p), b, n)
 	case 32:
-		v, err := codec.DecodeInlineBitpacked[uint32](nil, b, n)
-		if err != nil {
-			return err
-		}
-		raw = codec.AsBytes(v)
+		err = codec.UnpackInlineBitpacked((*[codec.FastLanesBlock]uint32)(p), b, n)
 	case 64:
-		v, err := codec.DecodeInlineBitpacked[uint64](nil, b, n)
-		if err != nil {
-			return err
-		}
-		raw = codec.AsBytes(v)
+		err = codec.UnpackInlineBitpacked(blk, b, n)
 	default:
 		return fmt.Errorf("%w: inline bitpacking of %d-bit values", ErrUnsupportedEncoding, bits)
 	}
-	return out.appendFixed(raw, int(bits/8), n)
+	if err != nil {
+		return err
+	}
+	return out.appendFixed(codec.AsBytes(blk[:]), int(bits/8), n)
 }
 
 func appendRLE[T codec.Word](bufs [][]byte, n int, out *values) error {
