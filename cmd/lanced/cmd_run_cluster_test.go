@@ -42,10 +42,10 @@ func homeTablePath(dir, base, node string, others ...string) string {
 	for i := 0; ; i++ {
 		path := filepath.Join(dir, fmt.Sprintf("%s-%d.lance", base, i))
 		home := true
-		for set := range 1 << len(others) {
+		for mask := range 1 << len(others) {
 			live := []string{node}
 			for j, o := range others {
-				if set&(1<<j) != 0 {
+				if mask&(1<<j) != 0 {
 					live = append(live, o)
 				}
 			}

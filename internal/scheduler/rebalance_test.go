@@ -455,15 +455,7 @@ func TestHandOffCarriesCollectedResults(t *testing.T) {
 			}
 			return nil
 		}
-		n, err := New(context.Background(), connect(t, s), cfg, inflightPlannerOf{planner, id}, ex, committer)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { _ = n.Run(ctx); close(done) }()
-		waitFor(t, 5*time.Second, id+" ready", n.Ready)
-		t.Cleanup(func() { cancel(); <-done })
+		n, _, _ := startNode(t, connect(t, s), cfg, inflightPlannerOf{planner, id}, ex, committer)
 		return n
 	}
 	const tb = "file:///tables/handed.lance"

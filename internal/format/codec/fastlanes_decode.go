@@ -103,46 +103,23 @@ func bitsOf[T Word]() int {
 // FastLanes block of 1024·W/T words. The first n (≤1024) values are appended
 // to dst as T-bit little-endian words.
 func DecodeInlineBitpacked[T Word](dst []T, src []byte, n int) ([]T, error) {
-	w, in, err := inlineChunk[T](src, n)
-	if err != nil {
-		return dst, err
-	}
-	return appendBlock(dst, in, w, n), nil
-}
-
-// UnpackInlineBitpacked decodes one InlineBitpacking chunk (as
-// DecodeInlineBitpacked) into out, whose first n values are then the
-// chunk's: a caller's block on its stack instead of an allocation per
-// chunk.
-func UnpackInlineBitpacked[T Word](out *[FastLanesBlock]T, src []byte, n int) error {
-	w, in, err := inlineChunk[T](src, n)
-	if err != nil {
-		return err
-	}
-	unpackBlock(in, w, out)
-	return nil
-}
-
-// inlineChunk checks an InlineBitpacking chunk of n values and returns its
-// bit width and packed words.
-func inlineChunk[T Word](src []byte, n int) (int, []T, error) {
 	t := bitsOf[T]()
 	if n > FastLanesBlock {
-		return 0, nil, fmt.Errorf("%w: inline bitpacked chunk of %d values (max 1024)", ErrCorrupt, n)
+		return dst, fmt.Errorf("%w: inline bitpacked chunk of %d values (max 1024)", ErrCorrupt, n)
 	}
 	in := words[T](src)
 	if len(in) < 1 {
-		return 0, nil, fmt.Errorf("%w: inline bitpacked chunk of %d bytes has no width header", ErrCorrupt, len(src))
+		return dst, fmt.Errorf("%w: inline bitpacked chunk of %d bytes has no width header", ErrCorrupt, len(src))
 	}
 	if uint64(in[0]) > uint64(t) {
-		return 0, nil, fmt.Errorf("%w: inline bitpacking width %d > %d", ErrCorrupt, uint64(in[0]), t)
+		return dst, fmt.Errorf("%w: inline bitpacking width %d > %d", ErrCorrupt, uint64(in[0]), t)
 	}
 	w := int(in[0])
 	need := BlockWords(t, w)
 	if len(in)-1 < need {
-		return 0, nil, fmt.Errorf("%w: inline bitpacked chunk needs %d words, has %d", ErrCorrupt, need, len(in)-1)
+		return dst, fmt.Errorf("%w: inline bitpacked chunk needs %d words, has %d", ErrCorrupt, need, len(in)-1)
 	}
-	return w, in[1 : 1+need], nil
+	return appendBlock(dst, in[1:1+need], w, n), nil
 }
 
 // DecodeOutOfLineBitpacked decodes a buffer of n values packed to w bits in

@@ -205,14 +205,15 @@ func appendFlat(f *enc21pb.Flat, b []byte, n int, out *values) error {
 	return fmt.Errorf("%w: flat values of %d bits", ErrUnsupportedEncoding, bits)
 }
 
-// inlineBlocks holds the blocks appendInlineBitpacked unpacks chunks
+// inlineBlocks holds the blocks appendInlineBitpacked decodes chunks
 // into: a block allocated per chunk of 1024 values was most of a
 // bit-packed column's garbage when it is read whole. (A block on the stack
 // escapes: the unpack kernels are called through a table.)
 var inlineBlocks = sync.Pool{New: func() any { return new([codec.FastLanesBlock]uint64) }}
 
-// appendInlineBitpacked unpacks one chunk into a pooled block and appends
-// its n values.
+// appendInlineBitpacked decodes one chunk into a pooled block and appends
+// its n values. DecodeInlineBitpacked appends to the block's empty slice,
+// whose capacity holds a whole chunk, so it writes into the block.
 func appendInlineBitpacked(bits uint64, b []byte, n int, out *values) error {
 	blk := inlineBlocks.Get().(*[codec.FastLanesBlock]uint64)
 	defer inlineBlocks.Put(blk)
@@ -220,13 +221,13 @@ func appendInlineBitpacked(bits uint64, b []byte, n int, out *values) error {
 	var err error
 	switch bits {
 	case 8:
-		err = codec.UnpackInlineBitpacked((*[codec.FastLanesBlock]uint8)(p), b, n)
+		_, err = codec.DecodeInlineBitpacked((*[codec.FastLanesBlock]uint8)(p)[:0], b, n)
 	case 16:
-		err = codec.UnpackInlineBitpacked((*[codec.FastLanesBlock]uint16)(p), b, n)
+		_, err = codec.DecodeInlineBitpacked((*[codec.FastLanesBlock]uint16)(p)[:0], b, n)
 	case 32:
-		err = codec.UnpackInlineBitpacked((*[codec.FastLanesBlock]uint32)(p), b, n)
+		_, err = codec.DecodeInlineBitpacked((*[codec.FastLanesBlock]uint32)(p)[:0], b, n)
 	case 64:
-		err = codec.UnpackInlineBitpacked(blk, b, n)
+		_, err = codec.DecodeInlineBitpacked(blk[:0], b, n)
 	default:
 		return fmt.Errorf("%w: inline bitpacking of %d-bit values", ErrUnsupportedEncoding, bits)
 	}
