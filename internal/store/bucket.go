@@ -571,6 +571,9 @@ func (b *Bucket) NewWriter(ctx context.Context, key string) (io.WriteCloser, err
 		if err != nil {
 			return nil, done(err)
 		}
+		if DirectWrites() {
+			w.staged = newStagedWriter(w.f)
+		}
 		return &localErrWriter{errWriter{w: w, b: b, key: key}, w}, done(nil)
 	}
 	wctx, cancel := context.WithCancel(ctx)

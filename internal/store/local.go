@@ -29,6 +29,10 @@ type localWriter struct {
 	written int64 // bytes written
 	flushed int64 // bytes handed to startWriteback
 	noRange bool  // copy_file_range(2) refused this file: CopyRange says no
+	// staged: a stream writer's bytes go through aligned buffers, written
+	// with O_DIRECT where the filesystem allows (see stagedWriter); nil:
+	// written as they come, through the page cache.
+	staged *stagedWriter
 }
 
 // writebackWindow is how many written bytes are handed to the kernel's
@@ -58,6 +62,13 @@ func (b *Bucket) newLocalWriter(ctx context.Context, key string, excl bool) (*lo
 }
 
 func (w *localWriter) Write(p []byte) (int, error) {
+	if w.staged != nil {
+		n, err := w.staged.Write(p)
+		if err != nil {
+			w.failed = true
+		}
+		return n, err
+	}
 	n, err := w.f.Write(p)
 	if err != nil {
 		w.failed = true
@@ -97,6 +108,13 @@ func (w *localWriter) CopyRange(src io.ReaderAt, off, n int64) (bool, error) {
 	if sf == nil || w.noRange || w.failed {
 		return false, nil
 	}
+	if w.staged != nil { // read straight into the staging buffers
+		if err := w.staged.readFrom(sf, off, n); err != nil {
+			w.failed = true
+			return true, err
+		}
+		return true, nil
+	}
 	var done int64
 	for done < n {
 		at := off + done
@@ -122,7 +140,16 @@ func (w *localWriter) CopyRange(src io.ReaderAt, off, n int64) (bool, error) {
 func (w *localWriter) Close() error {
 	tmp := w.f.Name()
 	defer func() { _ = os.Remove(tmp) }()
+	if w.staged != nil && !w.failed {
+		if err := w.staged.finish(); err != nil {
+			_ = w.f.Close()
+			return err
+		}
+	}
 	if w.failed {
+		if w.staged != nil {
+			_ = w.staged.stop()
+		}
 		_ = w.f.Close()
 		return errors.New("earlier write failed; object discarded")
 	}
@@ -155,6 +182,9 @@ func (w *localWriter) Close() error {
 }
 
 func (w *localWriter) Abort() error {
+	if w.staged != nil {
+		_ = w.staged.stop()
+	}
 	_ = w.f.Close()
 	return os.Remove(w.f.Name())
 }

@@ -1,0 +1,238 @@
+package store
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Direct writes: a file:// stream writer (NewWriter) stages its bytes in
+// aligned buffers of directBufSize and, once a file outgrows one buffer,
+// writes them with O_DIRECT from a second goroutine while the next buffer
+// fills. The output never enters the page cache: no page-cache memory is
+// allocated, dirtied and written back for it, and the pages that live
+// readers have cached are not evicted for a file nobody reads yet. On a
+// 523 MiB clean rewrite (ext4, Linux 6.18, a VM) this used 0.13-0.16 s of
+// system CPU where copy_file_range into the page cache plus writeback used
+// 0.3-2 s, the spread set by how much the kernel had to grow the page
+// cache. It is what RocksDB's use_direct_io_for_flush_and_compaction does
+// for the files its compactions write.
+//
+// A file no larger than one buffer is written with one ordinary write at
+// Close. Where the filesystem reports no direct-I/O alignment
+// (statx(2) STATX_DIOALIGN) or refuses O_DIRECT, the buffers are written
+// through the page cache instead, with the same bytes and durability.
+
+// directBufSize is the size of one staging buffer; a writer holds at most
+// directBufs of them (one filling, one queued, one being written).
+const (
+	directBufSize = 4 << 20
+	directBufs    = 3
+)
+
+var directWrites atomic.Bool
+
+func init() { directWrites.Store(true) }
+
+// SetDirectWrites turns direct writes of file:// stream writers on (the
+// default) or off for writers opened after the call.
+func SetDirectWrites(on bool) { directWrites.Store(on) }
+
+// DirectWrites reports whether file:// stream writers write directly.
+func DirectWrites() bool { return directWrites.Load() }
+
+var directPool = sync.Pool{New: func() any {
+	b := make([]byte, directBufSize+directAlignMax)
+	skip := int(-uintptr(unsafe.Pointer(&b[0])) & (directAlignMax - 1))
+	b = b[skip : skip+directBufSize : skip+directBufSize]
+	return &b
+}}
+
+// directAlignMax is the largest memory and offset alignment a filesystem
+// may ask of direct I/O for lanced to use it: buffers are aligned to it.
+const directAlignMax = 4096
+
+// stagedWriter is the part of a localWriter that stages a stream in
+// buffers (see the package comment above).
+type stagedWriter struct {
+	f      *os.File
+	buf    *[]byte // filling; len = bytes staged
+	off    int64   // file offset of (*buf)[0]
+	align  int     // direct-I/O alignment; 0: not decided yet
+	direct bool    // O_DIRECT set on f when the writing started (writeLoop may clear it; s.direct is not changed)
+	jobs   chan stagedJob
+	done   chan error
+	err    error                 // the first failed write, as Write and readFrom saw it
+	werr   atomic.Pointer[error] // the writing goroutine's first error
+}
+
+type stagedJob struct {
+	buf *[]byte
+	off int64
+}
+
+func newStagedWriter(f *os.File) *stagedWriter { return &stagedWriter{f: f} }
+
+// space is the unfilled part of the filling buffer (a buffer taken from
+// the pool when none is filling).
+func (s *stagedWriter) space() []byte {
+	if s.buf == nil {
+		s.buf = directPool.Get().(*[]byte)
+		*s.buf = (*s.buf)[:0]
+	}
+	b := *s.buf
+	return b[len(b):cap(b)]
+}
+
+func (s *stagedWriter) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		if s.err != nil {
+			return n, s.err
+		}
+		sp := s.space()
+		if len(sp) == 0 {
+			s.flush()
+			continue
+		}
+		k := copy(sp, p)
+		*s.buf = (*s.buf)[:len(*s.buf)+k]
+		p = p[k:]
+		n += k
+	}
+	return n, s.err
+}
+
+// readFrom appends n bytes of src from off, read straight into the
+// buffers.
+func (s *stagedWriter) readFrom(src *os.File, off, n int64) error {
+	for n > 0 {
+		if s.err != nil {
+			return s.err
+		}
+		sp := s.space()
+		if len(sp) == 0 {
+			s.flush()
+			continue
+		}
+		sp = sp[:min(int64(len(sp)), n)]
+		k, err := src.ReadAt(sp, off)
+		*s.buf = (*s.buf)[:len(*s.buf)+k]
+		off += int64(k)
+		n -= int64(k)
+		if err == io.EOF && n > 0 {
+			return fmt.Errorf("copy: source ends at %d, %d bytes short: %w", off, n, io.ErrUnexpectedEOF)
+		}
+		if err != nil && err != io.EOF {
+			return err
+		}
+	}
+	return nil
+}
+
+// flush hands the full buffer to the writing goroutine, started (and the
+// file switched to O_DIRECT) at the first one.
+func (s *stagedWriter) flush() {
+	if s.jobs == nil {
+		s.align = directAlignment(s.f)
+		s.direct = s.align > 0 && setDirect(s.f, true) == nil
+		s.jobs = make(chan stagedJob, directBufs-2)
+		s.done = make(chan error, 1)
+		go s.writeLoop(s.direct)
+	}
+	s.jobs <- stagedJob{buf: s.buf, off: s.off}
+	s.off += int64(len(*s.buf))
+	s.buf = nil
+	if p := s.werr.Load(); p != nil {
+		s.err = *p // fail now, not only at Close
+	}
+}
+
+// writeLoop writes the queued buffers: directly while the file is in
+// direct mode (a buffer's length is then a multiple of the alignment: full
+// buffers are, the last is padded and the file truncated after), else
+// through the page cache. A direct write the filesystem refuses (EINVAL)
+// is made through the page cache instead, and so are the rest.
+func (s *stagedWriter) writeLoop(direct bool) {
+	var err error
+	for j := range s.jobs {
+		b := *j.buf
+		if err == nil && direct {
+			_, err = s.f.WriteAt(b, j.off)
+			if err != nil && directRefused(err) {
+				direct = false
+				err = setDirect(s.f, false)
+				if err == nil {
+					_, err = s.f.WriteAt(b, j.off)
+				}
+			}
+		} else if err == nil {
+			_, err = s.f.WriteAt(b, j.off)
+			if err == nil {
+				startWriteback(s.f, j.off, int64(len(b)))
+			}
+		}
+		if err != nil && s.werr.Load() == nil {
+			e := err
+			s.werr.Store(&e)
+		}
+		directPool.Put(j.buf)
+	}
+	s.done <- err
+}
+
+// finish writes what is staged and waits for the writes: the file then
+// holds every byte written, not yet synced.
+func (s *stagedWriter) finish() error {
+	if s.jobs == nil { // at most one buffer: one ordinary write
+		if s.buf != nil {
+			_, err := s.f.WriteAt(*s.buf, 0)
+			directPool.Put(s.buf)
+			s.buf = nil
+			return err
+		}
+		return nil
+	}
+	size := s.off
+	if s.buf != nil && len(*s.buf) > 0 {
+		size += int64(len(*s.buf))
+		if s.direct { // pad the tail to the alignment; truncated below
+			n := len(*s.buf)
+			p := (n + s.align - 1) &^ (s.align - 1)
+			*s.buf = (*s.buf)[:p]
+			clear((*s.buf)[n:])
+		}
+		s.jobs <- stagedJob{buf: s.buf, off: s.off}
+		s.buf = nil
+	} else if s.buf != nil {
+		directPool.Put(s.buf)
+		s.buf = nil
+	}
+	err := s.stop()
+	if err == nil && s.direct {
+		err = s.f.Truncate(size) // drop the tail's padding
+	}
+	return err
+}
+
+// stop ends the writing goroutine and returns its first error.
+func (s *stagedWriter) stop() error {
+	if s.jobs == nil {
+		if s.buf != nil {
+			directPool.Put(s.buf)
+			s.buf = nil
+		}
+		return nil
+	}
+	close(s.jobs)
+	err := <-s.done
+	s.jobs = nil
+	if s.buf != nil {
+		directPool.Put(s.buf)
+		s.buf = nil
+	}
+	return err
+}
