@@ -340,7 +340,7 @@ func copyGroup(ctx context.Context, b *store.Bucket, g []*tablepb.DataFragment, 
 	if err := newFragment(g, name, res); err != nil {
 		return false, err
 	}
-	out.Paths.KernelBytes += res.KernelBytes
+	out.Paths.RangeBytes += res.RangeBytes
 	groupDone(ctx, g)
 	out.Copied++
 	return true, nil

@@ -76,7 +76,7 @@ func TestRewriteCopyOracle(t *testing.T) {
 			// file:// sources and outputs on one filesystem: the kept
 			// pages and surviving rows are copied in the kernel
 			// (copy_file_range), not read into lanced
-			if c.copied && sum.Pages.KernelBytes == 0 && store.KernelCopyAvailable(filepath.Dir(path)) {
+			if c.copied && sum.Pages.RangeBytes == 0 && store.KernelCopyAvailable(filepath.Dir(path)) {
 				t.Fatalf("no bytes copied in the kernel: %+v", sum.Pages)
 			}
 			after := oracle.Inspect(t, path, 0)

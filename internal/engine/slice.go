@@ -320,7 +320,7 @@ func (r *Runner) logSliced(j job.Job, d time.Duration) {
 		return
 	}
 	args = append(args, "pages_copied", paths.Copied.Pages, "bytes_copied", paths.Copied.Bytes, "pages_filtered", paths.Filtered.Pages,
-		"pages_rechunked", paths.Rechunked.Pages, "pages_reencoded", paths.Reencoded.Pages, "kernel_bytes", paths.KernelBytes)
+		"pages_rechunked", paths.Rechunked.Pages, "pages_reencoded", paths.Reencoded.Pages, "range_copied_bytes", paths.RangeBytes)
 	msg := "slice written"
 	if j.Task().Join != nil {
 		msg = "slices joined"
@@ -405,7 +405,7 @@ func joinFiles(ctx context.Context, b *store.Bucket, frag *tablepb.DataFragment,
 		jf.written += res.Size
 		jf.paths.Copied.Pages += res.PagesCopied
 		jf.paths.Copied.Bytes += res.BytesCopied
-		jf.paths.KernelBytes += res.KernelBytes
+		jf.paths.RangeBytes += res.RangeBytes
 	}
 	jf.paths.ColsCopied = len(order)
 	// The adopted pieces become the join's outputs only now that every

@@ -667,6 +667,11 @@ func (e *localErrWriter) CopyRange(src io.ReaderAt, off, n int64) (bool, error) 
 	return ok, err
 }
 
+// KernelCopies reports whether CopyRange copies in the kernel
+// (copy_file_range(2) into the page cache) rather than into the writer's
+// direct-write buffers.
+func (e *localErrWriter) KernelCopies() bool { return e.lw.staged == nil }
+
 func (e *errWriter) Abort() error {
 	if e.closed {
 		return nil

@@ -64,6 +64,8 @@ type stagedWriter struct {
 	align  int     // direct-I/O alignment; 0: not decided yet
 	direct bool    // O_DIRECT set on f when the writing started (writeLoop may clear it; s.direct is not changed)
 	jobs   chan stagedJob
+	free   chan *[]byte // buffers written, to be filled again
+	bufs   int          // buffers taken from the pool (at most directBufs)
 	done   chan error
 	err    error                 // the first failed write, as Write and readFrom saw it
 	werr   atomic.Pointer[error] // the writing goroutine's first error
@@ -80,7 +82,16 @@ func newStagedWriter(f *os.File) *stagedWriter { return &stagedWriter{f: f} }
 // the pool when none is filling).
 func (s *stagedWriter) space() []byte {
 	if s.buf == nil {
-		s.buf = directPool.Get().(*[]byte)
+		select {
+		case s.buf = <-s.free:
+		default:
+			if s.bufs < directBufs {
+				s.buf = directPool.Get().(*[]byte)
+				s.bufs++
+			} else {
+				s.buf = <-s.free // wait for a write to finish
+			}
+		}
 		*s.buf = (*s.buf)[:0]
 	}
 	b := *s.buf
@@ -139,7 +150,8 @@ func (s *stagedWriter) flush() {
 	if s.jobs == nil {
 		s.align = directAlignment(s.f)
 		s.direct = s.align > 0 && setDirect(s.f, true) == nil
-		s.jobs = make(chan stagedJob, directBufs-2)
+		s.jobs = make(chan stagedJob, directBufs)
+		s.free = make(chan *[]byte, directBufs)
 		s.done = make(chan error, 1)
 		go s.writeLoop(s.direct)
 	}
@@ -179,7 +191,7 @@ func (s *stagedWriter) writeLoop(direct bool) {
 			e := err
 			s.werr.Store(&e)
 		}
-		directPool.Put(j.buf)
+		s.free <- j.buf
 	}
 	s.done <- err
 }
@@ -230,6 +242,9 @@ func (s *stagedWriter) stop() error {
 	close(s.jobs)
 	err := <-s.done
 	s.jobs = nil
+	for len(s.free) > 0 {
+		directPool.Put(<-s.free)
+	}
 	if s.buf != nil {
 		directPool.Put(s.buf)
 		s.buf = nil

@@ -44,12 +44,13 @@ func directEncoding(anyBytes []byte) *file2pb.Encoding {
 // container tracks the position in the output stream and writes aligned
 // buffers, then the metadata tail.
 type container struct {
-	w      io.Writer
-	rw     RangeWriter // w, when it copies ranges of sources itself
-	kernel int64       // bytes w copied from sources itself (RangeWriter)
-	pos    int64
-	pad    [bufferAlign]byte
-	err    error
+	w         io.Writer
+	rw        RangeWriter // w, when it copies ranges of sources itself
+	ranged    int64       // bytes w copied from sources itself (RangeWriter)
+	pageAlign bool        // rw copies into the page cache: keep page offsets (alignCopy)
+	pos       int64
+	pad       [bufferAlign]byte
+	err       error
 	// extra holds the global buffers after buffer 0, in order (offset, size).
 	extra [][2]uint64
 }
@@ -57,6 +58,10 @@ type container struct {
 func newContainer(w io.Writer) *container {
 	c := &container{w: w}
 	c.rw, _ = w.(RangeWriter)
+	c.pageAlign = c.rw != nil
+	if k, ok := w.(KernelCopier); ok {
+		c.pageAlign = k.KernelCopies()
+	}
 	for i := range c.pad {
 		c.pad[i] = padByte
 	}

@@ -330,7 +330,7 @@ func (cp *copier) finishWith(first *openSource, fields []*filepb.Field, rows uin
 		return Result{}, err
 	}
 	res.Size = cp.c.pos
-	res.KernelBytes = cp.c.kernel
+	res.RangeBytes = cp.c.ranged
 	res.PagesCopied, res.BytesCopied = cp.pages, cp.copied
 	res.Major, res.Minor = 2, 1
 	if first.f.Format == lancefile.Format20 {

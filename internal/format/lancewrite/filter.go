@@ -170,8 +170,8 @@ func (fp *FilterPlan) Write(ctx context.Context, dst io.Writer) (FilterResult, e
 	w.closed = true
 	res.NumRows = rows
 	res.Size = w.c.pos
-	res.KernelBytes = w.c.kernel
-	res.Paths.KernelBytes = w.c.kernel
+	res.RangeBytes = w.c.ranged
+	res.Paths.RangeBytes = w.c.ranged
 	res.Major, res.Minor = 2, 1
 	return res, nil
 }
@@ -232,9 +232,10 @@ type PathStats struct {
 	// was copied.
 	Adopted    PathCount `json:"adopted_pieces"`
 	ColsCopied int       `json:"columns_copied"` // columns handled page by page (the others were re-encoded whole)
-	// KernelBytes of the output were copied from the sources by the
-	// destination itself (copy_file_range on local files), never read.
-	KernelBytes int64 `json:"kernel_copied_bytes"`
+	// RangeBytes of the output were copied from the sources by the
+	// destination itself (a local file: straight into its direct-write
+	// buffers, or copy_file_range), never through the encoder.
+	RangeBytes int64 `json:"range_copied_bytes"`
 }
 
 // Add accumulates o into s.
@@ -254,7 +255,7 @@ func (s *PathStats) Add(o PathStats) {
 	s.Adopted.Pages += o.Adopted.Pages
 	s.Adopted.Bytes += o.Adopted.Bytes
 	s.ColsCopied += o.ColsCopied
-	s.KernelBytes += o.KernelBytes
+	s.RangeBytes += o.RangeBytes
 }
 
 func (s *PathStats) count(p PagePath, bytes int64) {

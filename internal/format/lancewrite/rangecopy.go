@@ -17,6 +17,16 @@ type RangeWriter interface {
 	CopyRange(src io.ReaderAt, off, n int64) (bool, error)
 }
 
+// KernelCopier is an optional interface of a RangeWriter. KernelCopies
+// reports whether its copies go through the page cache in the kernel
+// (copy_file_range(2)), where alignCopy's padding makes them cheaper; a
+// destination that stages its output in its own buffers (direct writes)
+// gains nothing from it. A RangeWriter without the method is taken to
+// copy in the kernel.
+type KernelCopier interface {
+	KernelCopies() bool
+}
+
 // pageAlignMin is the smallest buffer alignCopy places at its source
 // offset's position within a 4 KiB page: the padding (at most 4032 bytes)
 // is then at most 1/64 of the buffer.
@@ -24,7 +34,7 @@ const pageAlignMin = 256 << 10
 
 // alignCopy pads the stream for a buffer of size bytes about to be copied
 // from offset off of a source: to 64 bytes (align), and, when the
-// destination copies ranges itself (RangeWriter) and the buffer is at
+// destination copies ranges in the kernel (RangeWriter, KernelCopier) and the buffer is at
 // least pageAlignMin, further so that the buffer starts at the same offset
 // within a 4 KiB page as in the source. A kernel copy (copy_file_range(2)
 // into the page cache) then fills each page of the output from one page
@@ -34,7 +44,7 @@ const pageAlignMin = 256 << 10
 // (readers find buffers by their offsets).
 func (c *container) alignCopy(off, size uint64) {
 	c.align()
-	if c.rw == nil || size < pageAlignMin || off%bufferAlign != 0 {
+	if !c.pageAlign || size < pageAlignMin || off%bufferAlign != 0 {
 		return // (a buffer stays 64-byte aligned)
 	}
 	for d := (int64(off) - c.pos) & 4095; d > 0 && c.err == nil; {
@@ -97,7 +107,7 @@ func (c *container) copyRuns(src io.ReaderAt, name string, runs []byteRun, buf [
 			}
 			if ok {
 				c.pos += int64(runs[i][1])
-				c.kernel += int64(runs[i][1])
+				c.ranged += int64(runs[i][1])
 				i++
 				continue
 			}

@@ -17,11 +17,14 @@ import (
 // declines every range, as a store does for a source it cannot reach.
 type rangeDst struct {
 	bytes.Buffer
+	staged bool // copies into its own buffers (KernelCopies false)
 	refuse bool
 	copied int64
 	calls  int
 	ranges [][3]int64 // offered ranges: output position, source offset, size
 }
+
+func (d *rangeDst) KernelCopies() bool { return !d.staged }
 
 func (d *rangeDst) CopyRange(src io.ReaderAt, off, n int64) (bool, error) {
 	d.calls++
@@ -56,8 +59,8 @@ func TestFilterConcatRangeWriter(t *testing.T) {
 	if base.diff != "" {
 		t.Fatalf("rows differ: %s", base.diff)
 	}
-	if base.res.KernelBytes != 0 {
-		t.Fatalf("a bytes.Buffer copied %d bytes itself", base.res.KernelBytes)
+	if base.res.RangeBytes != 0 {
+		t.Fatalf("a bytes.Buffer copied %d bytes itself", base.res.RangeBytes)
 	}
 	fields, err := FieldsFromArrow(testSchema(true), 0)
 	if err != nil {
@@ -72,8 +75,8 @@ func TestFilterConcatRangeWriter(t *testing.T) {
 		if !bytes.Equal(dst.Bytes(), base.out) {
 			t.Fatalf("refuse=%v: %d bytes differ from the %d written through memory", refuse, dst.Len(), len(base.out))
 		}
-		if res.KernelBytes != dst.copied || res.Paths.KernelBytes != dst.copied {
-			t.Fatalf("refuse=%v: result counts %d/%d bytes copied by the destination, it copied %d", refuse, res.KernelBytes, res.Paths.KernelBytes, dst.copied)
+		if res.RangeBytes != dst.copied || res.Paths.RangeBytes != dst.copied {
+			t.Fatalf("refuse=%v: result counts %d/%d bytes copied by the destination, it copied %d", refuse, res.RangeBytes, res.Paths.RangeBytes, dst.copied)
 		}
 		// filtered pages hold a little metadata (the repetition index of
 		// variable-width rows) beside their copied rows
@@ -121,8 +124,8 @@ func TestConcatRowsRangeWriter(t *testing.T) {
 		if !bytes.Equal(dst.Bytes(), plain.Bytes()) {
 			t.Fatalf("%s: output differs from the copy through memory", tc.name)
 		}
-		if dst.copied == 0 || res.KernelBytes != dst.copied || res.Size < dst.copied {
-			t.Fatalf("%s: destination copied %d bytes, result says %d of %d", tc.name, dst.copied, res.KernelBytes, res.Size)
+		if dst.copied == 0 || res.RangeBytes != dst.copied || res.Size < dst.copied {
+			t.Fatalf("%s: destination copied %d bytes, result says %d of %d", tc.name, dst.copied, res.RangeBytes, res.Size)
 		}
 	}
 }
@@ -131,8 +134,10 @@ func TestConcatRowsRangeWriter(t *testing.T) {
 // handed to a destination that copies ranges itself starts at the same
 // offset within a 4 KiB page as in its source (a kernel copy then fills
 // each output page from one source page); smaller buffers and a
-// destination that writes through memory get the packed layout. The
-// files hold the same rows either way.
+// destination that writes through memory get the packed layout, and so
+// does one that copies ranges into its own buffers (KernelCopies false:
+// the same bytes as through memory). The files hold the same rows either
+// way.
 func TestKernelCopiesKeepPageOffsets(t *testing.T) {
 	schema := testSchema(false)
 	all, names := fieldsAndNames(t, schema)
@@ -186,6 +191,15 @@ func TestKernelCopiesKeepPageOffsets(t *testing.T) {
 		}
 		if d := oracle.Diff(readBack(t, plain.Bytes()), readBack(t, dst.Bytes())); d != "" {
 			t.Fatalf("%s: rows differ: %s", tc.name, d)
+		}
+		// a destination that copies into its own buffers gets no padding:
+		// the same bytes as through memory
+		staged := &rangeDst{staged: true}
+		if _, err := tc.run(staged); err != nil {
+			t.Fatal(err)
+		}
+		if staged.copied == 0 || !bytes.Equal(staged.Bytes(), plain.Bytes()) {
+			t.Fatalf("%s: a staging destination copied %d bytes and got %d bytes, through memory %d", tc.name, staged.copied, staged.Len(), plain.Len())
 		}
 	}
 }

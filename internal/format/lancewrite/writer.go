@@ -53,9 +53,9 @@ type Result struct {
 	Fields        []int32 // DataFile.fields
 	ColumnIndices []int32 // DataFile.column_indices
 	Major, Minor  uint32  // DataFile.file_major_version / file_minor_version
-	// KernelBytes are the bytes the destination copied from the sources
-	// itself (RangeWriter): they never passed through this process.
-	KernelBytes int64
+	// RangeBytes are the bytes the destination copied from the sources
+	// itself (RangeWriter): they never passed through the encoder.
+	RangeBytes int64
 	// PagesCopied and BytesCopied count the source pages a page copy
 	// (CopyColumns, ConcatRows) copied verbatim and their buffer bytes.
 	PagesCopied int
