@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/lanced-dev/lanced/internal/store"
 )
 
 func TestTaskThreadsFromEnv(t *testing.T) {
@@ -11,9 +13,15 @@ func TestTaskThreadsFromEnv(t *testing.T) {
 	if err := taskThreadsFromEnv(); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range [][2]string{{"LANCED_TASK_THREADS", "-1"}, {"LANCED_TASK_THREADS", "many"}, {"LANCED_TASK_MEMORY", "lots"}} {
+	defer store.SetDirectWrites(true)
+	t.Setenv("LANCED_DIRECT_IO", "false")
+	if err := taskThreadsFromEnv(); err != nil || store.DirectWrites() {
+		t.Fatalf("LANCED_DIRECT_IO=false: %v, direct writes %v", err, store.DirectWrites())
+	}
+	for _, c := range [][2]string{{"LANCED_TASK_THREADS", "-1"}, {"LANCED_TASK_THREADS", "many"}, {"LANCED_TASK_MEMORY", "lots"}, {"LANCED_DIRECT_IO", "maybe"}} {
 		t.Setenv("LANCED_TASK_THREADS", "")
 		t.Setenv("LANCED_TASK_MEMORY", "")
+		t.Setenv("LANCED_DIRECT_IO", "")
 		t.Setenv(c[0], c[1])
 		err := taskThreadsFromEnv()
 		if err == nil || !strings.Contains(err.Error(), c[0]) {
@@ -22,6 +30,7 @@ func TestTaskThreadsFromEnv(t *testing.T) {
 	}
 	t.Setenv("LANCED_TASK_THREADS", "")
 	t.Setenv("LANCED_TASK_MEMORY", "")
+	t.Setenv("LANCED_DIRECT_IO", "")
 	if err := taskThreadsFromEnv(); err != nil {
 		t.Fatal(err)
 	}

@@ -60,6 +60,9 @@ const directAlignMax = 4096
 type stagedWriter struct {
 	f      *os.File
 	buf    *[]byte // filling; len = bytes staged
+	// growing: buf is the file's first buffer, a plain slice that grows
+	// with the bytes written (a small file never takes a staging buffer)
+	growing bool
 	off    int64   // file offset of (*buf)[0]
 	align  int     // direct-I/O alignment; 0: not decided yet
 	direct bool    // O_DIRECT set on f when the writing started (writeLoop may clear it; s.direct is not changed)
@@ -78,24 +81,52 @@ type stagedJob struct {
 
 func newStagedWriter(f *os.File) *stagedWriter { return &stagedWriter{f: f} }
 
-// space is the unfilled part of the filling buffer (a buffer taken from
-// the pool when none is filling).
-func (s *stagedWriter) space() []byte {
+// space is the unfilled part of the filling buffer, at least want bytes
+// when the buffer has room for them. The file's first buffer grows with
+// the bytes written, up to directBufSize; the others are staging buffers
+// (take).
+func (s *stagedWriter) space(want int64) []byte {
+	if s.buf == nil && s.jobs == nil {
+		s.buf, s.growing = new([]byte), true
+	}
 	if s.buf == nil {
-		select {
-		case s.buf = <-s.free:
-		default:
-			if s.bufs < directBufs {
-				s.buf = directPool.Get().(*[]byte)
-				s.bufs++
-			} else {
-				s.buf = <-s.free // wait for a write to finish
-			}
-		}
-		*s.buf = (*s.buf)[:0]
+		s.buf = s.take()
 	}
 	b := *s.buf
+	if s.growing && cap(b)-len(b) < int(min(want, directBufSize)) && cap(b) < directBufSize {
+		c := min(max(2*cap(b), len(b)+int(min(want, directBufSize)), 64<<10), directBufSize)
+		nb := make([]byte, len(b), c)
+		copy(nb, b)
+		*s.buf, b = nb, nb
+	}
 	return b[len(b):cap(b)]
+}
+
+// take returns an empty staging buffer: one written already, a new one
+// from the pool while the writer holds fewer than directBufs, else the
+// next one written (waiting for the write).
+func (s *stagedWriter) take() *[]byte {
+	var b *[]byte
+	select {
+	case b = <-s.free:
+	default:
+		if s.bufs < directBufs {
+			b = directPool.Get().(*[]byte)
+			s.bufs++
+		} else {
+			b = <-s.free
+		}
+	}
+	*b = (*b)[:0]
+	return b
+}
+
+// release gives back the filling buffer.
+func (s *stagedWriter) release() {
+	if s.buf != nil && !s.growing {
+		directPool.Put(s.buf)
+	}
+	s.buf, s.growing = nil, false
 }
 
 func (s *stagedWriter) Write(p []byte) (int, error) {
@@ -104,7 +135,7 @@ func (s *stagedWriter) Write(p []byte) (int, error) {
 		if s.err != nil {
 			return n, s.err
 		}
-		sp := s.space()
+		sp := s.space(int64(len(p)))
 		if len(sp) == 0 {
 			s.flush()
 			continue
@@ -124,7 +155,7 @@ func (s *stagedWriter) readFrom(src *os.File, off, n int64) error {
 		if s.err != nil {
 			return s.err
 		}
-		sp := s.space()
+		sp := s.space(n)
 		if len(sp) == 0 {
 			s.flush()
 			continue
@@ -147,6 +178,11 @@ func (s *stagedWriter) readFrom(src *os.File, off, n int64) error {
 // flush hands the full buffer to the writing goroutine, started (and the
 // file switched to O_DIRECT) at the first one.
 func (s *stagedWriter) flush() {
+	if s.growing { // the first buffer, full: staged like the others
+		b := s.take()
+		*b = append(*b, *s.buf...)
+		s.buf, s.growing = b, false
+	}
 	if s.jobs == nil {
 		s.align = directAlignment(s.f)
 		s.direct = s.align > 0 && setDirect(s.f, true) == nil
@@ -200,13 +236,12 @@ func (s *stagedWriter) writeLoop(direct bool) {
 // holds every byte written, not yet synced.
 func (s *stagedWriter) finish() error {
 	if s.jobs == nil { // at most one buffer: one ordinary write
+		var err error
 		if s.buf != nil {
-			_, err := s.f.WriteAt(*s.buf, 0)
-			directPool.Put(s.buf)
-			s.buf = nil
-			return err
+			_, err = s.f.WriteAt(*s.buf, 0)
 		}
-		return nil
+		s.release()
+		return err
 	}
 	size := s.off
 	if s.buf != nil && len(*s.buf) > 0 {
@@ -219,9 +254,6 @@ func (s *stagedWriter) finish() error {
 		}
 		s.jobs <- stagedJob{buf: s.buf, off: s.off}
 		s.buf = nil
-	} else if s.buf != nil {
-		directPool.Put(s.buf)
-		s.buf = nil
 	}
 	err := s.stop()
 	if err == nil && s.direct {
@@ -232,11 +264,8 @@ func (s *stagedWriter) finish() error {
 
 // stop ends the writing goroutine and returns its first error.
 func (s *stagedWriter) stop() error {
+	s.release()
 	if s.jobs == nil {
-		if s.buf != nil {
-			directPool.Put(s.buf)
-			s.buf = nil
-		}
 		return nil
 	}
 	close(s.jobs)
@@ -244,10 +273,6 @@ func (s *stagedWriter) stop() error {
 	s.jobs = nil
 	for len(s.free) > 0 {
 		directPool.Put(<-s.free)
-	}
-	if s.buf != nil {
-		directPool.Put(s.buf)
-		s.buf = nil
 	}
 	return err
 }
