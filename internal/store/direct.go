@@ -58,20 +58,20 @@ const directAlignMax = 4096
 // stagedWriter is the part of a localWriter that stages a stream in
 // buffers (see the package comment above).
 type stagedWriter struct {
-	f      *os.File
-	buf    *[]byte // filling; len = bytes staged
+	f   *os.File
+	buf *[]byte // filling; len = bytes staged
 	// growing: buf is the file's first buffer, a plain slice that grows
 	// with the bytes written (a small file never takes a staging buffer)
 	growing bool
-	off    int64   // file offset of (*buf)[0]
-	align  int     // direct-I/O alignment; 0: not decided yet
-	direct bool    // O_DIRECT set on f when the writing started (writeLoop may clear it; s.direct is not changed)
-	jobs   chan stagedJob
-	free   chan *[]byte // buffers written, to be filled again
-	bufs   int          // buffers taken from the pool (at most directBufs)
-	done   chan error
-	err    error                 // the first failed write, as Write and readFrom saw it
-	werr   atomic.Pointer[error] // the writing goroutine's first error
+	off     int64 // file offset of (*buf)[0]
+	align   int   // direct-I/O alignment; 0: not decided yet
+	direct  bool  // O_DIRECT set on f when the writing started (writeLoop may clear it; s.direct is not changed)
+	jobs    chan stagedJob
+	free    chan *[]byte // buffers written, to be filled again
+	bufs    int          // buffers taken from the pool (at most directBufs)
+	done    chan error
+	err     error                 // the first failed write, as Write and readFrom saw it
+	werr    atomic.Pointer[error] // the writing goroutine's first error
 }
 
 type stagedJob struct {
