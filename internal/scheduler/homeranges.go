@@ -46,10 +46,11 @@ func (n *Node) tendHomeRanges(ctx context.Context, wg *sync.WaitGroup, live *tim
 	}
 	var take []idle
 	var release, lapsed []idle
+	ids := n.view.liveNodes(now) // for every range's turns
 	n.mu.Lock()
 	for rng := range leaseRanges {
 		rs := n.ranges[rng]
-		home := n.view.rangeRank(rng, n.cfg.NodeID, now) == 0
+		home := n.view.rankAmong(ids, rng, n.cfg.NodeID, now) == 0
 		switch {
 		case rs == nil:
 			if home && !n.view.heldElsewhere(rangeKey(rng), n.cfg.NodeID, now) {

@@ -119,9 +119,26 @@ func (v *leaseView) rangeRank(rng int, node string, now time.Time) int {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	t := now.UnixNano()
-	if r, ok := v.recs[rangeKey(rng)]; ok && r.Holder == "" && r.HandOffTo == node && t < r.HandOffUntil {
-		return 0
-	}
+	return v.rankLocked(v.liveNodesLocked(t), rng, node, t)
+}
+
+// liveNodes is the ids of the live nodes in id order, for rankAmong: a
+// pass over many ranges collects and sorts them once.
+func (v *leaseView) liveNodes(now time.Time) []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.liveNodesLocked(now.UnixNano())
+}
+
+// rankAmong is rangeRank with the live nodes taken from ids (liveNodes).
+func (v *leaseView) rankAmong(ids []string, rng int, node string, now time.Time) int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.rankLocked(ids, rng, node, now.UnixNano())
+}
+
+// liveNodesLocked is liveNodes at t (Unix nanoseconds). v.mu is held.
+func (v *leaseView) liveNodesLocked(t int64) []string {
 	var ids []string
 	for k, r := range v.recs {
 		if strings.HasPrefix(k, nodeKeyPrefix) && r.Holder != "" && t < r.Expires {
@@ -129,6 +146,15 @@ func (v *leaseView) rangeRank(rng int, node string, now time.Time) int {
 		}
 	}
 	slices.Sort(ids)
+	return ids
+}
+
+// rankLocked is node's turn at range rng among the live nodes ids (in
+// id order) at t (Unix nanoseconds), as rangeRank. v.mu is held.
+func (v *leaseView) rankLocked(ids []string, rng int, node string, t int64) int {
+	if r, ok := v.recs[rangeKey(rng)]; ok && r.Holder == "" && r.HandOffTo == node && t < r.HandOffUntil {
+		return 0
+	}
 	i, ok := slices.BinarySearch(ids, node)
 	if !ok {
 		return 0
@@ -214,6 +240,10 @@ func (n *Node) handOffChoice() (int, string, bool) {
 	if to == "" {
 		return 0, "", false
 	}
+	var ids []string // the live nodes, for every range's turns
+	if n.cfg.KeepHomeRanges {
+		ids = n.view.liveNodes(now)
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	type cand struct {
@@ -232,10 +262,10 @@ func (n *Node) handOffChoice() (int, string, bool) {
 		}
 		c := cand{rng: rng}
 		if n.cfg.KeepHomeRanges {
-			if n.view.rangeRank(rng, n.cfg.NodeID, now) == 0 {
+			if n.view.rankAmong(ids, rng, n.cfg.NodeID, now) == 0 {
 				continue
 			}
-			if n.view.rangeRank(rng, to, now) != 0 {
+			if n.view.rankAmong(ids, rng, to, now) != 0 {
 				c.away = 1
 			}
 		}
