@@ -257,12 +257,22 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Fatalf("timed out after %s waiting for %s", d, what)
 }
 
+// startNode starts a node and waits until it is ready; it fails the test
+// if Run returns an error, and stops the node when the test ends.
 func startNode(t testing.TB, nc *nats.Conn, cfg Config, p Planner, e Executor, c Committer) (*Node, context.CancelFunc, chan struct{}) {
+	t.Helper()
+	return startTracedNode(t, nc, cfg, nil, p, e, c)
+}
+
+// startTracedNode is startNode with the node's trace (Node.trace) set
+// before it runs.
+func startTracedNode(t testing.TB, nc *nats.Conn, cfg Config, trace func(node, table, stage string), p Planner, e Executor, c Committer) (*Node, context.CancelFunc, chan struct{}) {
 	t.Helper()
 	n, err := New(context.Background(), nc, cfg, p, e, c)
 	if err != nil {
 		t.Fatalf("new node: %v", err)
 	}
+	n.trace = trace
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

@@ -49,22 +49,13 @@ func TestHomeRangesAreTakenKeptAndPassedOn(t *testing.T) {
 		cfg.LeaseTTL = 3 * time.Second
 		cfg.LeaseLinger = 300 * time.Millisecond
 		cfg.KeepHomeRanges = true
-		n, err := New(context.Background(), connect(t, s), cfg, planner.forNode(id), nil, &countingCommitter{})
-		if err != nil {
-			t.Fatal(err)
-		}
 		c, _ := acquires.LoadOrStore(id, &atomic.Int64{})
-		n.trace = func(_, table, stage string) {
+		trace := func(_, table, stage string) {
 			if stage == "acquire" {
 				c.(*atomic.Int64).Add(1)
 			}
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { _ = n.Run(ctx); close(done) }()
-		waitFor(t, 5*time.Second, "node ready", n.Ready)
-		t.Cleanup(func() { cancel(); <-done })
-		return n, cancel, done
+		return startTracedNode(t, connect(t, s), cfg, trace, planner.forNode(id), nil, &countingCommitter{})
 	}
 	acquired := func(id string) int64 {
 		c, _ := acquires.Load(id)
@@ -223,22 +214,14 @@ func TestBusyHomeRangeStaysWhenANodeJoins(t *testing.T) {
 		cfg.LeaseTTL = 3 * time.Second
 		cfg.LeaseLinger = 5 * time.Minute // coordinators stay while their tables idle
 		cfg.KeepHomeRanges = true
-		n, err := New(context.Background(), connect(t, s), cfg, planner.forNode(id), nil, &countingCommitter{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.trace = func(_, table, stage string) {
+		trace := func(_, table, stage string) {
 			if stage == "stopped" {
 				mu.Lock()
 				stops[id+"/"+table]++
 				mu.Unlock()
 			}
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { _ = n.Run(ctx); close(done) }()
-		waitFor(t, 5*time.Second, "node ready", n.Ready)
-		t.Cleanup(func() { cancel(); <-done })
+		n, _, _ := startTracedNode(t, connect(t, s), cfg, trace, planner.forNode(id), nil, &countingCommitter{})
 		return n
 	}
 	// One table whose range stays a's home once b is live, one whose
