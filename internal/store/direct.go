@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
 	"sync/atomic"
 	"unsafe"
 )
@@ -44,12 +43,38 @@ func SetDirectWrites(on bool) { directWrites.Store(on) }
 // DirectWrites reports whether file:// stream writers write directly.
 func DirectWrites() bool { return directWrites.Load() }
 
-var directPool = sync.Pool{New: func() any {
-	b := make([]byte, directBufSize+directAlignMax)
+// directFree keeps staging buffers between writers: at most its capacity
+// stay mapped once written, the others are released.
+var directFree = make(chan *[]byte, 2*directBufs)
+
+// getDirectBuf returns an empty staging buffer.
+func getDirectBuf() *[]byte {
+	select {
+	case b := <-directFree:
+		return b
+	default:
+		b := allocDirectBuf(directBufSize)
+		return &b
+	}
+}
+
+// putDirectBuf gives a staging buffer back.
+func putDirectBuf(b *[]byte) {
+	*b = (*b)[:0]
+	select {
+	case directFree <- b:
+	default:
+		freeDirectBuf(*b)
+	}
+}
+
+// heapDirectBuf is a staging buffer on the Go heap, aligned to
+// directAlignMax.
+func heapDirectBuf(n int) []byte {
+	b := make([]byte, n+directAlignMax)
 	skip := int(-uintptr(unsafe.Pointer(&b[0])) & (directAlignMax - 1))
-	b = b[skip : skip+directBufSize : skip+directBufSize]
-	return &b
-}}
+	return b[skip : skip+n : skip+n]
+}
 
 // directAlignMax is the largest memory and offset alignment a filesystem
 // may ask of direct I/O for lanced to use it: buffers are aligned to it.
@@ -111,7 +136,7 @@ func (s *stagedWriter) take() *[]byte {
 	case b = <-s.free:
 	default:
 		if s.bufs < directBufs {
-			b = directPool.Get().(*[]byte)
+			b = getDirectBuf()
 			s.bufs++
 		} else {
 			b = <-s.free
@@ -124,7 +149,7 @@ func (s *stagedWriter) take() *[]byte {
 // release gives back the filling buffer.
 func (s *stagedWriter) release() {
 	if s.buf != nil && !s.growing {
-		directPool.Put(s.buf)
+		putDirectBuf(s.buf)
 	}
 	s.buf, s.growing = nil, false
 }
@@ -272,7 +297,7 @@ func (s *stagedWriter) stop() error {
 	err := <-s.done
 	s.jobs = nil
 	for len(s.free) > 0 {
-		directPool.Put(<-s.free)
+		putDirectBuf(<-s.free)
 	}
 	return err
 }
