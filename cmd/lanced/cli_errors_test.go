@@ -39,6 +39,7 @@ func TestCLIErrorsSayWhatToDo(t *testing.T) {
 		{[]string{"run", "--workers", "x"}, 2, []string{`invalid value "x" for flag -workers`, "usage: lanced run"}},
 		{[]string{"run", "--workers", "-1"}, 2, []string{"--workers -1: want 0 (coordinate only) or more"}},
 		{[]string{"compact", missing, "--scope", "bogus", "--dry-run"}, 1, []string{`--scope "bogus": want all, rewrite, repack or index`}},
+		{[]string{"compact", missing, "--workers", "0"}, 1, []string{"--workers 0: want 1 or more tasks at once"}},
 		{[]string{"policy", "explain", missing, "--config", filepath.Join(dir, "none.hcl")}, 1, []string{
 			filepath.Join(dir, "none.hcl") + ": error: Cannot read config file", "no such file or directory: check the --config path"}},
 		{[]string{"plan", missing, "--policy", pol}, 1, []string{"open " + pol + ": no such file or directory: check the path (a directory of *.hcl policy files)",

@@ -23,7 +23,7 @@ import (
 func init() {
 	register(&command{
 		name:    "compact",
-		usage:   "lanced compact URI [--policy DIR] [--scope all|rewrite|repack|index] [--json] [--commit-batch N] [-v] [--dry-run] [--progress-every D]",
+		usage:   "lanced compact URI [--policy DIR] [--scope all|rewrite|repack|index] [--json] [--commit-batch N] [--workers N] [-v] [--dry-run] [--progress-every D]",
 		summary: "plan, execute and commit rewrites and repacks on one table, once",
 		run:     runCompact,
 	})
@@ -36,6 +36,7 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	scope := fs.String("scope", "", "all|rewrite|repack|index (default: the policy's scope)")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
 	batch := fs.Int("commit-batch", 0, "commit every N tasks of a kind (default: the policy's commit_batch_tasks, else all at once)")
+	workers := fs.Int("workers", 2, "tasks executed at once (their fragments are disjoint; each also encodes its columns in parallel)")
 	verbose := fs.Bool("v", false, "log progress to stderr")
 	dryRun := fs.Bool("dry-run", false, "plan only and change nothing (the same as lanced plan)")
 	progressEvery := defaultProgressEvery
@@ -46,6 +47,9 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	uri := arg
+	if *workers < 1 {
+		return fmt.Errorf("--workers %d: want 1 or more tasks at once", *workers)
+	}
 	switch *scope {
 	case "", policy.ScopeAll, policy.ScopeRewrite, policy.ScopeRepack, policy.ScopeIndex:
 	default:
@@ -91,7 +95,7 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		n = int(eff.Compaction.CommitBatchTasks.Value)
 	}
 	keeper := journal.NewKeeper("lanced-compact", "", log)
-	opts := engine.CompactOptions{CommitBatchTasks: n, Logger: log, Journal: keeper}
+	opts := engine.CompactOptions{CommitBatchTasks: n, Logger: log, Journal: keeper, Workers: *workers}
 	// Progress counts the rows and bytes the tasks read (see
 	// engine.TaskSize); a run after the first adds its own.
 	prog := progress.NewCounter()

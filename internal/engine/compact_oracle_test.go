@@ -83,7 +83,8 @@ func TestCompactOracleScenarios(t *testing.T) {
 			if c.wantRepack && len(p.Repacks) == 0 {
 				t.Fatalf("no repack planned: %+v", p.Decisions)
 			}
-			sum, err := engine.Compact(context.Background(), tbl, m, p.Tasks(), engine.CompactOptions{})
+			// (tasks executed at once, as lanced compact does by default)
+			sum, err := engine.Compact(context.Background(), tbl, m, p.Tasks(), engine.CompactOptions{Workers: 2})
 			if err != nil {
 				t.Fatalf("compact: %v (summary %+v)", err, sum)
 			}

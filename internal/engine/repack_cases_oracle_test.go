@@ -4,12 +4,17 @@ package engine_test
 // deletes and indices), each judged by real Lance.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/lanced-dev/lanced/internal/engine"
@@ -442,4 +447,60 @@ func Test_stale_rewrite_keeps_concurrent_delete(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestCompactExecutesTasksAtOnceOracle: with Workers 3, the three repack
+// tasks of the backfill table (one per fragment) execute at once (all three
+// start before the first one ends) and commit as one version; real Lance
+// reads the same values in the same order. With Workers 1 they run one
+// after the other.
+func TestCompactExecutesTasksAtOnceOracle(t *testing.T) {
+	oracle.Require(t)
+	for _, workers := range []int{3, 1} {
+		path := oracle.Build(t, "backfill", t.TempDir())
+		want := digestInOrder(t, path, 0)
+		tbl, m := tabletest.Open(t, "file://"+path)
+		p := repackPlan(t, path, m, 1)
+		if len(p.Repacks) != 3 {
+			t.Fatalf("%d repacks planned, want one per fragment (3)", len(p.Repacks))
+		}
+		var logs bytes.Buffer
+		var mu sync.Mutex
+		log := slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		sum, err := engine.Compact(ctx, tbl, m, p.Tasks(), engine.CompactOptions{Workers: workers, Logger: log})
+		if err != nil || sum.TasksCommitted != 3 || len(sum.VersionsCommitted) != 1 {
+			t.Fatalf("workers %d: %v, summary %+v", workers, err, sum)
+		}
+		if got := digestInOrder(t, path, 0); !maps_equal(got, want) {
+			t.Fatalf("workers %d: values changed:\nwant %v\ngot  %v", workers, want, got)
+		}
+		// how many tasks had started when the first one ended
+		started := 0
+		for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+			var rec struct{ Msg string }
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Fatalf("log line %q: %v", line, err)
+			}
+			if rec.Msg == "task executed" {
+				break
+			}
+			if rec.Msg == "task started" {
+				started++
+			}
+		}
+		if want := min(workers, 3); started != want {
+			t.Fatalf("workers %d: %d tasks started before the first ended, want %d\n%s", workers, started, want, logs.String())
+		}
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

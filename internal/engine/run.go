@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lanced-dev/lanced/internal/engine/failpoint"
@@ -406,6 +408,9 @@ type CompactOptions struct {
 	// written and settles the record after the commit; after a crash,
 	// cleanup finds the leftovers there.
 	Journal *journal.Keeper
+	// Workers is how many tasks of a batch execute at once (their
+	// fragments are disjoint); 0 or 1: one after the other.
+	Workers int
 }
 
 // Compact executes and commits the tasks planned on m, one transaction kind
@@ -422,8 +427,17 @@ func Compact(ctx context.Context, tbl *table.Table, m *format.Manifest, tasks []
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Runner{Table: tbl, Journal: opts.Journal, Options: opts.Commit, Log: log}
-	r.Quarantined = func(mk quarantine.Mark) { sum.Quarantined = append(sum.Quarantined, mk) }
-	r.QuarantinedIndex = func(mk quarantine.IndexMark) { sum.QuarantinedIndices = append(sum.QuarantinedIndices, mk) }
+	var qmu sync.Mutex // tasks executing at once quarantine at once
+	r.Quarantined = func(mk quarantine.Mark) {
+		qmu.Lock()
+		defer qmu.Unlock()
+		sum.Quarantined = append(sum.Quarantined, mk)
+	}
+	r.QuarantinedIndex = func(mk quarantine.IndexMark) {
+		qmu.Lock()
+		defer qmu.Unlock()
+		sum.QuarantinedIndices = append(sum.QuarantinedIndices, mk)
+	}
 	defer func() { sum.Duration = time.Since(start).Round(time.Millisecond).String() }()
 	if err := job.CheckDisjoint(tasks); err != nil {
 		return sum, err
@@ -449,7 +463,7 @@ func Compact(ctx context.Context, tbl *table.Table, m *format.Manifest, tasks []
 			for j < len(ts) && sameParent(ts[j-1], ts[j]) {
 				j++
 			}
-			if err := r.compactBatch(ctx, m, ts[i:j], sum); err != nil {
+			if err := r.compactBatch(ctx, m, ts[i:j], sum, opts.Workers); err != nil {
 				return sum, err
 			}
 			i = j
@@ -463,31 +477,70 @@ func sameParent(a, b job.Task) bool {
 	return a.Slice != nil && b.Slice != nil && a.Slice.Parent().Key() == b.Slice.Parent().Key()
 }
 
-// compactBatch executes tasks and commits what succeeded.
-func (r *Runner) compactBatch(ctx context.Context, m *format.Manifest, tasks []job.Task, sum *Summary) error {
+// compactBatch executes tasks, up to workers at once, and commits what
+// succeeded. Results are taken in task order, as if executed one after the
+// other; an ErrInvariant stops the starting of further tasks and discards
+// every output of the batch.
+func (r *Runner) compactBatch(ctx context.Context, m *format.Manifest, tasks []job.Task, sum *Summary, workers int) error {
 	log := r.log()
-	var ps []Pending
-	for _, t := range tasks {
+	type result struct {
+		p   Pending
+		err error
+		ran bool
+	}
+	results := make([]result, len(tasks))
+	var invariant atomic.Bool
+	execute := func(i int) {
+		t := tasks[i]
 		key := t.Key()
 		t0 := time.Now()
 		log.Info("task started", "table", r.name(), "task_id", key, "kind", string(t.Kind()), "read_version", t.ReadVersion(), "fragments", t.Fragments())
 		p, err := r.Execute(ctx, m.PB, t)
 		if err == nil {
 			log.Info("task executed", "table", r.name(), "task_id", key, "kind", string(t.Kind()), "files", len(p.Job.Written()), "duration", time.Since(t0))
-			ps = append(ps, p)
+		} else if errors.Is(err, job.ErrInvariant) {
+			invariant.Store(true)
+		}
+		results[i] = result{p: p, err: err, ran: true}
+	}
+	sem := make(chan struct{}, max(1, workers))
+	var wg sync.WaitGroup
+	for i := range tasks {
+		sem <- struct{}{}
+		if invariant.Load() {
+			<-sem
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			execute(i)
+		}()
+	}
+	wg.Wait()
+	var ps []Pending
+	for _, res := range results {
+		if res.ran && res.err == nil {
+			ps = append(ps, res.p)
+		}
+	}
+	for i, res := range results {
+		if !res.ran || res.err == nil {
 			continue
 		}
+		key := tasks[i].Key()
 		switch {
-		case errors.Is(err, job.ErrInvariant):
+		case errors.Is(res.err, job.ErrInvariant):
 			r.Discard(ctx, ps)
-			return err
-		case errors.Is(err, job.ErrStale):
+			return res.err
+		case errors.Is(res.err, job.ErrStale):
 			sum.TasksStale++
-			log.Info("task stale", "table", r.name(), "task_id", key, "err", err)
+			log.Info("task stale", "table", r.name(), "task_id", key, "err", res.err)
 		default:
 			sum.TasksFailed++
-			sum.Errors = append(sum.Errors, fmt.Sprintf("%s: %v", key, err))
-			log.Warn("task failed", "table", r.name(), "task_id", key, "err", err)
+			sum.Errors = append(sum.Errors, fmt.Sprintf("%s: %v", key, res.err))
+			log.Warn("task failed", "table", r.name(), "task_id", key, "err", res.err)
 		}
 	}
 	reports, err := r.Commit(ctx, ps)
