@@ -574,6 +574,7 @@ func (b *Bucket) NewWriter(ctx context.Context, key string) (io.WriteCloser, err
 		if DirectWrites() {
 			w.staged = newStagedWriter(w.f)
 		}
+		w.abortWhenDropped()
 		return &localErrWriter{errWriter{w: w, b: b, key: key}, w}, done(nil)
 	}
 	wctx, cancel := context.WithCancel(ctx)
@@ -625,6 +626,9 @@ type errWriter struct {
 }
 
 func (e *errWriter) Write(p []byte) (int, error) {
+	if e.closed {
+		return 0, e.b.wrap("write", e.key, errors.New("writer already closed"))
+	}
 	n, err := e.w.Write(p)
 	if err != nil {
 		err = e.b.wrap("write", e.key, err)

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"unsafe"
 
@@ -68,9 +67,6 @@ func directSupported(t *testing.T, dir string) bool {
 // pages in the page cache: it was written around it; with them off, or at
 // one buffer or less, it is written through it.
 func TestDirectWritesHoldEveryByte(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("direct writes are Linux only")
-	}
 	ctx := context.Background()
 	dir := t.TempDir()
 	b := open(t, "file://"+dir)

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"time"
 )
@@ -33,6 +34,9 @@ type localWriter struct {
 	// with O_DIRECT where the filesystem allows (see stagedWriter); nil:
 	// written as they come, through the page cache.
 	staged *stagedWriter
+	// dropped aborts the writer if it is dropped without Close or Abort
+	// (see abortWhenDropped).
+	dropped runtime.Cleanup
 }
 
 // writebackWindow is how many written bytes are handed to the kernel's
@@ -59,6 +63,29 @@ func (b *Bucket) newLocalWriter(ctx context.Context, key string, excl bool) (*lo
 		return nil, err
 	}
 	return &localWriter{ctx: ctx, f: f, final: final, excl: excl}, nil
+}
+
+// abortWhenDropped makes the garbage collector abort the writer if its
+// user drops it without Close or Abort (an error path that forgets it):
+// its writing goroutine ends, its buffers and file are freed and its temp
+// file is removed, where they would otherwise stay for the life of the
+// process (the goroutine holds them).
+func (w *localWriter) abortWhenDropped() {
+	w.dropped = runtime.AddCleanup(w, func(d droppedWriter) {
+		go func() {
+			if d.s != nil {
+				_ = d.s.stop()
+			}
+			_ = d.f.Close()
+			_ = os.Remove(d.f.Name())
+		}()
+	}, droppedWriter{f: w.f, s: w.staged})
+}
+
+// droppedWriter is what aborting a dropped localWriter needs.
+type droppedWriter struct {
+	f *os.File
+	s *stagedWriter
 }
 
 func (w *localWriter) Write(p []byte) (int, error) {
@@ -138,6 +165,7 @@ func (w *localWriter) CopyRange(src io.ReaderAt, off, n int64) (bool, error) {
 }
 
 func (w *localWriter) Close() error {
+	w.dropped.Stop()
 	tmp := w.f.Name()
 	defer func() { _ = os.Remove(tmp) }()
 	if w.staged != nil && !w.failed {
@@ -182,6 +210,7 @@ func (w *localWriter) Close() error {
 }
 
 func (w *localWriter) Abort() error {
+	w.dropped.Stop()
 	if w.staged != nil {
 		_ = w.staged.stop()
 	}
