@@ -87,3 +87,62 @@ func TestWriteAfterCloseFails(t *testing.T) {
 		}
 	}
 }
+
+// TestUnfinishedStreamsLeaveNothing: a file:// stream writer that has
+// handed several staging buffers to its writing goroutine and is then
+// aborted, closed after a failed range copy, or closed with its context
+// cancelled publishes nothing, leaves no temp file and no writing
+// goroutine.
+func TestUnfinishedStreamsLeaveNothing(t *testing.T) {
+	dir := t.TempDir()
+	b := open(t, "file://"+dir)
+	src := bytes.Repeat([]byte{9}, 9<<20)
+	if err := b.Put(context.Background(), "src.bin", src); err != nil {
+		t.Fatal(err)
+	}
+	ra, err := b.OpenReaderAt(context.Background(), "src.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ra.Close()
+	before := writeLoops()
+	for _, end := range []string{"abort", "short-copy", "cancel"} {
+		ctx, cancel := context.WithCancel(context.Background())
+		w, err := b.NewWriter(ctx, "out-"+end)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write(make([]byte, 10<<20)); err != nil {
+			t.Fatal(err)
+		}
+		switch end {
+		case "abort":
+			err = w.(store.Writer).Abort()
+		case "short-copy":
+			if _, cerr := w.(rangeWriter).CopyRange(ra, 1<<20, 9<<20); cerr == nil {
+				t.Fatal("CopyRange past the source's end succeeded")
+			}
+			if err = w.Close(); err == nil {
+				t.Fatal("Close after a failed CopyRange succeeded")
+			}
+		case "cancel":
+			cancel()
+			if err = w.Close(); err == nil {
+				t.Fatal("Close with a cancelled context succeeded")
+			}
+		}
+		if end == "abort" && err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if _, err := os.Stat(filepath.Join(dir, "out-"+end)); !os.IsNotExist(err) {
+			t.Fatalf("%s: object published (%v)", end, err)
+		}
+		if m, _ := filepath.Glob(filepath.Join(dir, ".*"+store.TempSuffix)); len(m) != 0 {
+			t.Fatalf("%s: temp files left: %v", end, m)
+		}
+		if n := writeLoops(); n != before {
+			t.Fatalf("%s: %d writing goroutines, %d before", end, n, before)
+		}
+	}
+}
