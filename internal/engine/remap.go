@@ -351,6 +351,17 @@ func (f *segmentFile) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// Abort discards the file (nothing is published); a later Close returns
+// nil.
+func (f *segmentFile) Abort() error {
+	if f.closed {
+		return nil
+	}
+	f.closed = true
+	f.w.open--
+	return abortWriter(f.sw)
+}
+
 func (f *segmentFile) Close() error {
 	if f.closed {
 		return nil

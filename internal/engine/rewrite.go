@@ -145,6 +145,10 @@ func ExecuteRewrite(ctx context.Context, tbl *table.Table, m *tablepb.Manifest, 
 	}
 	defer func() {
 		if err != nil {
+			if rw.cur != nil { // a file being written when it failed: discarded, not published
+				_ = abortWriter(rw.cur.sw)
+				rw.cur = nil
+			}
 			deleteKeys(context.WithoutCancel(ctx), tbl.Bucket(), rw.out.Outputs)
 			out = nil
 		}

@@ -102,7 +102,8 @@ type SegmentReader interface {
 // exists only once its writer's Close returns nil; the engine records the
 // bytes written as the file's size. Close may be called again after it
 // returned (later calls return nil), so a remapper can defer it for its
-// error paths.
+// error paths. A writer may also have an Abort method, which discards the
+// file (WriteFiles uses it on errors).
 type SegmentWriter interface {
 	Create(ctx context.Context, name string) (io.WriteCloser, error)
 }

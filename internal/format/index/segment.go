@@ -45,12 +45,15 @@ func NoRemapperIf(err, unsupported error) error {
 }
 
 // WriteFiles creates the named files of a new segment, runs write with
-// them and closes them; a file exists only if everything succeeded.
+// them and closes them; a file exists only if everything succeeded: on an
+// error the files not yet closed are aborted (a writer with an Abort
+// method discards what it wrote), never closed, so no partial file is
+// published.
 func WriteFiles(ctx context.Context, seg SegmentWriter, names []string, write func([]io.Writer) error) error {
 	var ws []io.WriteCloser
 	defer func() {
 		for _, w := range ws {
-			w.Close()
+			abort(w)
 		}
 	}()
 	plain := make([]io.Writer, len(names))
@@ -65,12 +68,24 @@ func WriteFiles(ctx context.Context, seg SegmentWriter, names []string, write fu
 	if err := write(plain); err != nil {
 		return err
 	}
-	for _, w := range ws {
+	for len(ws) > 0 {
+		w := ws[0]
+		ws = ws[1:]
 		if err := w.Close(); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// abort discards a segment file being written: Abort where the writer has
+// it, else Close (a writer without Abort cannot discard).
+func abort(w io.WriteCloser) {
+	if a, ok := w.(interface{ Abort() error }); ok {
+		_ = a.Abort()
+		return
+	}
+	_ = w.Close()
 }
 
 // MergeReadWindow is the bytes per column a merge reading inputs files at
