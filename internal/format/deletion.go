@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	flatbuffers "github.com/google/flatbuffers/go"
 
 	"github.com/lanced-dev/lanced/internal/format/pb/tablepb"
 )
@@ -213,6 +214,9 @@ func decodeArrowDeletions(name string, data []byte) (bm *roaring.Bitmap, err err
 			bm = nil
 		}
 	}()
+	if err := checkArrowFooter(data); err != nil {
+		return nil, corruptf("deletion file", name, "not a Lance deletion arrow file: %v", err)
+	}
 	mem := &limitAllocator{Allocator: memory.NewGoAllocator(), left: deletionAllocLimit.Load()}
 	r, err := ipc.NewFileReader(bytes.NewReader(data), ipc.WithAllocator(mem))
 	if err != nil {
@@ -294,6 +298,87 @@ func CheckDeletions(name string, df *tablepb.DeletionFile, physicalRows uint64, 
 	}
 	if physicalRows != 0 && !rows.IsEmpty() && uint64(rows.Maximum()) >= physicalRows {
 		return corruptf("deletion file", name, "deletes row offset %d of a fragment with %d physical rows", rows.Maximum(), physicalRows)
+	}
+	return nil
+}
+
+// checkArrowFooter checks, before arrow-go reads it, that the footer of
+// the Arrow IPC file data describes what a Lance deletion file holds: a
+// schema of one field without children or metadata, of an Int type, no
+// dictionaries, one record batch. arrow-go sizes slices by the counts a
+// footer claims (a 184-byte file can claim billions of schema fields), and
+// an allocation that large ends the process rather than panicking, so the
+// counts are checked here first. Reads past the footer's end panic, which
+// the caller recovers as a malformed file.
+func checkArrowFooter(data []byte) error {
+	const magic = "ARROW1"
+	n := len(data)
+	if n < 2*len(magic)+2+4 || string(data[:len(magic)]) != magic || string(data[n-len(magic):]) != magic {
+		return fmt.Errorf("not an arrow ipc file (no ARROW1 magic at both ends)")
+	}
+	flen := int64(int32(binary.LittleEndian.Uint32(data[n-len(magic)-4:])))
+	if flen <= 0 || flen > int64(n-2*len(magic)-2-4) {
+		return fmt.Errorf("footer of %d bytes in a file of %d", flen, n)
+	}
+	buf := data[n-len(magic)-4-int(flen) : n-len(magic)-4]
+	root := flatbuffers.Table{Bytes: buf, Pos: flatbuffers.GetUOffsetT(buf)}
+	// vectorLen is the length of the vector in table field slot (0 when
+	// absent), checked to fit the footer at elem bytes per element.
+	vectorLen := func(t flatbuffers.Table, slot flatbuffers.VOffsetT, elem int) (int, error) {
+		o := flatbuffers.UOffsetT(t.Offset(slot))
+		if o == 0 {
+			return 0, nil
+		}
+		l := t.VectorLen(o)
+		if start := int(t.Vector(o)); l < 0 || start+l*elem > len(buf) {
+			return 0, fmt.Errorf("a vector of %d elements past the footer's %d bytes", l, len(buf))
+		}
+		return l, nil
+	}
+	table := func(t flatbuffers.Table, slot flatbuffers.VOffsetT) (flatbuffers.Table, bool) {
+		o := flatbuffers.UOffsetT(t.Offset(slot))
+		if o == 0 {
+			return flatbuffers.Table{}, false
+		}
+		return flatbuffers.Table{Bytes: buf, Pos: t.Indirect(t.Pos + o)}, true
+	}
+	// Arrow's File.fbs and Schema.fbs: Footer {version, schema,
+	// dictionaries, recordBatches, custom_metadata}; Schema {endianness,
+	// fields, custom_metadata, features}; Field {name, nullable, type_type,
+	// type, dictionary, children, custom_metadata}; slot = 4 + 2 × index.
+	if l, err := vectorLen(root, 8, 24); err != nil || l != 0 {
+		return fmt.Errorf("footer lists %d dictionaries, want none (%v)", l, err)
+	}
+	if l, err := vectorLen(root, 10, 24); err != nil || l != 1 {
+		return fmt.Errorf("footer lists %d record batches, want one (%v)", l, err)
+	}
+	if l, err := vectorLen(root, 12, 4); err != nil || l != 0 {
+		return fmt.Errorf("footer has %d metadata entries, want none (%v)", l, err)
+	}
+	schema, ok := table(root, 6)
+	if !ok {
+		return fmt.Errorf("footer has no schema")
+	}
+	if l, err := vectorLen(schema, 6, 4); err != nil || l != 1 {
+		return fmt.Errorf("schema has %d fields, want one (%v)", l, err)
+	}
+	for _, slot := range []flatbuffers.VOffsetT{8, 10} {
+		if l, err := vectorLen(schema, slot, 8); err != nil || l != 0 {
+			return fmt.Errorf("schema has %d metadata entries or features, want none (%v)", l, err)
+		}
+	}
+	o := flatbuffers.UOffsetT(schema.Offset(6))
+	field := flatbuffers.Table{Bytes: buf, Pos: schema.Indirect(schema.Vector(o))}
+	for _, slot := range []flatbuffers.VOffsetT{14, 16} {
+		if l, err := vectorLen(field, slot, 4); err != nil || l != 0 {
+			return fmt.Errorf("field has %d children or metadata entries, want none (%v)", l, err)
+		}
+	}
+	if _, ok := table(field, 12); ok {
+		return fmt.Errorf("field is dictionary-encoded, want uint32")
+	}
+	if tt := field.GetByteSlot(8, 0); tt != 2 { // Type union: Int = 2
+		return fmt.Errorf("field has type %d, want Int (2)", tt)
 	}
 	return nil
 }
