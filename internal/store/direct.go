@@ -90,12 +90,11 @@ type stagedWriter struct {
 	growing bool
 	off     int64 // file offset of (*buf)[0]
 	align   int   // direct-I/O alignment; 0: not decided yet
-	direct  bool  // O_DIRECT set on f when the writing started (writeLoop may clear it; s.direct is not changed)
+	direct  bool  // O_DIRECT was set on f when writing started (writeLoop falls back on its own copy)
 	jobs    chan stagedJob
 	free    chan *[]byte // buffers written, to be filled again
 	bufs    int          // buffers taken from the pool (at most directBufs)
 	done    chan error
-	err     error                 // the first failed write, as Write and readFrom saw it
 	werr    atomic.Pointer[error] // the writing goroutine's first error
 }
 
@@ -155,49 +154,55 @@ func (s *stagedWriter) release() {
 }
 
 func (s *stagedWriter) Write(p []byte) (int, error) {
-	n := 0
-	for len(p) > 0 {
-		if s.err != nil {
-			return n, s.err
-		}
-		sp := s.space(int64(len(p)))
-		if len(sp) == 0 {
-			s.flush()
-			continue
-		}
-		k := copy(sp, p)
-		*s.buf = (*s.buf)[:len(*s.buf)+k]
+	n, err := s.fill(int64(len(p)), func(dst []byte) (int, error) {
+		k := copy(dst, p)
 		p = p[k:]
-		n += k
-	}
-	return n, s.err
+		return k, nil
+	})
+	return int(n), err
 }
 
 // readFrom appends n bytes of src from off, read straight into the
 // buffers.
 func (s *stagedWriter) readFrom(src *os.File, off, n int64) error {
-	for n > 0 {
-		if s.err != nil {
-			return s.err
+	done, err := s.fill(n, func(dst []byte) (int, error) {
+		k, err := src.ReadAt(dst, off)
+		off += int64(k)
+		if err == io.EOF && k == len(dst) {
+			err = nil
 		}
-		sp := s.space(n)
+		return k, err
+	})
+	if err == io.EOF {
+		return fmt.Errorf("copy: source ends at %d, %d bytes short: %w", off, n-done, io.ErrUnexpectedEOF)
+	}
+	return err
+}
+
+// fill appends n bytes to the stream, put filling each free part of the
+// buffers in turn (it returns how many bytes it put there), and returns
+// how many were appended: fewer than n only with an error, put's or the
+// writing goroutine's (a write that failed fails the stream now, not only
+// at Close).
+func (s *stagedWriter) fill(n int64, put func(dst []byte) (int, error)) (int64, error) {
+	var done int64
+	for done < n {
+		if p := s.werr.Load(); p != nil {
+			return done, *p
+		}
+		sp := s.space(n - done)
 		if len(sp) == 0 {
 			s.flush()
 			continue
 		}
-		sp = sp[:min(int64(len(sp)), n)]
-		k, err := src.ReadAt(sp, off)
+		k, err := put(sp[:min(int64(len(sp)), n-done)])
 		*s.buf = (*s.buf)[:len(*s.buf)+k]
-		off += int64(k)
-		n -= int64(k)
-		if err == io.EOF && n > 0 {
-			return fmt.Errorf("copy: source ends at %d, %d bytes short: %w", off, n, io.ErrUnexpectedEOF)
-		}
-		if err != nil && err != io.EOF {
-			return err
+		done += int64(k)
+		if err != nil {
+			return done, err
 		}
 	}
-	return nil
+	return done, nil
 }
 
 // flush hands the full buffer to the writing goroutine, started (and the
@@ -219,9 +224,6 @@ func (s *stagedWriter) flush() {
 	s.jobs <- stagedJob{buf: s.buf, off: s.off}
 	s.off += int64(len(*s.buf))
 	s.buf = nil
-	if p := s.werr.Load(); p != nil {
-		s.err = *p // fail now, not only at Close
-	}
 }
 
 // writeLoop writes the queued buffers: directly while the file is in

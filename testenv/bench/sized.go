@@ -105,26 +105,20 @@ func vsCpFsync(work, tag string, reps int, base string, warm int64, do func(tabl
 		r := do(c)
 		files, n := newDataFiles(base, c)
 		written(n)
-		// the durable physical limit: cp of the same bytes, each file fsynced
+		// the durable physical limit: cp of the same bytes, each file
+		// fsynced; and the same bytes copied around the page cache, as
+		// lanced writes them on a filesystem with direct I/O
 		dst := filepath.Join(work, fmt.Sprintf("%s-cp%d", tag, i))
-		_ = os.MkdirAll(dst, 0o755)
-		script := "for f in \"$@\"; do cp \"$f\" " + dst + "/ && dd if=/dev/null of=" + dst + "/$(basename \"$f\") conv=notrunc,fsync status=none; done"
 		warmFreePages(work, warm)
-		c2 := measure(work, "sh", append([]string{"-c", script, "sh"}, files...)...)
+		c2 := copyEach(work, dst, cpFsyncScript, files)
 		if i == 0 || c2.wall < cpSync.wall {
 			cpSync.wall = c2.wall
 		}
 		if i == 0 || c2.cpu < cpSync.cpu {
 			cpSync.cpu = c2.cpu
 		}
-		_ = os.RemoveAll(dst)
-		// the same bytes copied around the page cache, as lanced writes
-		// them on a filesystem with direct I/O: dd with O_DIRECT output
-		// (GNU dd writes a last partial block without it), each file fsynced
-		_ = os.MkdirAll(dst, 0o755)
-		script = "for f in \"$@\"; do dd if=\"$f\" of=" + dst + "/$(basename \"$f\") bs=4M oflag=direct conv=fsync status=none; done"
 		warmFreePages(work, warm)
-		c3 := measure(work, "sh", append([]string{"-c", script, "sh"}, files...)...)
+		c3 := copyEach(work, dst, ddDirectScript, files)
 		pairs = append(pairs, map[string]any{
 			"load":                  loadAvg(),
 			"lanced_seconds":        r.wall.Seconds(),
@@ -136,7 +130,6 @@ func vsCpFsync(work, tag string, reps int, base string, warm int64, do func(tabl
 			"dd_direct_cpu_seconds": c3.cpu.Seconds(),
 			"ratio_vs_dd_direct":    r.wall.Seconds() / c3.wall.Seconds(),
 		})
-		_ = os.RemoveAll(dst)
 		return r
 	})
 	return ours, cpSync, pairs

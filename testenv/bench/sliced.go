@@ -47,14 +47,28 @@ func compactRun(e env, base, tag, scope, policies string) (run, int, []string, j
 	return r, sum.Tasks, files, sum.Pages
 }
 
-// cpFsync times cp + fsync of files, one after the other (each file made
-// durable, as lanced makes every data file durable before it commits).
-func cpFsync(e env, tag string, files []string) run {
-	dst := filepath.Join(e.work, tag)
+// The copies of the files lanced wrote that the bench takes as physical
+// limits, run by sh with the destination directory as $1 and the files
+// after it: cp, then fsync of each file (dd conv=fsync of nothing); and dd
+// with O_DIRECT output (GNU dd writes a last partial block without it) and
+// fsync of each file.
+const (
+	cpFsyncScript  = `d=$1; shift; for f in "$@"; do cp "$f" "$d"/ && dd if=/dev/null of="$d/$(basename "$f")" conv=notrunc,fsync status=none; done`
+	ddDirectScript = `d=$1; shift; for f in "$@"; do dd if="$f" of="$d/$(basename "$f")" bs=4M oflag=direct conv=fsync status=none; done`
+)
+
+// copyEach times script copying files into the new directory dst, one
+// after the other (each file made durable, as lanced makes every data file
+// durable before it commits), and removes dst.
+func copyEach(work, dst, script string, files []string) run {
 	_ = os.MkdirAll(dst, 0o755)
 	defer os.RemoveAll(dst)
-	script := "for f in \"$@\"; do cp \"$f\" " + dst + "/ && dd if=/dev/null of=" + dst + "/$(basename \"$f\") conv=notrunc,fsync status=none; done"
-	return measure(e.root, "sh", append([]string{"-c", script, "sh"}, files...)...)
+	return measure(work, "sh", append([]string{"-c", script, "sh", dst}, files...)...)
+}
+
+// cpFsync times cp + fsync of files (copyEach).
+func cpFsync(e env, tag string, files []string) run {
+	return copyEach(e.work, filepath.Join(e.work, tag), cpFsyncScript, files)
 }
 
 // slicedRewrite: the rewrite of one 400,000-row fragment by `lanced
